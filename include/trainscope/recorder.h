@@ -1,0 +1,189 @@
+// trainscope/recorder.h: the in-process timeline's hot path.
+//
+// Each thread that records gets a fixed-capacity ring of compact Events the
+// first time it records in a session (registration: one allocation and one
+// lock, then never again). Recording an event is a few stores into the
+// thread's own ring and one release store of its head index: no lock, no
+// allocation, no syscall. A background thread of the Session drains the rings.
+// When a ring is full the event is dropped and counted; the producer never
+// waits. Most code uses the scopes in scope.h rather than this header.
+//
+//   if (trainscope::ThreadBuffer* ring = trainscope::ActiveBuffer()) {
+//     ring->Push(event);
+//   }
+#ifndef TRAINSCOPE_RECORDER_H_
+#define TRAINSCOPE_RECORDER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "trainscope/clock.h"
+#include "trainscope/phase.h"
+#include "trainscope/types.h"
+
+#if defined(__GNUC__)
+#define TRAINSCOPE_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TRAINSCOPE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TRAINSCOPE_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#define TRAINSCOPE_LIKELY(x) (x)
+#define TRAINSCOPE_UNLIKELY(x) (x)
+#define TRAINSCOPE_TLS_MODEL
+#endif
+
+namespace trainscope {
+
+// What an Event describes.
+enum class EventKind : uint8_t {
+  kRange = 0,  // a phase or named range that began and ended on this thread
+  kStep = 1,   // a training step; `value` holds the sample count
+  kAsync = 2,  // a range that may have ended on another thread than it began
+};
+
+// One recorded range, written once when the range ends. 32 bytes.
+struct Event {
+  TimestampNs start_ns;
+  TimestampNs end_ns;
+  int64_t step;    // the step active when the range began, -1 outside steps
+  uint32_t value;  // NameId for ranges, sample count for kStep
+  EventKind kind;
+  Phase phase;
+  uint16_t begin_thread;  // kAsync: registry index of the beginning thread
+};
+static_assert(sizeof(Event) == 32, "Event must stay compact");
+
+// A single-producer, single-consumer ring of Events owned by one thread.
+// Push is called only by the owning thread; Drain only by the Session's
+// drainer. Capacity is a power of two.
+class ThreadBuffer {
+ public:
+  // Allocates room for `capacity` events (rounded down to a power of two,
+  // at least 64). Called at registration, never on the hot path.
+  ThreadBuffer(size_t capacity, uint32_t os_tid, uint16_t index);
+  ~ThreadBuffer();
+  ThreadBuffer(const ThreadBuffer&) = delete;
+  ThreadBuffer& operator=(const ThreadBuffer&) = delete;
+
+  // Appends `event`, or counts it as dropped when the ring is full.
+  // Cost: a handful of stores; never blocks, allocates or locks.
+  void Push(const Event& event) noexcept {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (TRAINSCOPE_UNLIKELY(head - tail_cache_ >= capacity_)) {
+      tail_cache_ = tail_.load(std::memory_order_acquire);
+      if (head - tail_cache_ >= capacity_) {
+        dropped_.store(dropped_.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_relaxed);
+        return;
+      }
+    }
+    events_[head & mask_] = event;
+    head_.store(head + 1, std::memory_order_release);
+  }
+
+  // Consumer side: copies every event pushed so far to `sink(const Event*,
+  // size_t)` (at most two calls, for the two halves of the ring) and frees
+  // their slots. Returns the number of events drained.
+  template <typename Sink>
+  size_t Drain(Sink&& sink) {
+    const uint64_t tail = tail_.load(std::memory_order_relaxed);
+    const uint64_t head = head_.load(std::memory_order_acquire);
+    if (head == tail) return 0;
+    const size_t count = static_cast<size_t>(head - tail);
+    const size_t first = static_cast<size_t>(tail & mask_);
+    const size_t run = count < capacity_ - first ? count : capacity_ - first;
+    sink(events_.get() + first, run);
+    if (run < count) sink(events_.get(), count - run);
+    tail_.store(head, std::memory_order_release);
+    return count;
+  }
+
+  // Events dropped because the ring was full. Any thread may read it.
+  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // The ring's capacity in events and in bytes.
+  size_t capacity() const { return capacity_; }
+  size_t bytes() const { return capacity_ * sizeof(Event); }
+  // The owning thread's Linux thread id and its index in the registry.
+  uint32_t os_tid() const { return os_tid_; }
+  uint16_t index() const { return index_; }
+
+ private:
+  std::unique_ptr<Event[]> events_;
+  size_t capacity_;
+  uint64_t mask_;
+  uint32_t os_tid_;
+  uint16_t index_;
+  alignas(64) std::atomic<uint64_t> head_{0};
+  uint64_t tail_cache_ = 0;  // producer's last view of tail_
+  std::atomic<uint64_t> dropped_{0};
+  alignas(64) std::atomic<uint64_t> tail_{0};
+};
+
+namespace detail {
+
+// The generation of the active session, 0 when none is active. Every
+// Session::Start takes a new generation, so a thread notices a new session
+// by comparing one integer.
+extern std::atomic<uint32_t> g_generation;
+// The step index set by the innermost active StepScope, -1 outside steps.
+extern std::atomic<int64_t> g_current_step;
+// True while the active session emits NVTX ranges.
+extern std::atomic<bool> g_nvtx_enabled;
+
+// The calling thread's view of its registration.
+struct ThreadState {
+  ThreadBuffer* buffer;
+  uint32_t generation;
+};
+extern thread_local ThreadState t_thread TRAINSCOPE_TLS_MODEL;
+
+// Slow path: registers the calling thread with the active session (one
+// allocation of its ring and one lock). Returns nullptr if no session is
+// active any more.
+ThreadBuffer* RegisterCurrentThread(uint32_t generation);
+
+}  // namespace detail
+
+// The calling thread's ring in the active session, registering the thread on
+// its first call; nullptr when no session is active (one relaxed load and a
+// predictable branch).
+inline ThreadBuffer* ActiveBuffer() noexcept {
+  const uint32_t generation =
+      detail::g_generation.load(std::memory_order_relaxed);
+  if (TRAINSCOPE_LIKELY(generation == 0)) return nullptr;
+  const detail::ThreadState& state = detail::t_thread;
+  if (TRAINSCOPE_LIKELY(state.generation == generation)) return state.buffer;
+  return detail::RegisterCurrentThread(generation);
+}
+
+// True while a session is recording. Cost: one relaxed load.
+inline bool Recording() noexcept {
+  return detail::g_generation.load(std::memory_order_relaxed) != 0;
+}
+
+// The step index of the innermost active StepScope, or -1.
+inline int64_t CurrentStep() noexcept {
+  return detail::g_current_step.load(std::memory_order_relaxed);
+}
+
+// Interns `name` for custom ranges and returns its stable id (the same name
+// always yields the same id, in every session of the process). Also registers
+// the name as an NVTX string. Cost: a lock and a hash lookup; call it once per
+// call site (TRAINSCOPE_RANGE does). Thread-safe.
+NameId InternName(std::string_view name);
+
+// The text of an interned name or a phase/step name id; "" if unknown.
+// Thread-safe; the view stays valid for the life of the process.
+std::string_view LookupName(NameId id);
+
+// Names the calling thread ("loader/0") in trace.json and in NVTX
+// (nvtxNameOsThreadA), as Nsight Systems shows it. Registers the thread with
+// the active session if there is one; the name also applies to later
+// sessions. Cost: a lock; call it once when the thread starts.
+void NameThisThread(std::string_view name);
+
+}  // namespace trainscope
+
+#endif  // TRAINSCOPE_RECORDER_H_

@@ -1,0 +1,127 @@
+// trainscope/report.h: the baseline record of one run (report.json).
+//
+// Session::Finish() computes a Report from the run's timeline, writes it as
+// report.json and returns it. ReadReport (sdk/export) reads it back. Field
+// names mirror the JSON keys documented in docs/report-schema.md.
+//
+//   absl::StatusOr<trainscope::Report> report = session.Finish();
+//   if (report.ok()) use(report->throughput.steady_samples_per_s);
+#ifndef TRAINSCOPE_REPORT_H_
+#define TRAINSCOPE_REPORT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trainscope {
+
+// Version of the report.json schema this SDK writes and reads.
+inline constexpr int kReportSchemaVersion = 1;
+
+// How long one phase took per step, over the run's steps.
+struct PhaseStat {
+  std::string phase;       // PhaseName(), e.g. "forward"
+  int64_t steps = 0;       // steps in which the phase appeared
+  double median_ms = 0;    // per-step time in the phase
+  double p90_ms = 0;
+  double max_ms = 0;
+  double total_s = 0;      // over the whole run
+  double share_of_steps = 0;  // total_s / time inside steps
+};
+
+// The success criterion of the run, set by the user (Session::SetAcceptance).
+struct Acceptance {
+  std::string metric;            // e.g. "final_loss"
+  std::optional<double> target;  // the required value
+  std::optional<double> value;   // the achieved value
+  bool higher_is_better = false;
+  std::optional<bool> passed;    // value vs target; empty if either is unset
+};
+
+struct Report {
+  int schema_version = kReportSchemaVersion;
+
+  struct Run {
+    std::string name;
+    std::string code_version;   // git commit, or the user's string
+    std::string data_version;
+    std::string started_at;     // ISO 8601, UTC, of process start
+    std::string host;
+    int64_t pid = 0;
+    int rank = 0;
+  } run;
+
+  struct Environment {
+    std::string accelerator;      // CUDA device name, or the CPU model
+    int accelerator_count = 0;    // CUDA devices visible (0: CPU only)
+    std::string accelerator_status;  // how `accelerator` was found, or why not
+    std::string cpu_model;
+    int cpu_count = 0;
+    std::string container_image;
+    std::string os;
+    std::string trainscope_version;
+    bool nvtx_compiled = false;
+  } environment;
+
+  struct ResourceRequest {
+    int accelerators = 1;   // devices allocated to the run
+    double cpus = 0;        // 0: not stated
+    double memory_gib = 0;  // 0: not stated
+    std::string description;
+  } resource_request;
+
+  std::vector<std::pair<std::string, std::string>> config;
+
+  struct Timing {
+    std::optional<double> queue_delay_s;  // submission -> process start
+    double startup_s = 0;                 // process start -> first step begins
+    int64_t warmup_steps = 0;
+    std::string warmup_rule;
+    double total_s = 0;                   // process start -> Finish()
+    int64_t steps = 0;
+    double steps_s = 0;                   // first step begins -> last ends
+  } timing;
+
+  struct Throughput {
+    int64_t steady_steps = 0;
+    double steady_steps_per_s = 0;
+    double steady_samples_per_s = 0;
+    double median_step_ms = 0;
+  } throughput;
+
+  double resource_hours = 0;  // resource_request.accelerators x total_s / 3600
+
+  std::vector<PhaseStat> phases;  // in Phase order, only phases that occurred
+
+  struct Idle {
+    double share = 0;     // idle_s / window_s, 0 to 1
+    double idle_s = 0;
+    double window_s = 0;  // first step begins -> last step ends
+    std::string busy_source;  // what counted as busy ("cpu_compute_phases")
+    std::vector<std::pair<std::string, double>> by_cause;  // seconds, largest first
+    std::string top_cause;  // "" if the run never idled
+  } idle;
+
+  struct Events {
+    int64_t recorded = 0;
+    int64_t dropped = 0;
+    int threads = 0;
+    int64_t buffer_bytes_per_thread = 0;
+    int64_t recorder_bytes = 0;  // buffer_bytes_per_thread x threads
+  } events;
+
+  struct Overhead {
+    double per_scope_ns = 0;  // measured at Session::Start
+    double estimated_share = 0;  // recorded scopes x per_scope_ns / total
+  } overhead;
+
+  Acceptance acceptance;
+
+  std::string recommendation;  // one line, from the idle analysis
+};
+
+}  // namespace trainscope
+
+#endif  // TRAINSCOPE_REPORT_H_

@@ -1,0 +1,240 @@
+// trainscope/scope.h: RAII hooks that mark phases, named ranges and steps.
+//
+//   for (int64_t i = 0; i < steps; ++i) {
+//     trainscope::StepScope step(session, i, trainscope::Samples(batch_size));
+//     { TRAINSCOPE_PHASE(kDataWait); batch = loader.next(); }
+//     { TRAINSCOPE_PHASE(kForward);  loss = model(batch); }
+//     { TRAINSCOPE_RANGE("clip_grad"); clip(model); }
+//   }
+//
+// Each scope records one Event when it ends and, when the session has NVTX on,
+// pushes and pops an NVTX range in the `trainscope` domain. With no active
+// session a scope costs one relaxed load and a predictable branch; compiled
+// with TRAINSCOPE_DISABLE defined, nothing at all.
+#ifndef TRAINSCOPE_SCOPE_H_
+#define TRAINSCOPE_SCOPE_H_
+
+#include <cstdint>
+#include <utility>
+
+#include "trainscope/clock.h"
+#include "trainscope/phase.h"
+#include "trainscope/recorder.h"
+#include "trainscope/types.h"
+
+namespace trainscope {
+
+class Session;
+
+namespace detail {
+// Out-of-line NVTX calls (sdk/nvtx). No-ops when NVTX is compiled out.
+void NvtxPush(NameId name, Phase phase, int64_t step) noexcept;
+void NvtxPushStep(int64_t step) noexcept;
+void NvtxPop() noexcept;
+uint64_t NvtxStart(NameId name, Phase phase, int64_t step) noexcept;
+void NvtxEnd(uint64_t range_id) noexcept;
+
+inline bool NvtxOn() noexcept {
+  return g_nvtx_enabled.load(std::memory_order_relaxed);
+}
+
+inline ThreadBuffer* ScopeBuffer() noexcept {
+#ifdef TRAINSCOPE_DISABLE
+  return nullptr;
+#else
+  return ActiveBuffer();
+#endif
+}
+}  // namespace detail
+
+// Marks the enclosing block as `phase` (or as a custom named range).
+// Records a kRange Event at the end of the block. Not copyable or movable:
+// it must end on the thread that began it (see AsyncRange otherwise).
+class PhaseScope {
+ public:
+  // A range named after the phase itself ("forward").
+  explicit PhaseScope(Phase phase) noexcept
+      : PhaseScope(phase, static_cast<NameId>(phase)) {}
+
+  // A range named `name` (from InternName) that counts as `phase`.
+  PhaseScope(Phase phase, NameId name) noexcept
+      : buffer_(detail::ScopeBuffer()) {
+    if (buffer_ == nullptr) return;
+    phase_ = phase;
+    name_ = name;
+    step_ = CurrentStep();
+    nvtx_ = detail::NvtxOn();
+    if (nvtx_) detail::NvtxPush(name, phase, step_);
+    start_ns_ = NowNs();
+  }
+
+  ~PhaseScope() {
+    if (buffer_ == nullptr) return;
+    const TimestampNs end_ns = NowNs();
+    if (nvtx_) detail::NvtxPop();
+    buffer_->Push(Event{start_ns_, end_ns, step_, name_, EventKind::kRange,
+                        phase_, 0});
+  }
+
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  ThreadBuffer* buffer_;
+  TimestampNs start_ns_ = 0;
+  int64_t step_ = -1;
+  NameId name_ = 0;
+  Phase phase_ = Phase::kOther;
+  bool nvtx_ = false;
+};
+
+// Marks one training step. While it lives, CurrentStep() returns its index,
+// and every range begun on any thread is tagged with it. Steps should not
+// overlap; nesting restores the outer index on exit.
+class StepScope {
+ public:
+  // Begins step `index` of `session`; `samples` is the number of training
+  // examples the step processes (for throughput), settable later.
+  StepScope(Session& session, StepIndex index,
+            Samples samples = Samples(0)) noexcept
+      : session_(&session), buffer_(detail::ScopeBuffer()) {
+    if (buffer_ == nullptr) return;
+    index_ = index.value;
+    samples_ = samples.value;
+    previous_step_ =
+        detail::g_current_step.exchange(index_, std::memory_order_relaxed);
+    nvtx_ = detail::NvtxOn();
+    if (nvtx_) detail::NvtxPushStep(index_);
+    start_ns_ = NowNs();
+  }
+
+  ~StepScope() {
+    if (buffer_ == nullptr) return;
+    const TimestampNs end_ns = NowNs();
+    if (nvtx_) detail::NvtxPop();
+    detail::g_current_step.store(previous_step_, std::memory_order_relaxed);
+    const auto samples = static_cast<uint32_t>(
+        samples_ < 0 ? 0 : (samples_ > 0xFFFFFFFF ? 0xFFFFFFFF : samples_));
+    buffer_->Push(Event{start_ns_, end_ns, index_, samples, EventKind::kStep,
+                        Phase::kOther, 0});
+  }
+
+  // Sets the number of samples this step processed.
+  void set_samples(Samples samples) noexcept { samples_ = samples.value; }
+  // The session this step belongs to.
+  Session& session() const noexcept { return *session_; }
+
+  StepScope(const StepScope&) = delete;
+  StepScope& operator=(const StepScope&) = delete;
+
+ private:
+  Session* session_;
+  ThreadBuffer* buffer_;
+  TimestampNs start_ns_ = 0;
+  int64_t index_ = -1;
+  int64_t samples_ = 0;
+  int64_t previous_step_ = -1;
+  bool nvtx_ = false;
+};
+
+// A range that may end on another thread than it began on: an asynchronous
+// host-to-device copy, a background checkpoint write. Begin() on one thread,
+// move the token where the work finishes, End() there (or let it be
+// destroyed there). Shown in Nsight Systems as an NVTX start/end range.
+class AsyncRange {
+ public:
+  // An inactive range; End() does nothing.
+  AsyncRange() noexcept = default;
+
+  // Begins a range of `phase` named `name` (the phase's own name by default).
+  // Cost: like a PhaseScope's begin. Inactive when no session is recording.
+  static AsyncRange Begin(Phase phase, NameId name) noexcept {
+    AsyncRange range;
+    ThreadBuffer* buffer = detail::ScopeBuffer();
+    if (buffer == nullptr) return range;
+    range.generation_ =
+        detail::g_generation.load(std::memory_order_relaxed);
+    range.begin_thread_ = buffer->index();
+    range.phase_ = phase;
+    range.name_ = name;
+    range.step_ = CurrentStep();
+    if (detail::NvtxOn()) range.nvtx_id_ = detail::NvtxStart(name, phase, range.step_);
+    range.start_ns_ = NowNs();
+    return range;
+  }
+  static AsyncRange Begin(Phase phase) noexcept {
+    return Begin(phase, static_cast<NameId>(phase));
+  }
+
+  // Ends the range on the calling thread and records it. Idempotent. Dropped
+  // if the session that saw it begin is no longer the active one.
+  void End() noexcept {
+    if (generation_ == 0) return;
+    const TimestampNs end_ns = NowNs();
+    if (nvtx_id_ != 0) detail::NvtxEnd(nvtx_id_);
+    ThreadBuffer* buffer = detail::ScopeBuffer();
+    if (buffer != nullptr &&
+        detail::g_generation.load(std::memory_order_relaxed) == generation_) {
+      buffer->Push(Event{start_ns_, end_ns, step_, name_, EventKind::kAsync,
+                         phase_, begin_thread_});
+    }
+    generation_ = 0;
+  }
+
+  // True between Begin() and End().
+  bool active() const noexcept { return generation_ != 0; }
+
+  AsyncRange(AsyncRange&& other) noexcept { *this = std::move(other); }
+  AsyncRange& operator=(AsyncRange&& other) noexcept {
+    if (this != &other) {
+      End();
+      start_ns_ = other.start_ns_;
+      step_ = other.step_;
+      nvtx_id_ = other.nvtx_id_;
+      name_ = other.name_;
+      generation_ = other.generation_;
+      begin_thread_ = other.begin_thread_;
+      phase_ = other.phase_;
+      other.generation_ = 0;
+    }
+    return *this;
+  }
+  ~AsyncRange() { End(); }
+
+ private:
+  TimestampNs start_ns_ = 0;
+  int64_t step_ = -1;
+  uint64_t nvtx_id_ = 0;
+  NameId name_ = 0;
+  uint32_t generation_ = 0;
+  uint16_t begin_thread_ = 0;
+  Phase phase_ = Phase::kOther;
+};
+
+}  // namespace trainscope
+
+#define TRAINSCOPE_CONCAT_INNER(a, b) a##b
+#define TRAINSCOPE_CONCAT(a, b) TRAINSCOPE_CONCAT_INNER(a, b)
+
+#ifdef TRAINSCOPE_DISABLE
+#define TRAINSCOPE_PHASE(phase) static_cast<void>(0)
+#define TRAINSCOPE_RANGE(name) static_cast<void>(0)
+#define TRAINSCOPE_RANGE_IN(phase, name) static_cast<void>(0)
+#else
+// Marks the rest of the block as a standard phase: TRAINSCOPE_PHASE(kForward).
+#define TRAINSCOPE_PHASE(phase)                                     \
+  ::trainscope::PhaseScope TRAINSCOPE_CONCAT(trainscope_scope_, __LINE__)( \
+      ::trainscope::Phase::phase)
+// Marks the rest of the block as a custom range counted as `phase`; the name
+// is interned once per call site (a function-local static).
+#define TRAINSCOPE_RANGE_IN(phase, name)                                      \
+  static const ::trainscope::NameId TRAINSCOPE_CONCAT(trainscope_name_,       \
+                                                      __LINE__) =             \
+      ::trainscope::InternName(name);                                         \
+  ::trainscope::PhaseScope TRAINSCOPE_CONCAT(trainscope_scope_, __LINE__)(    \
+      ::trainscope::Phase::phase, TRAINSCOPE_CONCAT(trainscope_name_, __LINE__))
+// Marks the rest of the block as a custom range "name" (phase kOther).
+#define TRAINSCOPE_RANGE(name) TRAINSCOPE_RANGE_IN(kOther, name)
+#endif
+
+#endif  // TRAINSCOPE_SCOPE_H_

@@ -1,0 +1,131 @@
+// trainscope/session.h: one profiled run, from Start() to Finish().
+//
+//   trainscope::Options options;
+//   options.output_dir = "out/run1";
+//   options.run_name = "mlp-baseline";
+//   absl::StatusOr<trainscope::Session> session =
+//       trainscope::Session::Start(options);
+//   if (!session.ok()) { std::cerr << session.status() << "\n"; return 1; }
+//   ... the training loop with StepScope / PhaseScope ...
+//   absl::StatusOr<trainscope::Report> report = session->Finish();
+//
+// While a session is active every thread's scopes record into it. One session
+// is active per process at a time. Finish() writes trace.json and
+// report.json into the output directory and prints the summary.
+#ifndef TRAINSCOPE_SESSION_H_
+#define TRAINSCOPE_SESSION_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainscope/report.h"
+#include "trainscope/types.h"
+
+namespace trainscope {
+
+// Outputs a session writes; combine with |.
+enum Sink : uint32_t {
+  kSinkNone = 0,
+  kSinkTraceJson = 1u << 0,   // trace.json (Chrome trace / Kineto conventions)
+  kSinkReportJson = 1u << 1,  // report.json (docs/report-schema.md)
+  kSinkSummary = 1u << 2,     // the human summary, printed at Finish()
+  kSinkAll = kSinkTraceJson | kSinkReportJson | kSinkSummary,
+};
+
+// How a Session is set up. Every field has a usable default.
+struct Options {
+  // Where trace.json and report.json go; created (with parents) if missing.
+  std::string output_dir = "trainscope-out";
+  // A name for the run, stored in the report and trace.
+  std::string run_name = "run";
+  // Ring size per recording thread. Rounded down to a power of two events
+  // (32 bytes each). Memory is bounded by this times the number of threads.
+  Bytes buffer_bytes_per_thread{1u << 20};
+  // Emit NVTX ranges (the `trainscope` domain) for Nsight Systems. Without a
+  // tool attached they cost about a nanosecond each.
+  bool nvtx = true;
+  // Which outputs to write (Sink flags).
+  uint32_t sinks = kSinkAll;
+  // Where the summary goes when kSinkSummary is set.
+  FILE* summary_stream = stdout;
+  // Steps treated as warmup; -1 picks them by the rule in
+  // docs/report-schema.md (timing.warmup_rule).
+  int64_t warmup_steps = -1;
+  // How often the background thread drains the rings.
+  int flush_interval_ms = 50;
+  // How often trace.json is republished while running, so that a crash
+  // leaves a valid trace of everything up to the last checkpoint.
+  int trace_checkpoint_interval_ms = 2000;
+
+  // Baseline-record facts. Empty strings are filled from the environment:
+  // TRAINSCOPE_CODE_VERSION or `git rev-parse HEAD`, TRAINSCOPE_DATA_VERSION,
+  // TRAINSCOPE_CONTAINER_IMAGE (or a container runtime's variables).
+  std::string code_version;
+  std::string data_version;
+  std::string container_image;
+  // When the job was submitted (Unix seconds), for timing.queue_delay_s.
+  // Unset: read from TRAINSCOPE_SUBMIT_TIME (Unix seconds or ISO 8601 UTC).
+  std::optional<double> submit_time_unix_s;
+  // What the run was allocated; resource_hours = accelerators x hours.
+  Report::ResourceRequest resource_request;
+  // The run's configuration as key/value pairs, copied into the report.
+  std::vector<std::pair<std::string, std::string>> config;
+};
+
+// One active profiling run. Movable, not copyable. Methods are thread-safe
+// unless noted.
+class Session {
+ public:
+  // Validates `options`, creates the output directory, and starts recording.
+  // Errors: InvalidArgument for a bad option (named in the message),
+  // FailedPrecondition if another session is active, PermissionDenied /
+  // NotFound / FailedPrecondition naming the directory if it cannot be
+  // created or written. Cost: a few milliseconds (environment probe,
+  // overhead calibration, one background thread).
+  static absl::StatusOr<Session> Start(Options options);
+
+  Session(Session&& other) noexcept;
+  Session& operator=(Session&& other) noexcept;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  // Finishes the session if Finish() was not called; errors go to stderr.
+  ~Session();
+
+  // Adds or replaces a configuration key/value in the report.
+  void SetConfig(std::string_view key, std::string_view value);
+
+  // Sets the acceptance criterion: `metric` reached `value`, and must reach
+  // `target` (at least, or at most when !higher_is_better).
+  void SetAcceptance(std::string_view metric, double target, double value,
+                     bool higher_is_better);
+
+  // Stops recording, drains every thread, analyses the timeline, writes the
+  // outputs selected by Options::sinks and prints the summary. Events that
+  // threads record after this are discarded. Errors: FailedPrecondition if
+  // the session already finished; the file's error (ResourceExhausted for a
+  // full disk, PermissionDenied, ...) naming the path when an output cannot
+  // be written. Recording has stopped either way.
+  absl::StatusOr<Report> Finish();
+
+  // True between Start() and Finish().
+  bool active() const;
+  // The options the session was started with.
+  const Options& options() const;
+
+ private:
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainscope
+
+#endif  // TRAINSCOPE_SESSION_H_

@@ -1,0 +1,37 @@
+// trainscope/torch/torch.h: LibTorch adapters for trainscope.
+//
+//   auto session = trainscope::Session::Start(options);
+//   trainscope::torch::DescribeTorch(*session);   // torch version, device
+//
+// This header includes no LibTorch header itself; its .cc files do. Link
+// trainscope::torch, which carries LibTorch's flags (including the wheel's
+// _GLIBCXX_USE_CXX11_ABI).
+#ifndef TRAINSCOPE_TORCH_TORCH_H_
+#define TRAINSCOPE_TORCH_TORCH_H_
+
+#include <string>
+
+#include "trainscope/session.h"
+
+namespace trainscope::torch {
+
+// What LibTorch says about this process's compute.
+struct TorchFacts {
+  std::string version;     // TORCH_VERSION, e.g. "2.15.0"
+  bool cuda_available = false;
+  int cuda_devices = 0;
+  std::string device;      // "cuda:0" or "cpu"
+  int intra_op_threads = 0;
+};
+
+// Asks LibTorch. Cost: a CUDA probe on first call (cheap without a driver).
+TorchFacts QueryTorch();
+
+// Adds QueryTorch()'s facts to the session's report config
+// ("torch.version", "torch.device", "torch.cuda_devices",
+// "torch.intra_op_threads").
+void DescribeTorch(Session& session);
+
+}  // namespace trainscope::torch
+
+#endif  // TRAINSCOPE_TORCH_TORCH_H_

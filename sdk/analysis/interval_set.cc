@@ -1,0 +1,80 @@
+// Sorted disjoint interval sets. See interval_set.h.
+#include "sdk/analysis/interval_set.h"
+
+#include <algorithm>
+
+namespace trainscope::analysis {
+
+IntervalSet IntervalSet::Range(TimestampNs start, TimestampNs end) {
+  IntervalSet set;
+  if (end > start) set.spans_.emplace_back(start, end);
+  return set;
+}
+
+IntervalSet IntervalSet::FromUnsorted(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end());
+  IntervalSet set;
+  for (const Span& span : spans) {
+    if (span.second <= span.first) continue;
+    if (!set.spans_.empty() && span.first <= set.spans_.back().second) {
+      set.spans_.back().second = std::max(set.spans_.back().second, span.second);
+    } else {
+      set.spans_.push_back(span);
+    }
+  }
+  return set;
+}
+
+IntervalSet IntervalSet::Intersect(const IntervalSet& other) const {
+  IntervalSet out;
+  size_t i = 0;
+  size_t j = 0;
+  while (i < spans_.size() && j < other.spans_.size()) {
+    const TimestampNs start = std::max(spans_[i].first, other.spans_[j].first);
+    const TimestampNs end = std::min(spans_[i].second, other.spans_[j].second);
+    if (start < end) out.spans_.emplace_back(start, end);
+    if (spans_[i].second < other.spans_[j].second) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return out;
+}
+
+IntervalSet IntervalSet::Subtract(const IntervalSet& other) const {
+  IntervalSet out;
+  size_t j = 0;
+  for (const Span& span : spans_) {
+    TimestampNs cursor = span.first;
+    while (j < other.spans_.size() && other.spans_[j].second <= cursor) ++j;
+    size_t k = j;
+    while (k < other.spans_.size() && other.spans_[k].first < span.second) {
+      if (other.spans_[k].first > cursor) {
+        out.spans_.emplace_back(cursor, other.spans_[k].first);
+      }
+      cursor = std::max(cursor, other.spans_[k].second);
+      ++k;
+    }
+    if (cursor < span.second) out.spans_.emplace_back(cursor, span.second);
+  }
+  return out;
+}
+
+TimestampNs IntervalSet::Length() const {
+  TimestampNs total = 0;
+  for (const Span& span : spans_) total += span.second - span.first;
+  return total;
+}
+
+TimestampNs IntervalSet::LengthWithin(TimestampNs start, TimestampNs end) const {
+  auto it = std::upper_bound(spans_.begin(), spans_.end(), start,
+                             [](TimestampNs t, const Span& s) { return t < s.second; });
+  TimestampNs total = 0;
+  for (; it != spans_.end() && it->first < end; ++it) {
+    total += std::min(end, it->second) - std::max(start, it->first);
+  }
+  return total;
+}
+
+}  // namespace trainscope::analysis

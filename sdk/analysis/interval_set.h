@@ -1,0 +1,47 @@
+// sdk/analysis/interval_set.h: sets of time as sorted, disjoint intervals.
+//
+// The building block of the idle and phase analyses: the union of busy
+// intervals, the gaps between them, the part of a gap a phase covers.
+//
+//   IntervalSet busy = IntervalSet::FromUnsorted(spans);
+//   IntervalSet idle = IntervalSet::Span(t0, t1).Subtract(busy);
+#ifndef TRAINSCOPE_SDK_ANALYSIS_INTERVAL_SET_H_
+#define TRAINSCOPE_SDK_ANALYSIS_INTERVAL_SET_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "trainscope/clock.h"
+
+namespace trainscope::analysis {
+
+class IntervalSet {
+ public:
+  using Span = std::pair<TimestampNs, TimestampNs>;  // [first, second)
+
+  IntervalSet() = default;
+  // The set holding [start, end) (empty if end <= start).
+  static IntervalSet Range(TimestampNs start, TimestampNs end);
+  // The union of arbitrary spans (any order, may overlap). O(n log n).
+  static IntervalSet FromUnsorted(std::vector<Span> spans);
+
+  // Set operations, each linear in the sizes of both sets.
+  IntervalSet Intersect(const IntervalSet& other) const;
+  IntervalSet Subtract(const IntervalSet& other) const;
+
+  // Total covered time.
+  TimestampNs Length() const;
+  // Covered time within [start, end). O(log n + spans in range).
+  TimestampNs LengthWithin(TimestampNs start, TimestampNs end) const;
+
+  const std::vector<Span>& spans() const { return spans_; }
+  bool empty() const { return spans_.empty(); }
+
+ private:
+  std::vector<Span> spans_;  // sorted, disjoint, non-empty, non-touching
+};
+
+}  // namespace trainscope::analysis
+
+#endif  // TRAINSCOPE_SDK_ANALYSIS_INTERVAL_SET_H_

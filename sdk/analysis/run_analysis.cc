@@ -1,0 +1,99 @@
+// The report's analysed sections. See run_analysis.h.
+#include "sdk/analysis/run_analysis.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "sdk/analysis/gap_analyzer.h"
+#include "sdk/analysis/phase_stats.h"
+#include "sdk/analysis/step_analysis.h"
+
+namespace trainscope::analysis {
+namespace {
+
+double PhaseShare(const Report& report, const std::string& phase) {
+  for (const PhaseStat& stat : report.phases) {
+    if (stat.phase == phase) return stat.share_of_steps;
+  }
+  return 0;
+}
+
+int Percent(double share) { return static_cast<int>(std::lround(share * 100)); }
+
+}  // namespace
+
+void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
+                Report* report) {
+  const StepStats steps = AnalyzeSteps(timeline, warmup_override);
+  Report::Timing& timing = report->timing;
+  timing.steps = static_cast<int64_t>(steps.steps.size());
+  timing.warmup_steps = steps.warmup_steps;
+  timing.warmup_rule = steps.warmup_rule;
+  timing.total_s = (clock.finish_ns - clock.process_start_ns) / 1e9;
+  if (clock.submit_unix_s) {
+    timing.queue_delay_s = clock.process_start_unix_s - *clock.submit_unix_s;
+  }
+  TimestampNs window_start = clock.process_start_ns;
+  TimestampNs window_end = clock.finish_ns;
+  if (!steps.steps.empty()) {
+    window_start = steps.steps.front().start_ns;
+    window_end = steps.steps.back().end_ns;
+    timing.startup_s = (window_start - clock.process_start_ns) / 1e9;
+    timing.steps_s = (window_end - window_start) / 1e9;
+  }
+
+  report->throughput.steady_steps = steps.steady_steps;
+  report->throughput.steady_steps_per_s = steps.steady_steps_per_s;
+  report->throughput.steady_samples_per_s = steps.steady_samples_per_s;
+  report->throughput.median_step_ms = steps.median_step_ms;
+  report->resource_hours = report->resource_request.accelerators * timing.total_s / 3600.0;
+
+  report->phases = AnalyzePhases(timeline, steps);
+
+  const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, window_start, window_end);
+  report->idle.share = idle.share;
+  report->idle.idle_s = idle.idle_ns / 1e9;
+  report->idle.window_s = idle.window_ns / 1e9;
+  report->idle.busy_source = idle.busy_source;
+  report->idle.by_cause.clear();
+  for (const auto& [cause, ns] : idle.by_cause) report->idle.by_cause.emplace_back(cause, ns / 1e9);
+  report->idle.top_cause = idle.by_cause.empty() ? "" : idle.by_cause.front().first;
+  report->recommendation = Recommend(*report);
+}
+
+std::string Recommend(const Report& report) {
+  const Report::Idle& idle = report.idle;
+  if (report.timing.steps == 0) {
+    return "no steps were recorded: wrap each iteration in a trainscope::StepScope";
+  }
+  if (idle.top_cause.empty() || idle.share < 0.10) {
+    return absl::StrFormat(
+        "compute is busy %d%% of the time: no input or sync bottleneck; tune batch size or "
+        "precision next (docs/guide-map.md#tune-the-application)",
+        Percent(1 - idle.share));
+  }
+  const double cause_share =
+      idle.window_s > 0 ? idle.by_cause.front().second / idle.window_s : 0;
+  const std::string& cause = idle.top_cause;
+  if (cause == "data_wait") {
+    return absl::StrFormat(
+        "%d%% of step time waits on input: tune the loader (workers, prefetch depth, pinned "
+        "memory; docs/guide-map.md#input-pipeline)",
+        Percent(PhaseShare(report, "data_wait")));
+  }
+  const char* advice = "see docs/guide-map.md";
+  if (cause == "h2d") advice = "copy from pinned memory on a side stream, ahead of use";
+  if (cause == "sync") advice = "remove blocking synchronisations (.item(), .cpu(), device syncs)";
+  if (cause == "checkpoint") advice = "checkpoint asynchronously or less often";
+  if (cause == "eval") advice = "evaluate less often or on other resources";
+  if (cause == "other") advice = "look at the custom ranges that run while compute idles";
+  if (cause == kCauseHost) {
+    advice = "host work no phase covers (launch overhead or unmarked code): mark it with "
+             "TRAINSCOPE_RANGE";
+  }
+  if (cause == kCauseOutsideStep) advice = "work between steps: move it into the loop or off";
+  return absl::StrFormat("compute idles %d%% of the time, %d%% on %s: %s", Percent(idle.share),
+                         Percent(cause_share), cause, advice);
+}
+
+}  // namespace trainscope::analysis

@@ -1,0 +1,31 @@
+// sdk/analysis/run_analysis.h: the report's analysed sections from a Timeline.
+#ifndef TRAINSCOPE_SDK_ANALYSIS_RUN_ANALYSIS_H_
+#define TRAINSCOPE_SDK_ANALYSIS_RUN_ANALYSIS_H_
+
+#include <optional>
+#include <string>
+
+#include "sdk/analysis/timeline.h"
+#include "trainscope/report.h"
+
+namespace trainscope::analysis {
+
+// The run's fixed points in time.
+struct RunClock {
+  TimestampNs process_start_ns = 0;   // on the recorder's clock
+  TimestampNs finish_ns = 0;          // Session::Finish()
+  double process_start_unix_s = 0;
+  std::optional<double> submit_unix_s;  // job submission, if known
+};
+
+// Fills report->timing, throughput, resource_hours (from
+// report->resource_request), phases, idle and recommendation.
+void AnalyzeRun(const Timeline& timeline, const RunClock& clock,
+                int64_t warmup_override, Report* report);
+
+// The one-line recommendation for a report's idle and phase figures.
+std::string Recommend(const Report& report);
+
+}  // namespace trainscope::analysis
+
+#endif  // TRAINSCOPE_SDK_ANALYSIS_RUN_ANALYSIS_H_

@@ -1,0 +1,36 @@
+// The Timeline data model. See timeline.h.
+#include "sdk/analysis/timeline.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace trainscope::analysis {
+
+uint32_t Timeline::AddTrack(Track track) {
+  tracks_.push_back(std::move(track));
+  return static_cast<uint32_t>(tracks_.size() - 1);
+}
+
+uint32_t Timeline::Intern(std::string_view name) {
+  auto it = name_ids_.find(std::string(name));
+  if (it != name_ids_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(names_.size());
+  names_.emplace_back(name);
+  name_ids_.emplace(names_.back(), id);
+  return id;
+}
+
+void Timeline::Add(Interval interval) {
+  if (interval.end_ns < interval.start_ns) interval.end_ns = interval.start_ns;
+  intervals_.push_back(interval);
+}
+
+void Timeline::Sort() {
+  std::stable_sort(intervals_.begin(), intervals_.end(),
+                   [](const Interval& a, const Interval& b) {
+                     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+                     return a.end_ns > b.end_ns;
+                   });
+}
+
+}  // namespace trainscope::analysis

@@ -1,0 +1,94 @@
+// sdk/analysis/timeline.h: the one data model every source fills and every
+// analysis reads.
+//
+// Sources (the recorder's rings today; CUPTI buffers and Kineto traces next)
+// turn what they read into Intervals on Tracks, in one clock (nanoseconds).
+// No analysis knows where an interval came from.
+//
+//   Timeline timeline;
+//   uint32_t main = timeline.AddTrack({TrackKind::kHostThread, pid, tid, "main"});
+//   timeline.Add({start, end, step, 0, timeline.Intern("forward"), main,
+//                 IntervalKind::kHostRange, Phase::kForward});
+#ifndef TRAINSCOPE_SDK_ANALYSIS_TIMELINE_H_
+#define TRAINSCOPE_SDK_ANALYSIS_TIMELINE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "trainscope/clock.h"
+#include "trainscope/phase.h"
+
+namespace trainscope::analysis {
+
+enum class TrackKind : uint8_t {
+  kHostThread,    // one OS thread's ranges
+  kHostAsync,     // ranges that crossed threads
+  kDeviceStream,  // one device stream's activity
+};
+
+struct Track {
+  TrackKind kind = TrackKind::kHostThread;
+  int64_t pid = 0;
+  int64_t tid = 0;  // OS thread id, or the stream id for device tracks
+  std::string name;
+};
+
+enum class IntervalKind : uint8_t {
+  kHostRange,   // a phase or named range on a host thread
+  kStep,        // a training step; `value` is its sample count
+  kAsyncRange,  // a host range that may have crossed threads
+  kKernel,      // device work, from CUPTI or a Kineto trace
+  kMemcpy,
+  kMemset,
+};
+
+// True for the kinds that are device activity.
+constexpr bool IsDeviceKind(IntervalKind kind) {
+  return kind == IntervalKind::kKernel || kind == IntervalKind::kMemcpy ||
+         kind == IntervalKind::kMemset;
+}
+
+// A half-open time interval [start_ns, end_ns) on one track.
+struct Interval {
+  TimestampNs start_ns = 0;
+  TimestampNs end_ns = 0;
+  int64_t step = -1;  // the step it belongs to, -1 if none
+  int64_t value = 0;  // kStep: samples; device kinds: correlation id
+  uint32_t name = 0;  // Timeline::Intern id
+  uint32_t track = 0;
+  IntervalKind kind = IntervalKind::kHostRange;
+  Phase phase = Phase::kOther;
+
+  TimestampNs duration_ns() const { return end_ns - start_ns; }
+};
+
+class Timeline {
+ public:
+  // Adds a track and returns its index.
+  uint32_t AddTrack(Track track);
+  // Returns the id of `name`, adding it on first use.
+  uint32_t Intern(std::string_view name);
+  // Appends an interval. Intervals with end < start are clamped to empty.
+  void Add(Interval interval);
+  // Sorts intervals by start (then by longer first, so parents precede
+  // children). Analyses expect a sorted timeline.
+  void Sort();
+
+  const std::vector<Track>& tracks() const { return tracks_; }
+  const std::vector<Interval>& intervals() const { return intervals_; }
+  const std::string& name(uint32_t id) const { return names_[id]; }
+  size_t size() const { return intervals_.size(); }
+
+ private:
+  std::vector<Track> tracks_;
+  std::vector<Interval> intervals_;
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, uint32_t> name_ids_;
+};
+
+}  // namespace trainscope::analysis
+
+#endif  // TRAINSCOPE_SDK_ANALYSIS_TIMELINE_H_

@@ -1,0 +1,23 @@
+// sdk/cli/commands.h: the subcommands of the `trainscope` tool.
+//
+// Each takes its positional arguments (after the subcommand name) and
+// returns the process exit code: 0 success, 1 bad input (the message names
+// the file and what is wrong), 2 bad usage.
+#ifndef TRAINSCOPE_SDK_CLI_COMMANDS_H_
+#define TRAINSCOPE_SDK_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace trainscope::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadInput = 1;
+inline constexpr int kExitUsage = 2;
+
+// `trainscope summary REPORT.json`: prints the run summary again.
+int RunSummary(const std::vector<std::string>& args);
+
+}  // namespace trainscope::cli
+
+#endif  // TRAINSCOPE_SDK_CLI_COMMANDS_H_

@@ -1,0 +1,46 @@
+// The `trainscope` command-line tool: a thin shell over the SDK's analyses.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "sdk/cli/commands.h"
+#include "trainscope/version.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "trainscope: where accelerator time goes in a training run.\n"
+    "\n"
+    "usage: trainscope <command> [flags] [args]\n"
+    "\n"
+    "commands:\n"
+    "  summary REPORT.json   print the run summary of a report.json again\n"
+    "                        (--format=text|json)\n"
+    "\n"
+    "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
+    "Run 'trainscope --help' for the flags.";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig config;
+  config.version_string = [] { return std::string("trainscope " TRAINSCOPE_VERSION_STRING "\n"); };
+  config.contains_help_flags = [](absl::string_view path) {
+    return path.find("sdk/cli/") != absl::string_view::npos;
+  };
+  absl::SetFlagsUsageConfig(config);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2) {
+    std::fprintf(stderr, "%s\n", kUsage);
+    return trainscope::cli::kExitUsage;
+  }
+  const std::string command = positional[1];
+  const std::vector<std::string> args(positional.begin() + 2, positional.end());
+  if (command == "summary") return trainscope::cli::RunSummary(args);
+  std::fprintf(stderr, "trainscope: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
+  return trainscope::cli::kExitUsage;
+}

@@ -1,0 +1,37 @@
+// sdk/core/files.h: durable file writes and errno-to-Status (internal).
+#ifndef TRAINSCOPE_SDK_CORE_FILES_H_
+#define TRAINSCOPE_SDK_CORE_FILES_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace trainscope::core {
+
+// A Status for errno `error` while doing `what` ("writing /out/report.json"):
+// ENOSPC and EDQUOT map to ResourceExhausted, EACCES/EPERM/EROFS to
+// PermissionDenied, ENOENT to NotFound, ENOTDIR/EEXIST/EISDIR to
+// FailedPrecondition, anything else to Internal. The message ends with
+// strerror's text.
+absl::Status ErrnoStatus(int error, std::string_view what);
+
+// Creates `dir` and its parents if missing and checks that a file can be
+// created in it. Errors name the directory and the failing step.
+absl::Status EnsureWritableDirectory(const std::string& dir);
+
+// Writes `content` to `path` so that readers see the old file or the whole
+// new one, never a part: a temporary file beside it, fsync, rename, fsync of
+// the directory. On error the temporary is removed and `path` is untouched.
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content);
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR.
+absl::Status WriteAll(int fd, std::string_view data, std::string_view what);
+
+// Reads a whole file. Errors name the path.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+}  // namespace trainscope::core
+
+#endif  // TRAINSCOPE_SDK_CORE_FILES_H_

@@ -1,0 +1,165 @@
+// Thread registration, the rings and the name table. See recorder.h.
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "sdk/core/thread_registry.h"
+#include "sdk/nvtx/nvtx.h"
+#include "trainscope/recorder.h"
+
+namespace trainscope {
+
+namespace detail {
+std::atomic<uint32_t> g_generation{0};
+std::atomic<int64_t> g_current_step{-1};
+std::atomic<bool> g_nvtx_enabled{false};
+thread_local ThreadState t_thread TRAINSCOPE_TLS_MODEL = {nullptr, 0};
+
+ThreadBuffer* RegisterCurrentThread(uint32_t generation) {
+  return core::ThreadRegistry::Get().RegisterCurrentThread(generation);
+}
+}  // namespace detail
+
+namespace {
+size_t FloorPowerOfTwo(size_t n) {
+  size_t p = 64;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// Keeps the calling thread's rings alive while it may still write to them:
+// the current one, and the previous one for a scope that spans a change of
+// session.
+struct ThreadOwner {
+  std::shared_ptr<ThreadBuffer> current;
+  std::shared_ptr<ThreadBuffer> previous;
+};
+thread_local ThreadOwner t_owner;
+}  // namespace
+
+ThreadBuffer::ThreadBuffer(size_t capacity, uint32_t os_tid, uint16_t index)
+    : capacity_(FloorPowerOfTwo(capacity)),
+      mask_(capacity_ - 1),
+      os_tid_(os_tid),
+      index_(index) {
+  events_ = std::make_unique<Event[]>(capacity_);
+}
+
+ThreadBuffer::~ThreadBuffer() = default;
+
+namespace core {
+
+uint32_t CurrentOsTid() {
+  static thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+ThreadRegistry& ThreadRegistry::Get() {
+  static ThreadRegistry* registry = new ThreadRegistry();
+  return *registry;
+}
+
+void ThreadRegistry::BeginSession(uint32_t generation, size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  generation_ = generation;
+  capacity_ = capacity;
+  threads_.clear();
+}
+
+void ThreadRegistry::EndSession() {
+  std::lock_guard<std::mutex> lock(mu_);
+  generation_ = 0;
+  threads_.clear();
+}
+
+ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation) {
+  const uint32_t tid = CurrentOsTid();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (generation == 0 || generation != generation_ || threads_.size() >= 0xFFFF) {
+    return nullptr;
+  }
+  auto buffer = std::make_shared<ThreadBuffer>(
+      capacity_, tid, static_cast<uint16_t>(threads_.size()));
+  threads_.push_back(ThreadEntry{buffer, tid});
+  if (names_.find(tid) == names_.end()) {
+    char name[32] = {};
+    if (static_cast<pid_t>(tid) == getpid()) {
+      names_[tid] = "main";
+    } else if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 &&
+               name[0] != '\0') {
+      names_[tid] = name;
+    }
+  }
+  t_owner.previous = std::move(t_owner.current);
+  t_owner.current = buffer;
+  detail::t_thread = detail::ThreadState{buffer.get(), generation};
+  return buffer.get();
+}
+
+std::vector<ThreadEntry> ThreadRegistry::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_;
+}
+
+std::string ThreadRegistry::ThreadName(uint32_t os_tid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = names_.find(os_tid);
+  return it == names_.end() ? std::string() : it->second;
+}
+
+void ThreadRegistry::SetThreadName(uint32_t os_tid, std::string name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  names_[os_tid] = std::move(name);
+}
+
+}  // namespace core
+
+namespace {
+// Interned names. A deque keeps every string at a stable address.
+struct NameTable {
+  std::mutex mu;
+  std::deque<std::string> names;  // index = id - kFirstCustomNameId
+  std::unordered_map<std::string, NameId> ids;
+};
+NameTable& Names() {
+  static NameTable* table = new NameTable();
+  return *table;
+}
+}  // namespace
+
+NameId InternName(std::string_view name) {
+  NameTable& table = Names();
+  std::lock_guard<std::mutex> lock(table.mu);
+  auto it = table.ids.find(std::string(name));
+  if (it != table.ids.end()) return it->second;
+  const NameId id = kFirstCustomNameId + static_cast<NameId>(table.names.size());
+  table.names.emplace_back(name);
+  table.ids.emplace(table.names.back(), id);
+  nvtx::RegisterName(id, name);
+  return id;
+}
+
+std::string_view LookupName(NameId id) {
+  if (id < static_cast<NameId>(kPhaseCount)) return PhaseName(static_cast<Phase>(id));
+  if (id == kStepNameId) return "step";
+  if (id < kFirstCustomNameId) return {};
+  NameTable& table = Names();
+  std::lock_guard<std::mutex> lock(table.mu);
+  const size_t index = id - kFirstCustomNameId;
+  return index < table.names.size() ? std::string_view(table.names[index])
+                                    : std::string_view();
+}
+
+void NameThisThread(std::string_view name) {
+  const uint32_t tid = core::CurrentOsTid();
+  core::ThreadRegistry::Get().SetThreadName(tid, std::string(name));
+  nvtx::NameThread(tid, name);
+  ActiveBuffer();  // register now, so the thread shows even if it records nothing
+}
+
+}  // namespace trainscope

@@ -1,0 +1,360 @@
+// Session: start, drain, finish. See session.h.
+#include "trainscope/session.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "fmt/format.h"
+#include "sdk/analysis/run_analysis.h"
+#include "sdk/analysis/timeline.h"
+#include "sdk/core/environment.h"
+#include "sdk/core/files.h"
+#include "sdk/core/thread_registry.h"
+#include "sdk/export/report_json.h"
+#include "sdk/export/summary.h"
+#include "sdk/export/trace_writer.h"
+#include "sdk/nvtx/nvtx.h"
+#include "trainscope/recorder.h"
+
+namespace trainscope {
+namespace {
+
+// Only one session records at a time.
+std::atomic<bool> g_session_active{false};
+std::atomic<uint32_t> g_last_generation{0};
+
+// Limits on Options::buffer_bytes_per_thread.
+constexpr uint64_t kMinBufferBytes = 64 * sizeof(Event);
+constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 30;
+
+absl::Status ValidateOptions(const Options& o) {
+  if (o.run_name.empty()) return absl::InvalidArgumentError("Options::run_name is empty");
+  if (o.buffer_bytes_per_thread.value < kMinBufferBytes ||
+      o.buffer_bytes_per_thread.value > kMaxBufferBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("Options::buffer_bytes_per_thread is {}; it must be between {} and {}", o.buffer_bytes_per_thread.value, kMinBufferBytes, kMaxBufferBytes));
+  }
+  if (o.flush_interval_ms <= 0 || o.trace_checkpoint_interval_ms <= 0) {
+    return absl::InvalidArgumentError(
+        "Options::flush_interval_ms and trace_checkpoint_interval_ms must be positive");
+  }
+  if (o.resource_request.accelerators < 0) {
+    return absl::InvalidArgumentError("Options::resource_request.accelerators is negative");
+  }
+  if ((o.sinks & kSinkSummary) != 0 && o.summary_stream == nullptr) {
+    return absl::InvalidArgumentError("Options::summary_stream is null but kSinkSummary is set");
+  }
+  return absl::OkStatus();
+}
+
+// The recorder's cost per scope (two clock reads and a push), measured on a
+// private ring so that nothing is recorded.
+double CalibrateScopeCostNs() {
+  constexpr int kIterations = 4096;
+  ThreadBuffer ring(8192, 0, 0);
+  const TimestampNs begin = NowNs();
+  for (int i = 0; i < kIterations; ++i) {
+    const TimestampNs start = NowNs();
+    ring.Push(Event{start, NowNs(), i, 0, EventKind::kRange, Phase::kOther, 0});
+    if ((i & 4095) == 4095) ring.Drain([](const Event*, size_t) {});
+  }
+  return static_cast<double>(NowNs() - begin) / kIterations;
+}
+
+}  // namespace
+
+struct Session::Impl {
+  Options options;
+  uint32_t generation = 0;
+  bool finished = false;
+  core::ProcessStart process_start;
+  std::optional<double> submit_unix_s;
+  Report report;  // environment facts at Start; analysis at Finish
+  double scope_cost_ns = 0;
+  std::unique_ptr<exporter::TraceWriter> trace;
+  absl::Status trace_status;  // first trace error, reported at Finish
+
+  // Drained events, per registry index.
+  struct ThreadEvents {
+    uint32_t os_tid = 0;
+    std::vector<Event> events;
+    std::string written_name;
+  };
+  std::vector<ThreadEvents> threads;
+  std::vector<core::ThreadEntry> entries;  // last registry snapshot
+
+  std::mutex mu;  // guards report.config, report.acceptance, stop
+  std::condition_variable wake;
+  bool stop = false;
+  std::thread drainer;
+
+  void DrainOnce();
+  void DrainLoop();
+  analysis::Timeline BuildTimeline() const;
+  absl::Status WriteOutputs();
+};
+
+void Session::Impl::DrainOnce() {
+  entries = core::ThreadRegistry::Get().Snapshot();
+  if (threads.size() < entries.size()) threads.resize(entries.size());
+  auto tid_of = [this](uint16_t index) {
+    return index < entries.size() ? entries[index].os_tid : 0u;
+  };
+  for (size_t i = 0; i < entries.size(); ++i) {
+    ThreadEvents& thread = threads[i];
+    thread.os_tid = entries[i].os_tid;
+    if (trace != nullptr) {
+      std::string name = core::ThreadRegistry::Get().ThreadName(thread.os_tid);
+      if (!name.empty() && name != thread.written_name) {
+        trace_status.Update(trace->NameThread(thread.os_tid, name));
+        thread.written_name = std::move(name);
+      }
+    }
+    entries[i].buffer->Drain([&](const Event* events, size_t count) {
+      thread.events.insert(thread.events.end(), events, events + count);
+      if (trace != nullptr && trace_status.ok()) {
+        trace_status.Update(trace->Append(thread.os_tid, events, count, tid_of));
+      }
+    });
+  }
+}
+
+void Session::Impl::DrainLoop() {
+  using Clock = std::chrono::steady_clock;
+  auto next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stop) {
+    wake.wait_for(lock, std::chrono::milliseconds(options.flush_interval_ms));
+    if (stop) break;
+    lock.unlock();
+    DrainOnce();
+    if (trace != nullptr && trace_status.ok() && Clock::now() >= next_publish) {
+      trace_status.Update(trace->Publish(false));
+      next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
+    }
+    lock.lock();
+  }
+}
+
+analysis::Timeline Session::Impl::BuildTimeline() const {
+  analysis::Timeline timeline;
+  const int64_t pid = report.run.pid;
+  std::unordered_map<NameId, uint32_t> names;
+  auto name_of = [&](NameId id) {
+    auto it = names.find(id);
+    if (it != names.end()) return it->second;
+    const uint32_t local = timeline.Intern(LookupName(id));
+    names.emplace(id, local);
+    return local;
+  };
+  const uint32_t async_track = timeline.AddTrack(
+      {analysis::TrackKind::kHostAsync, pid, 0, "cross-thread ranges"});
+  const uint32_t step_name = timeline.Intern("step");
+  for (const ThreadEvents& thread : threads) {
+    std::string name = core::ThreadRegistry::Get().ThreadName(thread.os_tid);
+    const uint32_t track =
+        timeline.AddTrack({analysis::TrackKind::kHostThread, pid, thread.os_tid, name});
+    for (const Event& e : thread.events) {
+      analysis::Interval interval;
+      interval.start_ns = e.start_ns;
+      interval.end_ns = e.end_ns;
+      interval.step = e.step;
+      interval.phase = e.phase;
+      switch (e.kind) {
+        case EventKind::kStep:
+          interval.kind = analysis::IntervalKind::kStep;
+          interval.value = e.value;
+          interval.name = step_name;
+          interval.track = track;
+          break;
+        case EventKind::kAsync:
+          interval.kind = analysis::IntervalKind::kAsyncRange;
+          interval.name = name_of(e.value);
+          interval.track = async_track;
+          break;
+        case EventKind::kRange:
+          interval.kind = analysis::IntervalKind::kHostRange;
+          interval.name = name_of(e.value);
+          interval.track = track;
+          break;
+      }
+      timeline.Add(interval);
+    }
+  }
+  timeline.Sort();
+  return timeline;
+}
+
+absl::Status Session::Impl::WriteOutputs() {
+  absl::Status status = trace_status;
+  if (trace != nullptr && status.ok()) status.Update(trace->Publish(true));
+  if ((options.sinks & kSinkReportJson) != 0) {
+    status.Update(core::WriteFileAtomically(fmt::format("{}/report.json", options.output_dir),
+                                            exporter::ReportToJson(report)));
+  }
+  if ((options.sinks & kSinkSummary) != 0) {
+    const std::string summary = exporter::FormatSummary(report);
+    std::fputs(summary.c_str(), options.summary_stream);
+    if ((options.sinks & (kSinkTraceJson | kSinkReportJson)) != 0) {
+      std::fprintf(options.summary_stream, "outputs: %s/%s%s\n", options.output_dir.c_str(),
+                   (options.sinks & kSinkTraceJson) != 0 ? "trace.json " : "",
+                   (options.sinks & kSinkReportJson) != 0 ? "report.json" : "");
+    }
+    std::fflush(options.summary_stream);
+  }
+  return status;
+}
+
+absl::StatusOr<Session> Session::Start(Options options) {
+  if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
+  if (g_session_active.exchange(true)) {
+    return absl::FailedPreconditionError(
+        "another trainscope::Session is active in this process; Finish() it first");
+  }
+  auto impl = std::make_unique<Impl>();
+  auto fail = [](absl::Status status) {
+    g_session_active.store(false);
+    return status;
+  };
+  if ((options.sinks & (kSinkTraceJson | kSinkReportJson)) != 0) {
+    if (absl::Status status = core::EnsureWritableDirectory(options.output_dir); !status.ok()) {
+      return fail(status);
+    }
+  }
+  absl::StatusOr<core::ProcessStart> start = core::ReadProcessStart();
+  if (!start.ok()) return fail(start.status());
+  impl->process_start = *start;
+  if (options.submit_time_unix_s) {
+    impl->submit_unix_s = options.submit_time_unix_s;
+  } else if (const char* text = std::getenv("TRAINSCOPE_SUBMIT_TIME"); text && *text) {
+    absl::StatusOr<double> submit = core::ParseSubmitTime(text);
+    if (!submit.ok()) {
+      return fail(absl::InvalidArgumentError(
+          fmt::format("TRAINSCOPE_SUBMIT_TIME: {}", std::string(submit.status().message()))));
+    }
+    impl->submit_unix_s = *submit;
+  }
+  core::DescribeEnvironment(options, &impl->report);
+  impl->report.run.started_at = core::FormatIso8601(impl->process_start.unix_s);
+  impl->report.resource_request = options.resource_request;
+  impl->report.config = options.config;
+  impl->scope_cost_ns = CalibrateScopeCostNs();
+  if ((options.sinks & kSinkTraceJson) != 0) {
+    auto trace =
+        exporter::TraceWriter::Open(options.output_dir, options.run_name, impl->report.run.pid);
+    if (!trace.ok()) return fail(trace.status());
+    impl->trace = std::move(*trace);
+  }
+  impl->options = std::move(options);
+  impl->generation = g_last_generation.fetch_add(1) + 1;
+  if (impl->generation == 0) impl->generation = g_last_generation.fetch_add(1) + 1;
+  const size_t capacity = impl->options.buffer_bytes_per_thread.value / sizeof(Event);
+  core::ThreadRegistry::Get().BeginSession(impl->generation, capacity);
+  detail::g_current_step.store(-1, std::memory_order_relaxed);
+  detail::g_nvtx_enabled.store(impl->options.nvtx && nvtx::Available(),
+                               std::memory_order_relaxed);
+  detail::g_generation.store(impl->generation, std::memory_order_release);
+  Impl* raw = impl.get();
+  impl->drainer = std::thread([raw] { raw->DrainLoop(); });
+  return Session(std::move(impl));
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::Session(Session&& other) noexcept = default;
+Session& Session::operator=(Session&& other) noexcept {
+  if (this != &other) {
+    if (impl_ != nullptr && !impl_->finished) (void)Finish();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+Session::~Session() {
+  if (impl_ == nullptr || impl_->finished) return;
+  absl::StatusOr<Report> report = Finish();
+  if (!report.ok()) {
+    std::fprintf(stderr, "trainscope: finishing session '%s': %s\n",
+                 impl_->options.run_name.c_str(), report.status().ToString().c_str());
+  }
+}
+
+bool Session::active() const { return impl_ != nullptr && !impl_->finished; }
+
+const Options& Session::options() const { return impl_->options; }
+
+void Session::SetConfig(std::string_view key, std::string_view value) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (auto& [k, v] : impl_->report.config) {
+    if (k == key) {
+      v = std::string(value);
+      return;
+    }
+  }
+  impl_->report.config.emplace_back(std::string(key), std::string(value));
+}
+
+void Session::SetAcceptance(std::string_view metric, double target, double value,
+                            bool higher_is_better) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Acceptance& a = impl_->report.acceptance;
+  a.metric = std::string(metric);
+  a.target = target;
+  a.value = value;
+  a.higher_is_better = higher_is_better;
+  a.passed = higher_is_better ? value >= target : value <= target;
+}
+
+absl::StatusOr<Report> Session::Finish() {
+  if (impl_ == nullptr || impl_->finished) {
+    return absl::FailedPreconditionError("trainscope session already finished");
+  }
+  Impl& s = *impl_;
+  const TimestampNs finish_ns = NowNs();
+  detail::g_generation.store(0, std::memory_order_release);
+  detail::g_nvtx_enabled.store(false, std::memory_order_relaxed);
+  detail::g_current_step.store(-1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.stop = true;
+  }
+  s.wake.notify_all();
+  s.drainer.join();
+  s.DrainOnce();
+  s.finished = true;
+
+  Report::Events& events = s.report.events;
+  events.threads = static_cast<int>(s.entries.size());
+  events.buffer_bytes_per_thread =
+      s.entries.empty() ? 0 : static_cast<int64_t>(s.entries.front().buffer->bytes());
+  events.recorder_bytes = events.buffer_bytes_per_thread * events.threads;
+  for (size_t i = 0; i < s.entries.size(); ++i) {
+    events.dropped += static_cast<int64_t>(s.entries[i].buffer->dropped());
+    events.recorded += static_cast<int64_t>(s.threads[i].events.size());
+  }
+  core::ThreadRegistry::Get().EndSession();
+
+  analysis::RunClock clock;
+  clock.process_start_ns = s.process_start.monotonic_ns;
+  clock.finish_ns = finish_ns;
+  clock.process_start_unix_s = s.process_start.unix_s;
+  clock.submit_unix_s = s.submit_unix_s;
+  analysis::AnalyzeRun(s.BuildTimeline(), clock, s.options.warmup_steps, &s.report);
+  s.report.overhead.per_scope_ns = s.scope_cost_ns;
+  s.report.overhead.estimated_share =
+      s.report.timing.total_s > 0
+          ? events.recorded * s.scope_cost_ns / (s.report.timing.total_s * 1e9)
+          : 0;
+
+  absl::Status status = s.WriteOutputs();
+  g_session_active.store(false);
+  if (!status.ok()) return status;
+  return s.report;
+}
+
+}  // namespace trainscope

@@ -1,0 +1,371 @@
+// report.json writer and reader. See report_json.h.
+#include "sdk/export/report_json.h"
+
+#include <simdjson.h>
+
+#include "fmt/format.h"
+#include "sdk/core/files.h"
+#include "sdk/export/json_writer.h"
+
+namespace trainscope::exporter {
+
+std::string ReportToJson(const Report& r) {
+  JsonWriter j(JsonWriter::kPretty);
+  j.BeginObject();
+  j.Key("schema_version").Int(r.schema_version);
+  j.Key("run").BeginObject();
+  j.Key("name").String(r.run.name);
+  j.Key("code_version").String(r.run.code_version);
+  j.Key("data_version").String(r.run.data_version);
+  j.Key("started_at").String(r.run.started_at);
+  j.Key("host").String(r.run.host);
+  j.Key("pid").Int(r.run.pid);
+  j.Key("rank").Int(r.run.rank);
+  j.EndObject();
+
+  j.Key("environment").BeginObject();
+  j.Key("accelerator").String(r.environment.accelerator);
+  j.Key("accelerator_count").Int(r.environment.accelerator_count);
+  j.Key("accelerator_status").String(r.environment.accelerator_status);
+  j.Key("cpu_model").String(r.environment.cpu_model);
+  j.Key("cpu_count").Int(r.environment.cpu_count);
+  j.Key("container_image").String(r.environment.container_image);
+  j.Key("os").String(r.environment.os);
+  j.Key("trainscope_version").String(r.environment.trainscope_version);
+  j.Key("nvtx_compiled").Bool(r.environment.nvtx_compiled);
+  j.EndObject();
+
+  j.Key("resource_request").BeginObject();
+  j.Key("accelerators").Int(r.resource_request.accelerators);
+  j.Key("cpus").Number(r.resource_request.cpus);
+  j.Key("memory_gib").Number(r.resource_request.memory_gib);
+  j.Key("description").String(r.resource_request.description);
+  j.EndObject();
+
+  j.Key("config").BeginObject();
+  for (const auto& [key, value] : r.config) j.Key(key).String(value);
+  j.EndObject();
+
+  j.Key("timing").BeginObject();
+  j.Key("queue_delay_s").Number(r.timing.queue_delay_s);
+  j.Key("startup_s").Number(r.timing.startup_s);
+  j.Key("warmup_steps").Int(r.timing.warmup_steps);
+  j.Key("warmup_rule").String(r.timing.warmup_rule);
+  j.Key("total_s").Number(r.timing.total_s);
+  j.Key("steps").Int(r.timing.steps);
+  j.Key("steps_s").Number(r.timing.steps_s);
+  j.EndObject();
+
+  j.Key("throughput").BeginObject();
+  j.Key("steady_steps").Int(r.throughput.steady_steps);
+  j.Key("steady_steps_per_s").Number(r.throughput.steady_steps_per_s);
+  j.Key("steady_samples_per_s").Number(r.throughput.steady_samples_per_s);
+  j.Key("median_step_ms").Number(r.throughput.median_step_ms);
+  j.EndObject();
+
+  j.Key("resource_hours").Number(r.resource_hours);
+
+  j.Key("phases").BeginObject();
+  for (const PhaseStat& p : r.phases) {
+    j.Key(p.phase).BeginObject();
+    j.Key("steps").Int(p.steps);
+    j.Key("median_ms").Number(p.median_ms);
+    j.Key("p90_ms").Number(p.p90_ms);
+    j.Key("max_ms").Number(p.max_ms);
+    j.Key("total_s").Number(p.total_s);
+    j.Key("share_of_steps").Number(p.share_of_steps);
+    j.EndObject();
+  }
+  j.EndObject();
+
+  j.Key("idle").BeginObject();
+  j.Key("share").Number(r.idle.share);
+  j.Key("idle_s").Number(r.idle.idle_s);
+  j.Key("window_s").Number(r.idle.window_s);
+  j.Key("busy_source").String(r.idle.busy_source);
+  j.Key("by_cause").BeginObject();
+  for (const auto& [cause, seconds] : r.idle.by_cause) j.Key(cause).Number(seconds);
+  j.EndObject();
+  j.Key("top_cause").String(r.idle.top_cause);
+  j.EndObject();
+
+  j.Key("events").BeginObject();
+  j.Key("recorded").Int(r.events.recorded);
+  j.Key("dropped").Int(r.events.dropped);
+  j.Key("threads").Int(r.events.threads);
+  j.Key("buffer_bytes_per_thread").Int(r.events.buffer_bytes_per_thread);
+  j.Key("recorder_bytes").Int(r.events.recorder_bytes);
+  j.EndObject();
+
+  j.Key("overhead").BeginObject();
+  j.Key("per_scope_ns").Number(r.overhead.per_scope_ns);
+  j.Key("estimated_share").Number(r.overhead.estimated_share);
+  j.EndObject();
+
+  j.Key("acceptance").BeginObject();
+  if (r.acceptance.metric.empty()) {
+    j.Key("metric").Null();
+  } else {
+    j.Key("metric").String(r.acceptance.metric);
+  }
+  j.Key("target").Number(r.acceptance.target);
+  j.Key("value").Number(r.acceptance.value);
+  j.Key("higher_is_better").Bool(r.acceptance.higher_is_better);
+  j.Key("passed").Bool(r.acceptance.passed);
+  j.EndObject();
+
+  j.Key("recommendation").String(r.recommendation);
+  j.EndObject();
+  std::string out = j.Take();
+  out.push_back('\n');
+  return out;
+}
+
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+// Reads fields of one JSON object, remembering the first error with the
+// field's full dotted path.
+class FieldReader {
+ public:
+  FieldReader(object obj, std::string path, std::string_view source, absl::Status* status)
+      : obj_(obj), path_(std::move(path)), source_(source), status_(status) {}
+
+  FieldReader Child(std::string_view key) {
+    object child;
+    if (Get(key, "an object", [&](element e) { return e.get_object().get(child); })) {
+      return FieldReader(child, Path(key), source_, status_);
+    }
+    return FieldReader(object(), Path(key), source_, status_, /*valid=*/false);
+  }
+  void String(std::string_view key, std::string* out) {
+    std::string_view v;
+    if (Get(key, "a string", [&](element e) { return e.get_string().get(v); })) out->assign(v);
+  }
+  template <typename Int>
+  void Integer(std::string_view key, Int* out) {
+    int64_t v = 0;
+    if (Get(key, "an integer", [&](element e) { return e.get_int64().get(v); })) {
+      *out = static_cast<Int>(v);
+    }
+  }
+  void Number(std::string_view key, double* out) {
+    double v = 0;
+    if (Get(key, "a number", [&](element e) { return e.get_double().get(v); })) *out = v;
+  }
+  void OptionalNumber(std::string_view key, std::optional<double>* out) {
+    if (IsNull(key)) return;
+    double v = 0;
+    Number(key, &v);
+    *out = v;
+  }
+  void Bool(std::string_view key, bool* out) {
+    bool v = false;
+    if (Get(key, "a boolean", [&](element e) { return e.get_bool().get(v); })) *out = v;
+  }
+  void OptionalBool(std::string_view key, std::optional<bool>* out) {
+    if (IsNull(key)) return;
+    bool v = false;
+    Bool(key, &v);
+    *out = v;
+  }
+  bool IsNull(std::string_view key) {
+    if (!valid_) return true;
+    element e;
+    return obj_[key].get(e) == simdjson::SUCCESS && e.is_null();
+  }
+  object raw() const { return obj_; }
+  bool valid() const { return valid_; }
+  std::string Path(std::string_view key) const {
+    return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+  }
+  void Fail(std::string_view key, std::string_view problem) {
+    if (status_->ok()) {
+      *status_ = absl::InvalidArgumentError(
+          fmt::format("{}: field '{}' {}", source_, Path(key), problem));
+    }
+  }
+
+ private:
+  FieldReader(object obj, std::string path, std::string_view source, absl::Status* status,
+              bool valid)
+      : obj_(obj), path_(std::move(path)), source_(source), status_(status), valid_(valid) {}
+
+  template <typename Fn>
+  bool Get(std::string_view key, std::string_view type, Fn&& read) {
+    if (!valid_) return false;
+    element e;
+    if (obj_[key].get(e) != simdjson::SUCCESS) {
+      Fail(key, "is missing");
+      return false;
+    }
+    if (read(e) != simdjson::SUCCESS) {
+      Fail(key, fmt::format("is not {}", type));
+      return false;
+    }
+    return true;
+  }
+
+  object obj_;
+  std::string path_;
+  std::string_view source_;
+  absl::Status* status_;
+  bool valid_ = true;
+};
+
+void ReadPairs(FieldReader reader, std::vector<std::pair<std::string, std::string>>* out,
+               std::string_view key) {
+  if (!reader.valid()) return;
+  for (auto field : reader.raw()) {
+    std::string_view value;
+    if (field.value.get_string().get(value) != simdjson::SUCCESS) {
+      reader.Fail(field.key, fmt::format("(in {}) is not a string", key));
+      return;
+    }
+    out->emplace_back(std::string(field.key), std::string(value));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view source) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not valid JSON ({})", source, simdjson::error_message(error)));
+  }
+  object top;
+  if (root.get_object().get(top) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: the top level is not an object", source));
+  }
+  absl::Status status;
+  Report r;
+  FieldReader doc(top, "", source, &status);
+  doc.Integer("schema_version", &r.schema_version);
+  if (!status.ok()) return status;
+  if (r.schema_version > kReportSchemaVersion || r.schema_version < 1) {
+    return absl::FailedPreconditionError(
+        fmt::format("{}: schema_version {} is not one this trainscope (reads up to {}) understands", source, r.schema_version, kReportSchemaVersion));
+  }
+  FieldReader run = doc.Child("run");
+  run.String("name", &r.run.name);
+  run.String("code_version", &r.run.code_version);
+  run.String("data_version", &r.run.data_version);
+  run.String("started_at", &r.run.started_at);
+  run.String("host", &r.run.host);
+  run.Integer("pid", &r.run.pid);
+  run.Integer("rank", &r.run.rank);
+
+  FieldReader env = doc.Child("environment");
+  env.String("accelerator", &r.environment.accelerator);
+  env.Integer("accelerator_count", &r.environment.accelerator_count);
+  env.String("accelerator_status", &r.environment.accelerator_status);
+  env.String("cpu_model", &r.environment.cpu_model);
+  env.Integer("cpu_count", &r.environment.cpu_count);
+  env.String("container_image", &r.environment.container_image);
+  env.String("os", &r.environment.os);
+  env.String("trainscope_version", &r.environment.trainscope_version);
+  env.Bool("nvtx_compiled", &r.environment.nvtx_compiled);
+
+  FieldReader request = doc.Child("resource_request");
+  request.Integer("accelerators", &r.resource_request.accelerators);
+  request.Number("cpus", &r.resource_request.cpus);
+  request.Number("memory_gib", &r.resource_request.memory_gib);
+  request.String("description", &r.resource_request.description);
+
+  ReadPairs(doc.Child("config"), &r.config, "config");
+
+  FieldReader timing = doc.Child("timing");
+  timing.OptionalNumber("queue_delay_s", &r.timing.queue_delay_s);
+  timing.Number("startup_s", &r.timing.startup_s);
+  timing.Integer("warmup_steps", &r.timing.warmup_steps);
+  timing.String("warmup_rule", &r.timing.warmup_rule);
+  timing.Number("total_s", &r.timing.total_s);
+  timing.Integer("steps", &r.timing.steps);
+  timing.Number("steps_s", &r.timing.steps_s);
+
+  FieldReader throughput = doc.Child("throughput");
+  throughput.Integer("steady_steps", &r.throughput.steady_steps);
+  throughput.Number("steady_steps_per_s", &r.throughput.steady_steps_per_s);
+  throughput.Number("steady_samples_per_s", &r.throughput.steady_samples_per_s);
+  throughput.Number("median_step_ms", &r.throughput.median_step_ms);
+
+  doc.Number("resource_hours", &r.resource_hours);
+
+  FieldReader phases = doc.Child("phases");
+  if (phases.valid()) {
+    for (auto field : phases.raw()) {
+      PhaseStat stat;
+      stat.phase = std::string(field.key);
+      object obj;
+      if (field.value.get_object().get(obj) != simdjson::SUCCESS) {
+        phases.Fail(field.key, "is not an object");
+        break;
+      }
+      FieldReader p(obj, phases.Path(field.key), source, &status);
+      p.Integer("steps", &stat.steps);
+      p.Number("median_ms", &stat.median_ms);
+      p.Number("p90_ms", &stat.p90_ms);
+      p.Number("max_ms", &stat.max_ms);
+      p.Number("total_s", &stat.total_s);
+      p.Number("share_of_steps", &stat.share_of_steps);
+      r.phases.push_back(std::move(stat));
+    }
+  }
+
+  FieldReader idle = doc.Child("idle");
+  idle.Number("share", &r.idle.share);
+  idle.Number("idle_s", &r.idle.idle_s);
+  idle.Number("window_s", &r.idle.window_s);
+  idle.String("busy_source", &r.idle.busy_source);
+  idle.String("top_cause", &r.idle.top_cause);
+  FieldReader causes = idle.Child("by_cause");
+  if (causes.valid()) {
+    for (auto field : causes.raw()) {
+      double seconds = 0;
+      if (field.value.get_double().get(seconds) != simdjson::SUCCESS) {
+        causes.Fail(field.key, "is not a number");
+        break;
+      }
+      r.idle.by_cause.emplace_back(std::string(field.key), seconds);
+    }
+  }
+  if (status.ok() && (r.idle.share < 0 || r.idle.share > 1)) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: field 'idle.share' is {}, outside 0..1", source, r.idle.share));
+  }
+
+  FieldReader events = doc.Child("events");
+  events.Integer("recorded", &r.events.recorded);
+  events.Integer("dropped", &r.events.dropped);
+  events.Integer("threads", &r.events.threads);
+  events.Integer("buffer_bytes_per_thread", &r.events.buffer_bytes_per_thread);
+  events.Integer("recorder_bytes", &r.events.recorder_bytes);
+
+  FieldReader overhead = doc.Child("overhead");
+  overhead.Number("per_scope_ns", &r.overhead.per_scope_ns);
+  overhead.Number("estimated_share", &r.overhead.estimated_share);
+
+  FieldReader acceptance = doc.Child("acceptance");
+  if (!acceptance.IsNull("metric")) acceptance.String("metric", &r.acceptance.metric);
+  acceptance.OptionalNumber("target", &r.acceptance.target);
+  acceptance.OptionalNumber("value", &r.acceptance.value);
+  acceptance.Bool("higher_is_better", &r.acceptance.higher_is_better);
+  acceptance.OptionalBool("passed", &r.acceptance.passed);
+
+  doc.String("recommendation", &r.recommendation);
+  if (!status.ok()) return status;
+  return r;
+}
+
+absl::StatusOr<Report> ReadReportFile(const std::string& path) {
+  absl::StatusOr<std::string> content = core::ReadFileToString(path);
+  if (!content.ok()) return content.status();
+  return ParseReportJson(*content, path);
+}
+
+}  // namespace trainscope::exporter

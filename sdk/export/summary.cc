@@ -1,0 +1,54 @@
+// The human summary. See summary.h.
+#include "sdk/export/summary.h"
+
+#include <iterator>
+
+#include "fmt/format.h"
+
+namespace trainscope::exporter {
+
+std::string FormatSummary(const Report& r) {
+  std::string out;
+  auto line = [&out](auto&&... args) {
+    fmt::format_to(std::back_inserter(out), std::forward<decltype(args)>(args)...);
+    out.push_back('\n');
+  };
+  line("trainscope · {} · {} steps in {:.2f} s (startup {:.2f} s, warmup {} steps) on {}",
+       r.run.name, r.timing.steps, r.timing.total_s, r.timing.startup_s, r.timing.warmup_steps,
+       r.environment.accelerator);
+  line("steady state: {:.1f} steps/s, {:.0f} samples/s, median step {:.2f} ms; {:.4f} "
+       "resource-hours",
+       r.throughput.steady_steps_per_s, r.throughput.steady_samples_per_s,
+       r.throughput.median_step_ms, r.resource_hours);
+  if (!r.phases.empty()) {
+    line("  {:<12} {:>10} {:>10} {:>10} {:>8}", "phase", "median ms", "p90 ms", "max ms",
+         "of step");
+    for (const PhaseStat& p : r.phases) {
+      line("  {:<12} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f}%", p.phase, p.median_ms, p.p90_ms,
+           p.max_ms, 100 * p.share_of_steps);
+    }
+  }
+  if (r.idle.top_cause.empty()) {
+    line("idle: {:.1f}% of the step window ({})", 100 * r.idle.share, r.idle.busy_source);
+  } else {
+    const double top_s = r.idle.by_cause.empty() ? 0 : r.idle.by_cause.front().second;
+    line("idle: {:.1f}% of the step window ({}); top cause {} ({:.2f} s)", 100 * r.idle.share,
+         r.idle.busy_source, r.idle.top_cause, top_s);
+  }
+  if (r.events.dropped > 0) {
+    line("warning: {} events dropped (full per-thread buffers): raise "
+         "Options::buffer_bytes_per_thread",
+         r.events.dropped);
+  }
+  if (!r.acceptance.metric.empty()) {
+    const char* verdict = !r.acceptance.passed ? "not judged" : *r.acceptance.passed ? "PASS" : "FAIL";
+    line("acceptance: {} = {} (target {} {}) {}", r.acceptance.metric,
+         r.acceptance.value ? fmt::format("{:g}", *r.acceptance.value) : "unset",
+         r.acceptance.higher_is_better ? ">=" : "<=",
+         r.acceptance.target ? fmt::format("{:g}", *r.acceptance.target) : "unset", verdict);
+  }
+  line("→ {}", r.recommendation);
+  return out;
+}
+
+}  // namespace trainscope::exporter

@@ -1,0 +1,181 @@
+// trace.json writer. See trace_writer.h.
+#include "sdk/export/trace_writer.h"
+
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <iterator>
+
+#include "fmt/format.h"
+#include "sdk/core/files.h"
+#include "sdk/export/json_writer.h"
+#include "trainscope/version.h"
+
+namespace trainscope::exporter {
+namespace {
+
+constexpr size_t kBufferLimit = 1 << 20;
+constexpr std::string_view kFooter = "\n]}\n";
+
+// Microseconds with nanosecond digits, exact: 1234567 ns -> "1234.567".
+void AppendMicros(std::string* out, int64_t ns) {
+  const char* sign = ns < 0 ? "-" : "";
+  const uint64_t magnitude = ns < 0 ? static_cast<uint64_t>(-ns) : static_cast<uint64_t>(ns);
+  fmt::format_to(std::back_inserter(*out), "{}{}.{:03}", sign, magnitude / 1000,
+                 magnitude % 1000);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& dir,
+                                                               std::string_view run_name,
+                                                               int64_t pid) {
+  std::unique_ptr<TraceWriter> writer(new TraceWriter());
+  writer->dir_ = dir;
+  writer->path_ = fmt::format("{}/trace.json", dir);
+  writer->body_path_ = fmt::format("{}/.trace.json.body.{}", dir, pid);
+  writer->pid_ = pid;
+  writer->body_fd_ =
+      open(writer->body_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (writer->body_fd_ < 0) {
+    return core::ErrnoStatus(errno, fmt::format("creating {}", writer->body_path_));
+  }
+  std::string& h = writer->header_;
+  h = "{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"traceName\":";
+  AppendJsonString(&h, run_name);
+  h += ",\"trainscope\":{\"version\":\"" TRAINSCOPE_VERSION_STRING
+       "\",\"clock\":\"CLOCK_MONOTONIC\",\"time_unit\":\"us\"},\n\"traceEvents\":[\n";
+  fmt::format_to(std::back_inserter(h),
+                 "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,"
+                 "\"args\":{{\"name\":",
+                 pid);
+  AppendJsonString(&h, fmt::format("trainscope: {}", run_name));
+  h += "}}";
+  absl::Status status = writer->Publish(false);
+  if (!status.ok()) return status;
+  return writer;
+}
+
+TraceWriter::~TraceWriter() {
+  if (body_fd_ >= 0) close(body_fd_);
+}
+
+const std::string& TraceWriter::NameOf(NameId id) {
+  if (id >= names_.size()) names_.resize(id + 1);
+  if (names_[id].empty()) {
+    names_[id] = std::string(LookupName(id));
+    if (names_[id].empty()) names_[id] = fmt::format("name#{}", id);
+  }
+  return names_[id];
+}
+
+void TraceWriter::AppendEvent(uint32_t os_tid, const Event& e, const ThreadIdOf& thread_id_of) {
+  std::string& out = buffer_;
+  const std::string_view phase = PhaseName(e.phase);
+  if (e.kind == EventKind::kStep) {
+    fmt::format_to(std::back_inserter(out),
+                   ",\n{{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#{}\","
+                   "\"pid\":{},\"tid\":{},\"ts\":",
+                   e.step, pid_, os_tid);
+    AppendMicros(&out, e.start_ns);
+    out += ",\"dur\":";
+    AppendMicros(&out, e.end_ns - e.start_ns);
+    fmt::format_to(std::back_inserter(out), ",\"args\":{{\"step\":{},\"samples\":{}}}}}", e.step,
+                   e.value);
+    return;
+  }
+  std::string name;
+  AppendJsonString(&name, NameOf(e.value));
+  if (e.kind == EventKind::kAsync) {
+    const uint64_t id = next_async_id_++;
+    const uint32_t begin_tid = thread_id_of(e.begin_thread);
+    for (int edge = 0; edge < 2; ++edge) {
+      fmt::format_to(std::back_inserter(out),
+                     ",\n{{\"ph\":\"{}\",\"cat\":\"trainscope_async\",\"name\":{},\"id\":{},"
+                     "\"pid\":{},\"tid\":{},\"ts\":",
+                     edge == 0 ? 'b' : 'e', name, id, pid_, edge == 0 ? begin_tid : os_tid);
+      AppendMicros(&out, edge == 0 ? e.start_ns : e.end_ns);
+      fmt::format_to(std::back_inserter(out), ",\"args\":{{\"step\":{},\"phase\":\"{}\"}}}}",
+                     e.step, phase);
+    }
+    return;
+  }
+  fmt::format_to(std::back_inserter(out),
+                 ",\n{{\"ph\":\"X\",\"cat\":\"trainscope\",\"name\":{},\"pid\":{},\"tid\":{},"
+                 "\"ts\":",
+                 name, pid_, os_tid);
+  AppendMicros(&out, e.start_ns);
+  out += ",\"dur\":";
+  AppendMicros(&out, e.end_ns - e.start_ns);
+  fmt::format_to(std::back_inserter(out), ",\"args\":{{\"step\":{},\"phase\":\"{}\"}}}}", e.step,
+                 phase);
+}
+
+absl::Status TraceWriter::Append(uint32_t os_tid, const Event* events, size_t count,
+                                 const ThreadIdOf& thread_id_of) {
+  for (size_t i = 0; i < count; ++i) AppendEvent(os_tid, events[i], thread_id_of);
+  events_written_ += count;
+  return buffer_.size() >= kBufferLimit ? FlushBuffer() : absl::OkStatus();
+}
+
+absl::Status TraceWriter::NameThread(uint32_t os_tid, std::string_view name) {
+  fmt::format_to(std::back_inserter(buffer_),
+                 ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
+                 "\"args\":{{\"name\":",
+                 pid_, os_tid);
+  AppendJsonString(&buffer_, name);
+  buffer_ += "}}";
+  return absl::OkStatus();
+}
+
+absl::Status TraceWriter::FlushBuffer() {
+  if (buffer_.empty()) return absl::OkStatus();
+  absl::Status status = core::WriteAll(body_fd_, buffer_, fmt::format("writing {}", body_path_));
+  if (status.ok()) {
+    body_bytes_ += buffer_.size();
+  } else if (ftruncate(body_fd_, static_cast<off_t>(body_bytes_)) != 0) {
+    // A failed (e.g. full-disk) write may leave part of an event behind: cut
+    // the body back to the last whole chunk so the next Publish stays valid.
+    status = core::ErrnoStatus(errno, fmt::format("truncating {}", body_path_));
+  }
+  buffer_.clear();
+  return status;
+}
+
+absl::Status TraceWriter::Publish(bool final) {
+  absl::Status status = FlushBuffer();
+  if (!status.ok()) return status;
+  const std::string temp = fmt::format("{}/.trace.json.tmp.{}", dir_, pid_);
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return core::ErrnoStatus(errno, fmt::format("creating {}", temp));
+  const std::string what = fmt::format("writing {}", temp);
+  status = core::WriteAll(fd, header_, what);
+  off_t offset = 0;
+  const auto size = static_cast<off_t>(body_bytes_);
+  while (status.ok() && offset < size) {
+    const ssize_t n = sendfile(fd, body_fd_, &offset, static_cast<size_t>(size - offset));
+    if (n < 0 && errno != EINTR) status = core::ErrnoStatus(errno, what);
+    if (n == 0) break;
+  }
+  if (status.ok()) status = core::WriteAll(fd, kFooter, what);
+  if (status.ok() && final && fsync(fd) != 0) status = core::ErrnoStatus(errno, what);
+  if (close(fd) != 0 && status.ok()) status = core::ErrnoStatus(errno, what);
+  if (status.ok() && rename(temp.c_str(), path_.c_str()) != 0) {
+    status = core::ErrnoStatus(errno, fmt::format("renaming {} to {}", temp, path_));
+  }
+  if (!status.ok()) {
+    unlink(temp.c_str());
+    return status;
+  }
+  if (final) {
+    close(body_fd_);
+    body_fd_ = -1;
+    unlink(body_path_.c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace trainscope::exporter
