@@ -27,11 +27,3 @@ target_link_options(trainscope_nvtx_injection PRIVATE
   "LINKER:--version-script=${TRAINSCOPE_NVTX_TEST_DIR}/injection_exports.map"
   "LINKER:--no-undefined")
 
-# ---- how a test uses it (example; adapt names) ----
-# add_executable(nvtx_annotations_test tests/nvtx_annotations_test.cc)
-# target_include_directories(nvtx_annotations_test PRIVATE "${TRAINSCOPE_NVTX_TEST_DIR}")
-# target_link_libraries(nvtx_annotations_test PRIVATE CUDA::nvtx3 ${CMAKE_DL_LIBS})  # dlopen/dlsym
-# add_dependencies(nvtx_annotations_test trainscope_nvtx_injection)
-# add_test(NAME nvtx_annotations_test COMMAND nvtx_annotations_test)
-# set_tests_properties(nvtx_annotations_test PROPERTIES
-#   ENVIRONMENT "NVTX_INJECTION64_PATH=$<TARGET_FILE:trainscope_nvtx_injection>")

@@ -1,0 +1,199 @@
+// The analyses on hand-built timelines with hand-computed answers.
+#include <gtest/gtest.h>
+
+#include "sdk/analysis/gap_analyzer.h"
+#include "sdk/analysis/interval_set.h"
+#include "sdk/analysis/phase_stats.h"
+#include "sdk/analysis/run_analysis.h"
+#include "sdk/analysis/step_analysis.h"
+
+namespace trainscope::analysis {
+namespace {
+
+constexpr TimestampNs kMs = 1000000;
+
+class TimelineBuilder {
+ public:
+  TimelineBuilder() { track_ = timeline_.AddTrack({TrackKind::kHostThread, 1, 1, "main"}); }
+  TimelineBuilder& Range(Phase phase, double start_ms, double end_ms, int64_t step = -1) {
+    Interval i;
+    i.start_ns = static_cast<TimestampNs>(start_ms * kMs);
+    i.end_ns = static_cast<TimestampNs>(end_ms * kMs);
+    i.step = step;
+    i.phase = phase;
+    i.kind = IntervalKind::kHostRange;
+    i.name = timeline_.Intern(PhaseName(phase));
+    i.track = track_;
+    timeline_.Add(i);
+    return *this;
+  }
+  TimelineBuilder& Step(int64_t index, double start_ms, double end_ms, int64_t samples = 10) {
+    Interval i;
+    i.start_ns = static_cast<TimestampNs>(start_ms * kMs);
+    i.end_ns = static_cast<TimestampNs>(end_ms * kMs);
+    i.step = index;
+    i.value = samples;
+    i.kind = IntervalKind::kStep;
+    i.track = track_;
+    timeline_.Add(i);
+    return *this;
+  }
+  TimelineBuilder& Kernel(double start_ms, double end_ms) {
+    Interval i;
+    i.start_ns = static_cast<TimestampNs>(start_ms * kMs);
+    i.end_ns = static_cast<TimestampNs>(end_ms * kMs);
+    i.kind = IntervalKind::kKernel;
+    i.track = track_;
+    timeline_.Add(i);
+    return *this;
+  }
+  Timeline Build() {
+    timeline_.Sort();
+    return timeline_;
+  }
+
+ private:
+  Timeline timeline_;
+  uint32_t track_;
+};
+
+TEST(IntervalSetTest, UnionIntersectSubtract) {
+  const IntervalSet a = IntervalSet::FromUnsorted({{5, 8}, {0, 3}, {2, 4}, {8, 9}});
+  ASSERT_EQ(a.spans().size(), 2u);  // [0,4) and [5,9)
+  EXPECT_EQ(a.spans()[0], IntervalSet::Span(0, 4));
+  EXPECT_EQ(a.spans()[1], IntervalSet::Span(5, 9));
+  EXPECT_EQ(a.Length(), 8);
+  const IntervalSet b = IntervalSet::FromUnsorted({{3, 6}, {7, 20}});
+  EXPECT_EQ(a.Intersect(b).Length(), 1 + 1 + 2);  // [3,4) [5,6) [7,9)
+  const IntervalSet diff = a.Subtract(b);          // [0,3) [6,7)
+  ASSERT_EQ(diff.spans().size(), 2u);
+  EXPECT_EQ(diff.spans()[0], IntervalSet::Span(0, 3));
+  EXPECT_EQ(diff.spans()[1], IntervalSet::Span(6, 7));
+  EXPECT_EQ(a.LengthWithin(2, 6), 2 + 1);
+  EXPECT_EQ(IntervalSet::Range(5, 5).Length(), 0);
+}
+
+// Two steps of 10 ms: 4 ms data wait, 5 ms compute, 1 ms unmarked, then a
+// 2 ms sync between the steps' windows that overlaps nothing busy.
+Timeline TwoStepTimeline() {
+  return TimelineBuilder()
+      .Step(0, 0, 10)
+      .Range(Phase::kDataWait, 0, 4, 0)
+      .Range(Phase::kForward, 4, 6, 0)
+      .Range(Phase::kBackward, 6, 9, 0)
+      .Step(1, 12, 22)
+      .Range(Phase::kDataWait, 12, 16, 1)
+      .Range(Phase::kForward, 16, 18, 1)
+      .Range(Phase::kBackward, 18, 21, 1)
+      .Range(Phase::kSync, 10, 11)
+      .Build();
+}
+
+TEST(GapAnalyzerTest, CpuComputePhasesAreBusyAndGapsAreBlamedByPriority) {
+  const IdleBreakdown idle = GapAnalyzer::Analyze(TwoStepTimeline(), 0, 22 * kMs);
+  EXPECT_EQ(idle.busy_source, "cpu_compute_phases");
+  EXPECT_EQ(idle.window_ns, 22 * kMs);
+  EXPECT_EQ(idle.busy_ns, 10 * kMs);
+  EXPECT_EQ(idle.idle_ns, 12 * kMs);
+  EXPECT_DOUBLE_EQ(idle.share, 12.0 / 22.0);
+  std::map<std::string, TimestampNs> causes(idle.by_cause.begin(), idle.by_cause.end());
+  EXPECT_EQ(causes["data_wait"], 8 * kMs);
+  EXPECT_EQ(causes["sync"], 1 * kMs);
+  EXPECT_EQ(causes["host"], 2 * kMs);          // 9..10 and 21..22, inside steps
+  EXPECT_EQ(causes["outside_step"], 1 * kMs);  // 11..12
+  EXPECT_EQ(idle.by_cause.front().first, "data_wait");
+  EXPECT_EQ(idle.gaps, 3);  // [0,4) [9,16) [21,22)
+}
+
+TEST(GapAnalyzerTest, DeviceActivityReplacesHostComputeAsBusyTime) {
+  const Timeline timeline = TimelineBuilder()
+                                .Step(0, 0, 10)
+                                .Range(Phase::kForward, 0, 10, 0)
+                                .Range(Phase::kSync, 6, 10, 0)
+                                .Kernel(1, 3)
+                                .Kernel(2, 5)
+                                .Build();
+  const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, 0, 10 * kMs);
+  EXPECT_EQ(idle.busy_source, "device_activity");
+  EXPECT_EQ(idle.busy_ns, 4 * kMs);  // [1,5)
+  std::map<std::string, TimestampNs> causes(idle.by_cause.begin(), idle.by_cause.end());
+  EXPECT_EQ(causes["sync"], 4 * kMs);   // [6,10)
+  EXPECT_EQ(causes["host"], 2 * kMs);   // [0,1) and [5,6): forward is running, not waiting
+}
+
+TEST(GapAnalyzerTest, OverlappingCausesCountOnceForTheHigherPriority) {
+  const Timeline timeline = TimelineBuilder()
+                                .Step(0, 0, 10)
+                                .Range(Phase::kCheckpoint, 0, 6, 0)
+                                .Range(Phase::kDataWait, 4, 8, 0)
+                                .Range(Phase::kForward, 8, 10, 0)
+                                .Build();
+  const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, 0, 10 * kMs);
+  std::map<std::string, TimestampNs> causes(idle.by_cause.begin(), idle.by_cause.end());
+  EXPECT_EQ(causes["data_wait"], 4 * kMs);
+  EXPECT_EQ(causes["checkpoint"], 4 * kMs);  // [0,4): data_wait owns [4,6)
+  EXPECT_EQ(idle.idle_ns, 8 * kMs);
+}
+
+TEST(StepAnalysisTest, AutoWarmupSkipsSlowFirstStepsAndThroughputUsesTheRest) {
+  TimelineBuilder builder;
+  // Steps 0 and 1 take 50 ms, the rest 10 ms: warmup is 2.
+  double t = 0;
+  for (int i = 0; i < 10; ++i) {
+    const double d = i < 2 ? 50 : 10;
+    builder.Step(i, t, t + d, 8);
+    t += d;
+  }
+  const StepStats stats = AnalyzeSteps(builder.Build(), -1);
+  EXPECT_EQ(stats.warmup_steps, 2);
+  EXPECT_EQ(stats.steady_steps, 8);
+  EXPECT_NEAR(stats.steady_steps_per_s, 8 / 0.080, 1e-9);
+  EXPECT_NEAR(stats.steady_samples_per_s, 64 / 0.080, 1e-9);
+  EXPECT_DOUBLE_EQ(stats.median_step_ms, 10);
+
+  const StepStats fixed = AnalyzeSteps(builder.Build(), 5);
+  EXPECT_EQ(fixed.warmup_steps, 5);
+  EXPECT_EQ(fixed.steady_steps, 5);
+}
+
+TEST(StepAnalysisTest, MedianAndNearestRankPercentile) {
+  EXPECT_DOUBLE_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(Median({5, 1, 3}), 3);
+  std::vector<double> values;
+  for (int i = 1; i <= 20; ++i) values.push_back(i);
+  EXPECT_DOUBLE_EQ(Percentile(values, 90), 18);  // rank ceil(0.9*20) = 18
+  EXPECT_DOUBLE_EQ(Percentile(values, 100), 20);
+  EXPECT_DOUBLE_EQ(Percentile({}, 90), 0);
+}
+
+TEST(PhaseStatsTest, PerStepTimeIsTheUnionInsideEachStep) {
+  const Timeline timeline = TwoStepTimeline();
+  const StepStats steps = AnalyzeSteps(timeline, 0);
+  const std::vector<PhaseStat> phases = AnalyzePhases(timeline, steps);
+  std::map<std::string, PhaseStat> by_name;
+  for (const PhaseStat& p : phases) by_name[p.phase] = p;
+  EXPECT_DOUBLE_EQ(by_name["data_wait"].median_ms, 4);
+  EXPECT_DOUBLE_EQ(by_name["backward"].max_ms, 3);
+  EXPECT_DOUBLE_EQ(by_name["data_wait"].share_of_steps, 8.0 / 20.0);
+  EXPECT_EQ(by_name["sync"].steps, 0);  // it ran between steps
+  EXPECT_DOUBLE_EQ(by_name["sync"].total_s, 0.001);
+  // Phase order follows the enum.
+  ASSERT_GE(phases.size(), 2u);
+  EXPECT_EQ(phases[0].phase, "data_wait");
+}
+
+TEST(RunAnalysisTest, InputBoundRunRecommendsTheLoader) {
+  Report report;
+  RunClock clock;
+  clock.process_start_ns = -5 * kMs;
+  clock.finish_ns = 30 * kMs;
+  AnalyzeRun(TwoStepTimeline(), clock, 0, &report);
+  EXPECT_EQ(report.idle.top_cause, "data_wait");
+  EXPECT_DOUBLE_EQ(report.timing.startup_s, 0.005);
+  EXPECT_DOUBLE_EQ(report.timing.total_s, 0.035);
+  EXPECT_NE(report.recommendation.find("40% of step time waits on input"), std::string::npos)
+      << report.recommendation;
+}
+
+}  // namespace
+}  // namespace trainscope::analysis

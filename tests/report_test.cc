@@ -1,0 +1,168 @@
+// report.json: written, read back, rejected with clear errors; the CLI's
+// `summary` on good and bad files, run as a real process.
+#include <gtest/gtest.h>
+
+#include "sdk/export/report_json.h"
+#include "sdk/export/summary.h"
+#include "tests/test_util.h"
+
+namespace trainscope {
+namespace {
+
+using testing::RunProcess;
+using testing::TempDir;
+
+Report SampleReport() {
+  Report r;
+  r.run.name = "resnet \"quoted\"\nname";
+  r.run.code_version = "deadbeef";
+  r.environment.accelerator = "NVIDIA H200";
+  r.config = {{"lr", "0.1"}, {"batch", "256"}};
+  r.timing.queue_delay_s = 12.5;
+  r.timing.startup_s = 3.25;
+  r.timing.warmup_steps = 4;
+  r.timing.total_s = 100;
+  r.timing.steps = 1000;
+  r.throughput.steady_samples_per_s = 2560.5;
+  r.throughput.steady_steps_per_s = 10.002;
+  r.resource_hours = 0.25;
+  PhaseStat forward;
+  forward.phase = "forward";
+  forward.steps = 1000;
+  forward.median_ms = 31.5;
+  forward.p90_ms = 33;
+  forward.max_ms = 80;
+  r.phases = {forward};
+  r.idle.share = 0.42;
+  r.idle.by_cause = {{"data_wait", 30.5}, {"sync", 2}};
+  r.idle.top_cause = "data_wait";
+  r.events.dropped = 3;
+  r.overhead.estimated_share = 0.0004;
+  r.acceptance.metric = "top1";
+  r.acceptance.target = 0.75;
+  r.acceptance.value = 0.7;
+  r.acceptance.higher_is_better = true;
+  r.acceptance.passed = false;
+  r.recommendation = "42% of step time waits on input";
+  return r;
+}
+
+TEST(ReportJsonTest, RoundTripsEveryDocumentedField) {
+  const Report in = SampleReport();
+  const absl::StatusOr<Report> out = exporter::ParseReportJson(exporter::ReportToJson(in), "mem");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->run.name, in.run.name);
+  EXPECT_EQ(out->environment.accelerator, "NVIDIA H200");
+  EXPECT_EQ(out->config, in.config);
+  EXPECT_EQ(out->timing.queue_delay_s, 12.5);
+  EXPECT_EQ(out->timing.warmup_steps, 4);
+  EXPECT_EQ(out->throughput.steady_samples_per_s, 2560.5);
+  EXPECT_EQ(out->resource_hours, 0.25);
+  ASSERT_EQ(out->phases.size(), 1u);
+  EXPECT_EQ(out->phases[0].p90_ms, 33);
+  EXPECT_EQ(out->idle.by_cause, in.idle.by_cause);
+  EXPECT_EQ(out->events.dropped, 3);
+  EXPECT_EQ(out->acceptance.passed, false);
+  EXPECT_EQ(out->acceptance.target, 0.75);
+  EXPECT_EQ(exporter::ReportToJson(*out), exporter::ReportToJson(in));
+}
+
+TEST(ReportJsonTest, MissingQueueDelayIsNull) {
+  Report r = SampleReport();
+  r.timing.queue_delay_s.reset();
+  const std::string json = exporter::ReportToJson(r);
+  EXPECT_NE(json.find("\"queue_delay_s\": null"), std::string::npos);
+  const absl::StatusOr<Report> out = exporter::ParseReportJson(json, "mem");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE(out->timing.queue_delay_s.has_value());
+}
+
+TEST(ReportJsonTest, MalformedJsonNamesTheSource) {
+  const auto out = exporter::ParseReportJson("{\"schema_version\": 1,", "runs/a/report.json");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("runs/a/report.json: not valid JSON"), std::string::npos)
+      << out.status();
+}
+
+TEST(ReportJsonTest, MissingOrMistypedFieldIsNamedByItsPath) {
+  std::string json = exporter::ReportToJson(SampleReport());
+  const std::string missing = json.substr(0, json.find("\"total_s\"")) +
+                              json.substr(json.find("\"steps\"", json.find("\"total_s\"")));
+  auto out = exporter::ParseReportJson(missing, "r.json");
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("field 'timing.total_s' is missing"), std::string::npos)
+      << out.status();
+
+  const size_t at = json.find("\"share\": 0.42");
+  ASSERT_NE(at, std::string::npos);
+  json.replace(at, 13, "\"share\": \"high\"");
+  out = exporter::ParseReportJson(json, "r.json");
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("field 'idle.share' is not a number"), std::string::npos)
+      << out.status();
+}
+
+TEST(ReportJsonTest, NewerSchemaVersionIsRefused) {
+  std::string json = exporter::ReportToJson(SampleReport());
+  json.replace(json.find("\"schema_version\": 1"), 19, "\"schema_version\": 99");
+  const auto out = exporter::ParseReportJson(json, "r.json");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(out.status().message().find("schema_version 99"), std::string::npos);
+}
+
+TEST(SummaryTest, ShowsPhasesIdleShareTopCauseAndRecommendation) {
+  const std::string text = exporter::FormatSummary(SampleReport());
+  EXPECT_NE(text.find("forward"), std::string::npos);
+  EXPECT_NE(text.find("31.500"), std::string::npos);
+  EXPECT_NE(text.find("idle: 42.0%"), std::string::npos);
+  EXPECT_NE(text.find("top cause data_wait"), std::string::npos);
+  EXPECT_NE(text.find("3 events dropped"), std::string::npos);
+  EXPECT_NE(text.find("acceptance: top1 = 0.7 (target >= 0.75) FAIL"), std::string::npos);
+  EXPECT_NE(text.find("→ 42% of step time waits on input"), std::string::npos);
+}
+
+TEST(CliTest, SummaryPrintsTheSameSummaryAsTheLibrary) {
+  TempDir dir;
+  testing::WriteAll(dir.File("report.json"), exporter::ReportToJson(SampleReport()));
+  const testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "summary", dir.File("report.json")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, exporter::FormatSummary(SampleReport()));
+}
+
+TEST(CliTest, MissingReportFileExitsOneNamingThePath) {
+  const testing::ProcessResult run =
+      RunProcess({TRAINSCOPE_CLI_PATH, "summary", "/nonexistent/report.json"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("/nonexistent/report.json"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("No such file"), std::string::npos) << run.err;
+}
+
+TEST(CliTest, CorruptReportFileExitsOneWithTheReason) {
+  TempDir dir;
+  testing::WriteAll(dir.File("report.json"), "{\"schema_version\": 1, \"run\": [}");
+  const testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "summary", dir.File("report.json")});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("report.json: not valid JSON"), std::string::npos) << run.err;
+}
+
+TEST(CliTest, BadUsageExitsTwo) {
+  EXPECT_EQ(RunProcess({TRAINSCOPE_CLI_PATH}).exit_code, 2);
+  EXPECT_EQ(RunProcess({TRAINSCOPE_CLI_PATH, "frobnicate"}).exit_code, 2);
+  const auto bad_flag = RunProcess({TRAINSCOPE_CLI_PATH, "summary", "--no_such_flag", "x"});
+  EXPECT_NE(bad_flag.exit_code, 0);
+  EXPECT_NE(bad_flag.err.find("no_such_flag"), std::string::npos) << bad_flag.err;
+  const auto bad_format = RunProcess({TRAINSCOPE_CLI_PATH, "summary", "--format=xml", "x"});
+  EXPECT_EQ(bad_format.exit_code, 2);
+  EXPECT_NE(bad_format.err.find("--format=xml"), std::string::npos);
+}
+
+TEST(CliTest, HelpDescribesTheCommands) {
+  const auto help = RunProcess({TRAINSCOPE_CLI_PATH, "--help"});
+  const std::string text = help.out + help.err;
+  EXPECT_NE(text.find("summary REPORT.json"), std::string::npos) << text;
+  EXPECT_NE(text.find("--format"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace trainscope

@@ -1,0 +1,348 @@
+// Session, scopes and the recorder, through their real outputs: trace.json
+// and report.json read back from disk.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <simdjson.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "sdk/export/report_json.h"
+#include "tests/test_util.h"
+#include "trainscope/trainscope.h"
+
+namespace trainscope {
+namespace {
+
+using testing::TempDir;
+
+Options QuietOptions(const std::string& dir) {
+  Options options;
+  options.output_dir = dir;
+  options.run_name = "test";
+  options.sinks = kSinkTraceJson | kSinkReportJson;
+  return options;
+}
+
+struct TraceEvent {
+  std::string ph, cat, name;
+  int64_t tid = 0;
+  double ts = 0, dur = 0;
+  int64_t step = -2;
+};
+
+// Parses trace.json strictly; fails the test if it is not valid JSON.
+std::vector<TraceEvent> ReadTrace(const std::string& path) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  auto error = parser.load(path).get(doc);
+  EXPECT_EQ(error, simdjson::SUCCESS) << path << ": " << simdjson::error_message(error);
+  std::vector<TraceEvent> events;
+  if (error) return events;
+  for (simdjson::dom::element e : doc["traceEvents"].get_array()) {
+    TraceEvent event;
+    event.ph = std::string(e["ph"].get_string().value());
+    std::string_view text;
+    if (e["cat"].get_string().get(text) == simdjson::SUCCESS) event.cat = std::string(text);
+    if (e["name"].get_string().get(text) == simdjson::SUCCESS) event.name = std::string(text);
+    event.tid = e["tid"].get_int64().value();
+    double number = 0;
+    if (e["ts"].get_double().get(number) == simdjson::SUCCESS) event.ts = number;
+    if (e["dur"].get_double().get(number) == simdjson::SUCCESS) event.dur = number;
+    int64_t step = 0;
+    if (e["args"]["step"].get_int64().get(step) == simdjson::SUCCESS) event.step = step;
+    events.push_back(event);
+  }
+  return events;
+}
+
+TEST(SessionTest, RecordsNestedPhasesStepsAndCustomRangesIntoTraceAndReport) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int64_t i = 0; i < 5; ++i) {
+    StepScope step(*session, i, Samples(32));
+    {
+      TRAINSCOPE_PHASE(kDataWait);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    {
+      TRAINSCOPE_PHASE(kForward);
+      TRAINSCOPE_RANGE("attention");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  auto report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+
+  const std::vector<TraceEvent> events = ReadTrace(dir.File("trace.json"));
+  std::map<std::string, int> count;
+  for (const TraceEvent& e : events) {
+    if (e.ph == "X") ++count[e.name];
+  }
+  EXPECT_EQ(count["data_wait"], 5);
+  EXPECT_EQ(count["forward"], 5);
+  EXPECT_EQ(count["attention"], 5);
+  EXPECT_EQ(count["ProfilerStep#0"], 1);
+  EXPECT_EQ(count["ProfilerStep#4"], 1);
+  // The custom range nests inside forward, which nests inside its step.
+  const TraceEvent* forward = nullptr;
+  const TraceEvent* step3 = nullptr;
+  for (const TraceEvent& e : events) {
+    if (e.name == "forward" && e.step == 3) forward = &e;
+    if (e.name == "ProfilerStep#3") step3 = &e;
+  }
+  ASSERT_NE(forward, nullptr);
+  ASSERT_NE(step3, nullptr);
+  EXPECT_EQ(step3->cat, "user_annotation");
+  EXPECT_GE(forward->ts, step3->ts);
+  EXPECT_LE(forward->ts + forward->dur, step3->ts + step3->dur);
+  for (const TraceEvent& e : events) {
+    if (e.name == "attention" && e.step == 3) {
+      EXPECT_GE(e.ts, forward->ts);
+      EXPECT_LE(e.ts + e.dur, forward->ts + forward->dur + 0.001);
+    }
+  }
+
+  EXPECT_EQ(report->timing.steps, 5);
+  EXPECT_EQ(report->events.recorded, 5 * 4);
+  EXPECT_EQ(report->events.dropped, 0);
+  EXPECT_EQ(report->events.threads, 1);
+  // 2 ms waits and 1 ms compute per step: about two thirds idle, on input.
+  EXPECT_EQ(report->idle.top_cause, "data_wait");
+  EXPECT_GT(report->idle.share, 0.5);
+  EXPECT_LT(report->idle.share, 0.9);
+  const absl::StatusOr<Report> reread = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  EXPECT_EQ(reread->timing.steps, 5);
+  EXPECT_EQ(reread->run.name, "test");
+}
+
+TEST(SessionTest, LoaderThreadsRegisterLazilyAndAreNamedInTheTrace) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 3; ++w) {
+    workers.emplace_back([w] {
+      NameThisThread("loader/" + std::to_string(w));
+      for (int i = 0; i < 10; ++i) {
+        TRAINSCOPE_RANGE_IN(kDataWait, "decode");
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  auto report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->events.threads, 3);
+  EXPECT_EQ(report->events.recorded, 30);
+  EXPECT_EQ(report->events.recorder_bytes, 3 * report->events.buffer_bytes_per_thread);
+
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.load(dir.File("trace.json")).value();
+  std::set<std::string> names;
+  std::set<int64_t> decode_tids;
+  for (simdjson::dom::element e : doc["traceEvents"].get_array()) {
+    if (std::string_view(e["name"].get_string().value()) == "thread_name") {
+      names.insert(std::string(e["args"]["name"].get_string().value()));
+    }
+    if (std::string_view(e["name"].get_string().value()) == "decode") {
+      decode_tids.insert(e["tid"].get_int64().value());
+    }
+  }
+  EXPECT_TRUE(names.count("loader/0") && names.count("loader/1") && names.count("loader/2"));
+  EXPECT_EQ(decode_tids.size(), 3u);
+}
+
+TEST(SessionTest, AsyncRangeEndsOnAnotherThreadAndKeepsItsPhase) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  {
+    StepScope step(*session, 7);
+    AsyncRange copy = AsyncRange::Begin(Phase::kHostToDevice);
+    std::thread finisher([range = std::move(copy)]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      range.End();
+    });
+    finisher.join();
+  }
+  ASSERT_TRUE(session->Finish().ok());
+  const std::vector<TraceEvent> events = ReadTrace(dir.File("trace.json"));
+  const TraceEvent* begin = nullptr;
+  const TraceEvent* end = nullptr;
+  for (const TraceEvent& e : events) {
+    if (e.name == "h2d" && e.ph == "b") begin = &e;
+    if (e.name == "h2d" && e.ph == "e") end = &e;
+  }
+  ASSERT_NE(begin, nullptr);
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ(begin->step, 7);
+  EXPECT_EQ(begin->tid, static_cast<int64_t>(getpid()));  // began on the main thread
+  EXPECT_NE(end->tid, begin->tid);                          // ended on the finisher
+  EXPECT_GE(end->ts - begin->ts, 900.0);                    // >= ~1 ms, in microseconds
+}
+
+TEST(SessionTest, FullRingDropsAndCountsInsteadOfBlocking) {
+  TempDir dir;
+  Options options = QuietOptions(dir.path());
+  options.buffer_bytes_per_thread = Bytes(64 * sizeof(Event));  // the minimum: 64 events
+  options.flush_interval_ms = 100000;                           // never drain while running
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int i = 0; i < 1000; ++i) {
+    TRAINSCOPE_PHASE(kOther);
+  }
+  auto report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->events.recorded, 64);
+  EXPECT_EQ(report->events.dropped, 1000 - 64);
+}
+
+TEST(SessionTest, ScopesRecordNothingWithoutAnActiveSession) {
+  TempDir dir;
+  {
+    TRAINSCOPE_PHASE(kForward);  // no session yet: must be a no-op
+  }
+  EXPECT_FALSE(Recording());
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok());
+  EXPECT_TRUE(Recording());
+  auto report = session->Finish();
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->events.recorded, 0);
+  EXPECT_FALSE(Recording());
+  {
+    TRAINSCOPE_PHASE(kForward);  // finished: a no-op again
+  }
+}
+
+TEST(SessionTest, SecondConcurrentSessionIsRefused) {
+  TempDir dir;
+  auto first = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(first.ok());
+  auto second = Session::Start(QuietOptions(dir.path()));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("another trainscope::Session"), std::string::npos);
+  ASSERT_TRUE(first->Finish().ok());
+  auto third = Session::Start(QuietOptions(dir.path()));
+  EXPECT_TRUE(third.ok()) << third.status();
+}
+
+TEST(SessionTest, OutputDirectoryUnderARegularFileIsAClearError) {
+  TempDir dir;
+  testing::WriteAll(dir.File("plain-file"), "x");
+  auto session = Session::Start(QuietOptions(dir.File("plain-file") + "/out"));
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(session.status().message().find("plain-file/out"), std::string::npos)
+      << session.status();
+}
+
+TEST(SessionTest, UnwritableOutputDirectoryIsAClearError) {
+  // /proc refuses new directories even for root.
+  auto session = Session::Start(QuietOptions("/proc/trainscope-test/out"));
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find("/proc/trainscope-test/out"), std::string::npos)
+      << session.status();
+  EXPECT_NE(session.status().message().find("cannot create"), std::string::npos);
+  // The failed start left no session behind.
+  TempDir dir;
+  EXPECT_TRUE(Session::Start(QuietOptions(dir.path())).ok());
+}
+
+TEST(SessionTest, BadOptionsNameTheOption) {
+  TempDir dir;
+  Options options = QuietOptions(dir.path());
+  options.buffer_bytes_per_thread = Bytes(10);
+  auto session = Session::Start(options);
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(session.status().message().find("buffer_bytes_per_thread"), std::string::npos);
+}
+
+TEST(SessionTest, SubmissionTimeFromTheEnvironmentGivesQueueDelay) {
+  TempDir dir;
+  setenv("TRAINSCOPE_SUBMIT_TIME", "2020-01-01T00:00:00Z", 1);
+  auto session = Session::Start(QuietOptions(dir.path()));
+  unsetenv("TRAINSCOPE_SUBMIT_TIME");
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto report = session->Finish();
+  ASSERT_TRUE(report.ok());
+  ASSERT_TRUE(report->timing.queue_delay_s.has_value());
+  EXPECT_GT(*report->timing.queue_delay_s, 6 * 365 * 86400.0);  // years before now
+
+  setenv("TRAINSCOPE_SUBMIT_TIME", "yesterday", 1);
+  auto bad = Session::Start(QuietOptions(dir.path()));
+  unsetenv("TRAINSCOPE_SUBMIT_TIME");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("TRAINSCOPE_SUBMIT_TIME"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("yesterday"), std::string::npos);
+}
+
+TEST(SessionTest, ReportCarriesTheBaselineRecord) {
+  TempDir dir;
+  Options options = QuietOptions(dir.path());
+  options.code_version = "abc123";
+  options.data_version = "imagenet-v2";
+  options.container_image = "registry/train:1.0";
+  options.resource_request.accelerators = 4;
+  options.config = {{"lr", "0.1"}};
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok());
+  session->SetConfig("batch_size", "64");
+  session->SetAcceptance("top1", 0.75, 0.76, /*higher_is_better=*/true);
+  for (int i = 0; i < 3; ++i) {
+    StepScope step(*session, i, Samples(64));
+    TRAINSCOPE_PHASE(kForward);
+  }
+  auto report = session->Finish();
+  ASSERT_TRUE(report.ok());
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->run.code_version, "abc123");
+  EXPECT_EQ(r->run.data_version, "imagenet-v2");
+  EXPECT_EQ(r->environment.container_image, "registry/train:1.0");
+  EXPECT_FALSE(r->environment.accelerator.empty());
+  EXPECT_EQ(r->config.size(), 2u);
+  EXPECT_EQ(r->acceptance.metric, "top1");
+  EXPECT_EQ(r->acceptance.passed, true);
+  EXPECT_NEAR(r->resource_hours, 4 * r->timing.total_s / 3600, 1e-12);
+  EXPECT_GE(r->timing.startup_s, 0);
+  EXPECT_GT(r->timing.total_s, r->timing.steps_s);
+}
+
+// A child records and is SIGKILLed after trace.json was republished: the
+// file left behind must be complete, valid JSON holding the early events.
+TEST(SessionTest, TraceStaysValidJsonWhenTheProcessIsKilledMidRun) {
+  TempDir dir;
+  const pid_t child = fork();
+  if (child == 0) {
+    Options options = QuietOptions(dir.path());
+    options.flush_interval_ms = 5;
+    options.trace_checkpoint_interval_ms = 20;
+    auto session = Session::Start(options);
+    if (!session.ok()) _exit(3);
+    for (int64_t i = 0;; ++i) {
+      StepScope step(*session, i);
+      TRAINSCOPE_PHASE(kForward);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const std::vector<TraceEvent> events = ReadTrace(dir.File("trace.json"));
+  int steps = 0;
+  for (const TraceEvent& e : events) steps += e.name.rfind("ProfilerStep#", 0) == 0;
+  EXPECT_GT(steps, 10) << "trace.json should hold the steps up to the last checkpoint";
+}
+
+}  // namespace
+}  // namespace trainscope
