@@ -27,11 +27,13 @@
 #if defined(__GNUC__)
 #define TRAINSCOPE_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TRAINSCOPE_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define TRAINSCOPE_TLS_MODEL __attribute__((tls_model("initial-exec")))
+// Plain-data thread-local storage: __thread needs no initialisation check on
+// access (extern thread_local does), and initial-exec needs no call.
+#define TRAINSCOPE_THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
 #else
 #define TRAINSCOPE_LIKELY(x) (x)
 #define TRAINSCOPE_UNLIKELY(x) (x)
-#define TRAINSCOPE_TLS_MODEL
+#define TRAINSCOPE_THREAD_LOCAL thread_local
 #endif
 
 namespace trainscope {
@@ -137,7 +139,7 @@ struct ThreadState {
   ThreadBuffer* buffer;
   uint32_t generation;
 };
-extern thread_local ThreadState t_thread TRAINSCOPE_TLS_MODEL;
+extern TRAINSCOPE_THREAD_LOCAL ThreadState t_thread;
 
 // Slow path: registers the calling thread with the active session (one
 // allocation of its ring and one lock). Returns nullptr if no session is
@@ -147,11 +149,13 @@ ThreadBuffer* RegisterCurrentThread(uint32_t generation);
 }  // namespace detail
 
 // The calling thread's ring in the active session, registering the thread on
-// its first call; nullptr when no session is active (one relaxed load and a
+// its first call; nullptr when no session is active (one load and a
 // predictable branch).
 inline ThreadBuffer* ActiveBuffer() noexcept {
+  // Acquire (a plain load on x86): what Session::Start set up before it
+  // published the generation is visible to the scope.
   const uint32_t generation =
-      detail::g_generation.load(std::memory_order_relaxed);
+      detail::g_generation.load(std::memory_order_acquire);
   if (TRAINSCOPE_LIKELY(generation == 0)) return nullptr;
   const detail::ThreadState& state = detail::t_thread;
   if (TRAINSCOPE_LIKELY(state.generation == generation)) return state.buffer;

@@ -9,7 +9,7 @@
 //
 // Each scope records one Event when it ends and, when the session has NVTX on,
 // pushes and pops an NVTX range in the `trainscope` domain. With no active
-// session a scope costs one relaxed load and a predictable branch; compiled
+// session a scope costs one load and a predictable branch; compiled
 // with TRAINSCOPE_DISABLE defined, nothing at all.
 #ifndef TRAINSCOPE_SCOPE_H_
 #define TRAINSCOPE_SCOPE_H_
@@ -158,7 +158,10 @@ class AsyncRange {
     range.phase_ = phase;
     range.name_ = name;
     range.step_ = CurrentStep();
-    if (detail::NvtxOn()) range.nvtx_id_ = detail::NvtxStart(name, phase, range.step_);
+    if (detail::NvtxOn()) {
+      range.nvtx_ = true;
+      range.nvtx_id_ = detail::NvtxStart(name, phase, range.step_);
+    }
     range.start_ns_ = NowNs();
     return range;
   }
@@ -171,7 +174,7 @@ class AsyncRange {
   void End() noexcept {
     if (generation_ == 0) return;
     const TimestampNs end_ns = NowNs();
-    if (nvtx_id_ != 0) detail::NvtxEnd(nvtx_id_);
+    if (nvtx_) detail::NvtxEnd(nvtx_id_);
     ThreadBuffer* buffer = detail::ScopeBuffer();
     if (buffer != nullptr &&
         detail::g_generation.load(std::memory_order_relaxed) == generation_) {
@@ -195,6 +198,7 @@ class AsyncRange {
       generation_ = other.generation_;
       begin_thread_ = other.begin_thread_;
       phase_ = other.phase_;
+      nvtx_ = other.nvtx_;
       other.generation_ = 0;
     }
     return *this;
@@ -209,6 +213,7 @@ class AsyncRange {
   uint32_t generation_ = 0;
   uint16_t begin_thread_ = 0;
   Phase phase_ = Phase::kOther;
+  bool nvtx_ = false;
 };
 
 }  // namespace trainscope

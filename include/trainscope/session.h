@@ -50,7 +50,7 @@ struct Options {
   // (32 bytes each). Memory is bounded by this times the number of threads.
   Bytes buffer_bytes_per_thread{1u << 20};
   // Emit NVTX ranges (the `trainscope` domain) for Nsight Systems. Without a
-  // tool attached they cost about a nanosecond each.
+  // tool attached they add a few nanoseconds to a scope (bench/).
   bool nvtx = true;
   // Which outputs to write (Sink flags).
   uint32_t sinks = kSinkAll;
@@ -67,7 +67,8 @@ struct Options {
 
   // Baseline-record facts. Empty strings are filled from the environment:
   // TRAINSCOPE_CODE_VERSION or `git rev-parse HEAD`, TRAINSCOPE_DATA_VERSION,
-  // TRAINSCOPE_CONTAINER_IMAGE (or a container runtime's variables).
+  // TRAINSCOPE_CONTAINER_IMAGE (else "kubernetes pod" / "docker container"
+  // is noted when detected, with no image name).
   std::string code_version;
   std::string data_version;
   std::string container_image;

@@ -4,7 +4,7 @@
 // intervals, the gaps between them, the part of a gap a phase covers.
 //
 //   IntervalSet busy = IntervalSet::FromUnsorted(spans);
-//   IntervalSet idle = IntervalSet::Span(t0, t1).Subtract(busy);
+//   IntervalSet idle = IntervalSet::Range(t0, t1).Subtract(busy);
 #ifndef TRAINSCOPE_SDK_ANALYSIS_INTERVAL_SET_H_
 #define TRAINSCOPE_SDK_ANALYSIS_INTERVAL_SET_H_
 

@@ -11,13 +11,6 @@
 namespace trainscope::analysis {
 namespace {
 
-double PhaseShare(const Report& report, const std::string& phase) {
-  for (const PhaseStat& stat : report.phases) {
-    if (stat.phase == phase) return stat.share_of_steps;
-  }
-  return 0;
-}
-
 int Percent(double share) { return static_cast<int>(std::lround(share * 100)); }
 
 }  // namespace
@@ -79,7 +72,7 @@ std::string Recommend(const Report& report) {
     return absl::StrFormat(
         "%d%% of step time waits on input: tune the loader (workers, prefetch depth, pinned "
         "memory; docs/guide-map.md#input-pipeline)",
-        Percent(PhaseShare(report, "data_wait")));
+        Percent(cause_share));
   }
   const char* advice = "see docs/guide-map.md";
   if (cause == "h2d") advice = "copy from pinned memory on a side stream, ahead of use";

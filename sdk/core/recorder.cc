@@ -18,7 +18,7 @@ namespace detail {
 std::atomic<uint32_t> g_generation{0};
 std::atomic<int64_t> g_current_step{-1};
 std::atomic<bool> g_nvtx_enabled{false};
-thread_local ThreadState t_thread TRAINSCOPE_TLS_MODEL = {nullptr, 0};
+TRAINSCOPE_THREAD_LOCAL ThreadState t_thread = {nullptr, 0};
 
 ThreadBuffer* RegisterCurrentThread(uint32_t generation) {
   return core::ThreadRegistry::Get().RegisterCurrentThread(generation);

@@ -257,6 +257,7 @@ absl::StatusOr<Session> Session::Start(Options options) {
   const size_t capacity = impl->options.buffer_bytes_per_thread.value / sizeof(Event);
   core::ThreadRegistry::Get().BeginSession(impl->generation, capacity);
   detail::g_current_step.store(-1, std::memory_order_relaxed);
+  if (impl->options.nvtx) nvtx::Initialize();
   detail::g_nvtx_enabled.store(impl->options.nvtx && nvtx::Available(),
                                std::memory_order_relaxed);
   detail::g_generation.store(impl->generation, std::memory_order_release);
@@ -344,6 +345,7 @@ absl::StatusOr<Report> Session::Finish() {
   clock.finish_ns = finish_ns;
   clock.process_start_unix_s = s.process_start.unix_s;
   clock.submit_unix_s = s.submit_unix_s;
+  std::lock_guard<std::mutex> lock(s.mu);  // SetConfig/SetAcceptance may race
   analysis::AnalyzeRun(s.BuildTimeline(), clock, s.options.warmup_steps, &s.report);
   s.report.overhead.per_scope_ns = s.scope_cost_ns;
   s.report.overhead.estimated_share =

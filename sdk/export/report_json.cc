@@ -3,6 +3,8 @@
 
 #include <simdjson.h>
 
+#include <limits>
+
 #include "fmt/format.h"
 #include "sdk/core/files.h"
 #include "sdk/export/json_writer.h"
@@ -151,12 +153,17 @@ class FieldReader {
       *out = static_cast<Int>(v);
     }
   }
+  // A null number reads as NaN: the writer emits null for non-finite values.
   void Number(std::string_view key, double* out) {
+    if (valid_ && IsNull(key)) {
+      *out = std::numeric_limits<double>::quiet_NaN();
+      return;
+    }
     double v = 0;
     if (Get(key, "a number", [&](element e) { return e.get_double().get(v); })) *out = v;
   }
   void OptionalNumber(std::string_view key, std::optional<double>* out) {
-    if (IsNull(key)) return;
+    if (!valid_ || IsNull(key)) return;
     double v = 0;
     Number(key, &v);
     *out = v;
@@ -166,7 +173,7 @@ class FieldReader {
     if (Get(key, "a boolean", [&](element e) { return e.get_bool().get(v); })) *out = v;
   }
   void OptionalBool(std::string_view key, std::optional<bool>* out) {
-    if (IsNull(key)) return;
+    if (!valid_ || IsNull(key)) return;
     bool v = false;
     Bool(key, &v);
     *out = v;

@@ -24,6 +24,10 @@ std::string FormatSummary(const Report& r) {
     line("  {:<12} {:>10} {:>10} {:>10} {:>8}", "phase", "median ms", "p90 ms", "max ms",
          "of step");
     for (const PhaseStat& p : r.phases) {
+      if (p.steps == 0) {
+        line("  {:<12} {:>32.3f} ms in all, outside steps", p.phase, 1000 * p.total_s);
+        continue;
+      }
       line("  {:<12} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f}%", p.phase, p.median_ms, p.p90_ms,
            p.max_ms, 100 * p.share_of_steps);
     }

@@ -17,33 +17,8 @@ namespace trainscope::nvtx {
 #if TRAINSCOPE_WITH_NVTX
 namespace {
 
-struct Domain {
-  nvtxDomainHandle_t handle = nullptr;
-  nvtxStringHandle_t step_message = nullptr;
-  std::array<std::atomic<nvtxStringHandle_t>, kMaxRegisteredNames> names{};
-
-  Domain() {
-    handle = nvtxDomainCreateA(std::string(kDomainName).c_str());
-    for (int i = 0; i < kPhaseCount; ++i) {
-      const std::string name(PhaseName(static_cast<Phase>(i)));
-      nvtxDomainNameCategoryA(handle, static_cast<uint32_t>(i) + 1, name.c_str());
-      names[i].store(nvtxDomainRegisterStringA(handle, name.c_str()),
-                     std::memory_order_release);
-    }
-    nvtxDomainNameCategoryA(handle, kStepCategory, "step");
-    step_message = nvtxDomainRegisterStringA(handle, "step");
-  }
-};
-
-// Created on first use (the first interned name or Session::Start); never
-// destroyed, so ranges may end during static destruction.
-Domain& GetDomain() {
-  static Domain* domain = new Domain();
-  return *domain;
-}
-
 nvtxEventAttributes_t Attributes(nvtxStringHandle_t message, uint32_t category,
-                                 uint32_t color, int64_t step) {
+                                 uint32_t color) {
   nvtxEventAttributes_t attr{};
   attr.version = NVTX_VERSION;
   attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -51,26 +26,64 @@ nvtxEventAttributes_t Attributes(nvtxStringHandle_t message, uint32_t category,
   attr.colorType = NVTX_COLOR_ARGB;
   attr.color = color;
   attr.payloadType = NVTX_PAYLOAD_TYPE_INT64;
-  attr.payload.llValue = step;
   attr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
   attr.message.registered = message;
   return attr;
 }
 
-nvtxEventAttributes_t RangeAttributes(NameId name, Phase phase, int64_t step) {
-  Domain& domain = GetDomain();
-  const NameId slot =
-      name < kMaxRegisteredNames ? name : static_cast<NameId>(Phase::kOther);
-  nvtxStringHandle_t message = domain.names[slot].load(std::memory_order_acquire);
-  if (message == nullptr) {
-    message = domain.names[static_cast<int>(phase)].load(std::memory_order_acquire);
+struct Domain {
+  nvtxDomainHandle_t handle = nullptr;
+  // Ready-made attributes per phase (and one for steps, at kPhaseCount):
+  // a range copies one and sets its payload, and its message for custom names.
+  std::array<nvtxEventAttributes_t, kPhaseCount + 1> templates{};
+  std::array<std::atomic<nvtxStringHandle_t>, kMaxRegisteredNames> names{};
+
+  Domain() {
+    handle = nvtxDomainCreateA(std::string(kDomainName).c_str());
+    for (int i = 0; i < kPhaseCount; ++i) {
+      const Phase phase = static_cast<Phase>(i);
+      const std::string name(PhaseName(phase));
+      nvtxDomainNameCategoryA(handle, static_cast<uint32_t>(i) + 1, name.c_str());
+      nvtxStringHandle_t message = nvtxDomainRegisterStringA(handle, name.c_str());
+      names[i].store(message, std::memory_order_release);
+      templates[i] = Attributes(message, static_cast<uint32_t>(i) + 1, PhaseColor(phase));
+    }
+    nvtxDomainNameCategoryA(handle, kStepCategory, "step");
+    templates[kPhaseCount] =
+        Attributes(nvtxDomainRegisterStringA(handle, "step"), kStepCategory, 0xFF404040u);
   }
-  return Attributes(message, static_cast<uint32_t>(phase) + 1, PhaseColor(phase), step);
+};
+
+// Built by Initialize() at Session::Start (or by an earlier interned name or
+// thread name), before any scope can push. Never destroyed, so ranges may
+// end during static destruction.
+Domain& GetDomain() {
+  static Domain* domain = new Domain();
+  return *domain;
+}
+// The hot path reads this pointer instead of paying GetDomain()'s guard.
+// Relaxed loads suffice: Session::Start stores it before its release store
+// of g_generation, which every scope loads with acquire first.
+std::atomic<Domain*> g_domain{nullptr};
+inline Domain& HotDomain() { return *g_domain.load(std::memory_order_relaxed); }
+
+nvtxEventAttributes_t RangeAttributes(NameId name, Phase phase, int64_t step) {
+  const Domain& domain = HotDomain();
+  nvtxEventAttributes_t attr = domain.templates[static_cast<unsigned>(phase) % kPhaseCount];
+  attr.payload.llValue = step;
+  if (name >= static_cast<NameId>(kPhaseCount) && name < kMaxRegisteredNames) {
+    if (nvtxStringHandle_t message = domain.names[name].load(std::memory_order_acquire)) {
+      attr.message.registered = message;
+    }
+  }
+  return attr;
 }
 
 }  // namespace
 
 bool Available() { return true; }
+
+void Initialize() { g_domain.store(&GetDomain(), std::memory_order_relaxed); }
 
 void RegisterName(NameId id, std::string_view name) {
   if (id >= kMaxRegisteredNames) return;
@@ -88,30 +101,30 @@ void NameThread(uint32_t os_tid, std::string_view name) {
 
 }  // namespace trainscope::nvtx
 
+// These run only while g_nvtx_enabled, which Session::Start sets after
+// Initialize(), so g_domain is set.
 namespace trainscope::detail {
 
 void NvtxPush(NameId name, Phase phase, int64_t step) noexcept {
   const nvtxEventAttributes_t attr = nvtx::RangeAttributes(name, phase, step);
-  nvtxDomainRangePushEx(nvtx::GetDomain().handle, &attr);
+  nvtxDomainRangePushEx(nvtx::HotDomain().handle, &attr);
 }
 
 void NvtxPushStep(int64_t step) noexcept {
-  nvtx::Domain& domain = nvtx::GetDomain();
-  const nvtxEventAttributes_t attr =
-      nvtx::Attributes(domain.step_message, nvtx::kStepCategory, 0xFF404040u, step);
-  nvtxDomainRangePushEx(domain.handle, &attr);
+  nvtxEventAttributes_t attr = nvtx::HotDomain().templates[kPhaseCount];
+  attr.payload.llValue = step;
+  nvtxDomainRangePushEx(nvtx::HotDomain().handle, &attr);
 }
 
-void NvtxPop() noexcept { nvtxDomainRangePop(nvtx::GetDomain().handle); }
+void NvtxPop() noexcept { nvtxDomainRangePop(nvtx::HotDomain().handle); }
 
 uint64_t NvtxStart(NameId name, Phase phase, int64_t step) noexcept {
   const nvtxEventAttributes_t attr = nvtx::RangeAttributes(name, phase, step);
-  const nvtxRangeId_t id = nvtxDomainRangeStartEx(nvtx::GetDomain().handle, &attr);
-  return id == 0 ? 1 : id;  // 0 means "no range" to AsyncRange
+  return nvtxDomainRangeStartEx(nvtx::HotDomain().handle, &attr);
 }
 
 void NvtxEnd(uint64_t range_id) noexcept {
-  nvtxDomainRangeEnd(nvtx::GetDomain().handle, range_id);
+  nvtxDomainRangeEnd(nvtx::HotDomain().handle, range_id);
 }
 
 }  // namespace trainscope::detail
@@ -119,6 +132,7 @@ void NvtxEnd(uint64_t range_id) noexcept {
 #else  // !TRAINSCOPE_WITH_NVTX
 
 bool Available() { return false; }
+void Initialize() {}
 void RegisterName(NameId, std::string_view) {}
 void NameThread(uint32_t, std::string_view) {}
 

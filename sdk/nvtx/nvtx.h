@@ -25,6 +25,10 @@ inline constexpr NameId kMaxRegisteredNames = 4096;
 // True when the SDK was compiled with NVTX.
 bool Available();
 
+// Creates the domain, its categories and the phase strings, once. Called by
+// Session::Start so that no scope pays for it. Thread-safe.
+void Initialize();
+
 // Registers `name` under `id` as an NVTX string of the domain. Called once
 // per id by the name registry. Thread-safe.
 void RegisterName(NameId id, std::string_view name);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what trainscope needs on Debian 12, and nothing when it is there:
+#   - Debian packages (apt-get as root; `apt-get update` first),
+#   - LibTorch 2.x, as the C++ library inside PyPI's `torch` wheel (pip).
+# The CUDA toolkit is used when present (NVTX, CUPTI; LibTorch's CMake
+# config also wants it) but is not installed here.
+# Environment: TRAINSCOPE_TORCH_SPEC (default torch==2.15.0),
+#              TRAINSCOPE_SKIP_TORCH=1 to build without LibTorch.
+set -euo pipefail
+
+packages=(cmake make g++ git python3 python3-pip pkg-config
+          libabsl-dev libfmt-dev libsimdjson-dev libxxhash-dev zlib1g-dev
+          libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "deps: need root for apt-get (missing: ${missing[*]})" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ "${TRAINSCOPE_SKIP_TORCH:-0}" != 1 ]] &&
+   ! python3 -c "import torch" >/dev/null 2>&1; then
+  spec="${TRAINSCOPE_TORCH_SPEC:-torch==2.15.0}"
+  echo "deps: pip install $spec (LibTorch comes inside the wheel; a few GB)"
+  python3 -m pip install --quiet --disable-pip-version-check "$spec" ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "$spec"
+fi
+if python3 -c "import torch" >/dev/null 2>&1; then
+  echo "deps: ok ($(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
+else
+  echo "deps: ok (without LibTorch)"
+fi

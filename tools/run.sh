@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The main job: sets up what is missing, builds, and runs the instrumented
+# train_mlp sample. It prints the trainscope summary and writes
+# out/train_mlp/trace.json and out/train_mlp/report.json.
+#   tools/run.sh [train_mlp flags, e.g. --steps=300 --loader_delay_ms=5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/deps.sh
+BUILD_DIR="${BUILD_DIR:-build}" tools/build.sh >/dev/null
+build_dir="${BUILD_DIR:-build}"
+if [[ ! -x "$build_dir/bin/train_mlp" ]]; then
+  echo "run: train_mlp was not built: LibTorch not found (see $build_dir.configure.log)" >&2
+  exit 1
+fi
+"$build_dir/bin/train_mlp" --out=out/train_mlp "$@"
+echo "open out/train_mlp/trace.json in https://ui.perfetto.dev; again: $build_dir/bin/trainscope summary out/train_mlp/report.json"
