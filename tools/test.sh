@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${JOBS:-$(nproc)}"
 declare -a timings=()
+passed=0
+failed=0
+logs=$(mktemp -d)
 part() {  # part <name> <command...>
   local name=$1 start=$SECONDS
   shift
@@ -18,16 +21,31 @@ part() {  # part <name> <command...>
 report() {
   echo "==== time per part"
   printf '%s\n' "${timings[@]}"
+  rm -rf "$logs"
+  echo "tests: $passed passed, $failed failed"
+}
+# ctest_counted <build dir>: runs a test tree, adds its counts to the totals.
+ctest_counted() {
+  local log="$logs/$(basename "$1").log" rc=0
+  ctest --test-dir "$1" --output-on-failure -j "$jobs" 2>&1 | tee "$log" || rc=$?
+  local line total bad
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1)
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  bad=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  passed=$((passed + ${total:-0} - ${bad:-0}))
+  failed=$((failed + ${bad:-0}))
+  return $rc
 }
 trap report EXIT
 
 part "dependencies" tools/deps.sh
 part "build" env BUILD_DIR=build tools/build.sh
-part "tests" ctest --test-dir build --output-on-failure -j "$jobs"
+part "tests" ctest_counted build
 if [[ "${TRAINSCOPE_NO_SANITIZE:-0}" != 1 ]]; then
   part "build (asan+ubsan, core)" env BUILD_DIR=build-asan tools/build.sh \
     -DTRAINSCOPE_SANITIZE=ON -DTRAINSCOPE_TORCH=OFF -DTRAINSCOPE_BUILD_BENCH=OFF
-  part "tests (asan+ubsan, core)" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+  export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  part "tests (asan+ubsan, core)" ctest_counted build-asan
+  unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 part "benchmarks" build/bin/trainscope_bench
