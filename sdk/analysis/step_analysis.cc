@@ -56,7 +56,7 @@ StepStats AnalyzeSteps(const Timeline& timeline, int64_t warmup_override) {
   const auto n = static_cast<int64_t>(stats.steps.size());
   if (warmup_override >= 0) {
     stats.warmup_steps = std::min(warmup_override, n);
-    stats.warmup_rule = fmt::format("fixed: {} step(s) by option", warmup_override);
+    stats.warmup_rule = fmt::format("fixed: {} step(s) by option", stats.warmup_steps);
   } else {
     stats.warmup_steps = AutoWarmup(stats.steps);
     stats.warmup_rule = kAutoWarmupRule;

@@ -2,6 +2,7 @@
 #include "sdk/core/environment.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -167,7 +168,12 @@ void DescribeEnvironment(const Options& options, Report* report) {
 
   Report::Environment& env = report->environment;
   env.cpu_model = CpuModel();
-  env.cpu_count = static_cast<int>(std::thread::hardware_concurrency());
+  // The CPUs this process may run on (affinity, cgroup cpusets), not the host's.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  env.cpu_count = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                      ? CPU_COUNT(&cpus)
+                      : static_cast<int>(std::thread::hardware_concurrency());
   const CudaDevices cuda = ProbeCudaDevices();
   env.accelerator_count = cuda.count;
   env.accelerator = cuda.count > 0 ? cuda.first_name : env.cpu_model;
