@@ -11,6 +11,15 @@ uint32_t Timeline::AddTrack(Track track) {
   return static_cast<uint32_t>(tracks_.size() - 1);
 }
 
+uint32_t Timeline::FindOrAddTrack(TrackKind kind, int64_t pid, int64_t tid,
+                                  std::string_view name) {
+  for (size_t i = 0; i < tracks_.size(); ++i) {
+    const Track& t = tracks_[i];
+    if (t.kind == kind && t.pid == pid && t.tid == tid) return static_cast<uint32_t>(i);
+  }
+  return AddTrack(Track{kind, pid, tid, std::string(name)});
+}
+
 uint32_t Timeline::Intern(std::string_view name) {
   auto it = name_ids_.find(std::string(name));
   if (it != name_ids_.end()) return it->second;

@@ -31,7 +31,7 @@ enum class TrackKind : uint8_t {
 
 struct Track {
   TrackKind kind = TrackKind::kHostThread;
-  int64_t pid = 0;
+  int64_t pid = 0;  // process id; the device index for device tracks
   int64_t tid = 0;  // OS thread id, or the stream id for device tracks
   std::string name;
 };
@@ -43,6 +43,10 @@ enum class IntervalKind : uint8_t {
   kKernel,      // device work, from CUPTI or a Kineto trace
   kMemcpy,
   kMemset,
+  kRuntimeCall,  // a CUDA runtime/driver API call on a host thread; `value`
+                 // is its correlation id (it launched the device interval
+                 // with the same id)
+  kSyncCall,     // a host thread blocked in a CUDA synchronisation
 };
 
 // True for the kinds that are device activity.
@@ -80,6 +84,9 @@ class Timeline {
   const std::vector<Track>& tracks() const { return tracks_; }
   const std::vector<Interval>& intervals() const { return intervals_; }
   const std::string& name(uint32_t id) const { return names_[id]; }
+  // The index of the track with this kind, pid and tid, added (named
+  // `name`) if there is none. Linear in the number of tracks.
+  uint32_t FindOrAddTrack(TrackKind kind, int64_t pid, int64_t tid, std::string_view name);
   size_t size() const { return intervals_.size(); }
 
  private:

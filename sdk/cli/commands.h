@@ -18,6 +18,10 @@ inline constexpr int kExitUsage = 2;
 // `trainscope summary REPORT.json`: prints the run summary again.
 int RunSummary(const std::vector<std::string>& args);
 
+// `trainscope analyze TRACE`: the gap analysis of a trace; `format` is
+// "text" or "json".
+int RunAnalyze(const std::vector<std::string>& args, const std::string& format);
+
 }  // namespace trainscope::cli
 
 #endif  // TRAINSCOPE_SDK_CLI_COMMANDS_H_

@@ -3,11 +3,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "sdk/cli/commands.h"
 #include "trainscope/version.h"
+
+ABSL_DECLARE_FLAG(std::string, format);
 
 namespace {
 
@@ -18,6 +22,10 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  summary REPORT.json   print the run summary of a report.json again\n"
+    "                        (--format=text|json)\n"
+    "  analyze TRACE         GPU idle-gap analysis of a PyTorch-profiler (Kineto)\n"
+    "                        trace or a trainscope trace.json (.json or .json.gz),\n"
+    "                        with HTA's temporal and idle-time breakdowns\n"
     "                        (--format=text|json)\n"
     "\n"
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
@@ -41,6 +49,7 @@ int main(int argc, char** argv) {
   const std::string command = positional[1];
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
   if (command == "summary") return trainscope::cli::RunSummary(args);
+  if (command == "analyze") return trainscope::cli::RunAnalyze(args, absl::GetFlag(FLAGS_format));
   std::fprintf(stderr, "trainscope: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return trainscope::cli::kExitUsage;
 }

@@ -7,7 +7,7 @@
 #include "sdk/export/summary.h"
 
 ABSL_FLAG(std::string, format, "text",
-          "summary: output format, 'text' (the table Finish() prints) or 'json' (the report, "
+          "output format: summary: 'text' (the table Finish() prints) or 'json' (the report, "
           "validated and re-written)");
 
 namespace trainscope::cli {

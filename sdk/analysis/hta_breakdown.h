@@ -1,0 +1,87 @@
+// sdk/analysis/hta_breakdown.h: Holistic Trace Analysis' two GPU metrics,
+// computed by HTA's rules (facebookresearch/HolisticTraceAnalysis at
+// f4d0062: hta/analyzers/breakdown_analysis.py, hta/common/trace*.py).
+//
+//   HtaBreakdown hta = ComputeHtaBreakdown(timeline, facts);
+//   hta.temporal.idle_us; hta.idle_by_stream[0].category;
+//
+// The rules, as HTA applies them (docs/gap-analysis.md has the full list):
+// - Rows: device intervals (kernels, copies, sets, cuda_sync) and the host
+//   runtime calls that launched them, matched by correlation id.
+// - Iterations: with two or more ProfilerStep#N annotations, HTA drops the
+//   last one: host rows from its start on, and device rows whose launch is
+//   not among the kept host rows. With one or none, everything is kept.
+// - Timestamps are whole microseconds when the trace wrote any ts as a float
+//   literal (then start = ceil(ts), end = floor(ts + dur)).
+// - Temporal breakdown: over every kept row on a stream, kernel_time is the
+//   span from the first start to the last end, idle is kernel_time minus
+//   the union of all rows, compute is the union of the COMPUTATION rows
+//   (classified by name), non_compute is the rest.
+// - Idle-time breakdown: per stream (kernels, copies, sets; no syncs), each
+//   gap before a kernel is host_wait if its launch call began after the
+//   previous kernel ended, else kernel_wait if shorter than 30 us (negative
+//   gaps of overlapping kernels included), else other.
+#ifndef TRAINSCOPE_SDK_ANALYSIS_HTA_BREAKDOWN_H_
+#define TRAINSCOPE_SDK_ANALYSIS_HTA_BREAKDOWN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sdk/analysis/timeline.h"
+
+namespace trainscope::analysis {
+
+// What HTA knows about a trace beyond its intervals.
+struct HtaTraceFacts {
+  // Distinct ProfilerStep#N names (any category, GPU annotations too).
+  int64_t profiler_steps = 0;
+  // The latest start among them: HTA cuts the last iteration there.
+  TimestampNs last_step_start_ns = 0;
+  // True when any event's ts was a float literal or missing: HTA then rounds
+  // every start up and every end down to whole microseconds.
+  bool round_to_us = false;
+  // Event #0's start, if HTA keeps that event: HTA's fallback launch time
+  // for a kernel with no matching runtime call.
+  std::optional<TimestampNs> first_event_ns;
+};
+
+enum class KernelClass : uint8_t { kCommunication, kMemory, kComputation, kOther };
+
+// HTA's kernel classification by name (prefix and substring rules).
+KernelClass ClassifyKernel(std::string_view name);
+
+// get_temporal_breakdown(), in microseconds.
+struct HtaTemporalBreakdown {
+  double idle_us = 0;
+  double compute_us = 0;
+  double non_compute_us = 0;
+  double kernel_us = 0;
+};
+
+// One row of get_idle_time_breakdown(): a stream's idle time of one category.
+struct HtaStreamIdle {
+  int64_t stream = 0;
+  std::string category;  // "host_wait", "kernel_wait" or "other"
+  double idle_us = 0;    // rounded to 2 decimals, as HTA does
+  double ratio = 0;      // of the stream's idle time
+};
+
+struct HtaBreakdown {
+  HtaTemporalBreakdown temporal;
+  std::vector<HtaStreamIdle> idle_by_stream;  // streams in order of first kernel
+  int64_t rows = 0;  // device rows kept after the iteration cut
+};
+
+// The default consecutive_kernel_delay of HTA: 30 (trace units, microseconds).
+inline constexpr double kHtaConsecutiveKernelDelayUs = 30;
+
+// Computes both metrics for one rank's timeline. Pure; O(n log n).
+HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& facts,
+                                 double consecutive_kernel_delay_us = kHtaConsecutiveKernelDelayUs);
+
+}  // namespace trainscope::analysis
+
+#endif  // TRAINSCOPE_SDK_ANALYSIS_HTA_BREAKDOWN_H_

@@ -1,0 +1,128 @@
+// sdk/cupti/collector.h: the device timeline, collected with CUPTI's activity
+// API, as Timeline intervals on the recorder's clock.
+//
+//   absl::StatusOr<std::unique_ptr<cupti::Collector>> gpu = cupti::Collector::Start({});
+//   if (!gpu.ok()) log(gpu.status());     // "CUPTI unavailable: ..." on a CPU machine
+//   ... train; (*gpu)->SetActive(step >= 10 && step < 20) at step boundaries ...
+//   cudaDeviceSynchronize();              // so that the last kernels have finished
+//   (*gpu)->Stop();
+//   (*gpu)->AppendTo(&timeline);          // kernels, copies, API calls, syncs
+//
+// Clock. Start registers a timestamp callback
+// (cuptiActivityRegisterTimestampCallback) that returns trainscope::NowNs(),
+// before enabling any kind, so every record, host API calls and device
+// activity alike, is in CLOCK_MONOTONIC nanoseconds like the host ranges.
+// CUPTI converts the GPU's own timestamps into that clock by interpolation.
+//
+// Buffers. CUPTI writes records into buffers it asks for from a BufferPool of
+// `max_buffers` buffers of `buffer_bytes` (buffer_pool.h); a background thread
+// calls cuptiActivityFlushAll(0) every `flush_interval_ms` so that full and
+// completed buffers come back, are converted (records.h: a few dozen bytes a
+// record, kernel names copied out) and reused at once. Memory is bounded by
+// max_buffers x buffer_bytes plus the converted records.
+//
+// Dropped records. When every buffer is with CUPTI the pool refuses the
+// request (CollectorStats::buffers_refused) and CUPTI drops what it cannot
+// store; CUPTI's count of dropped records (cuptiActivityGetNumDroppedRecords,
+// read for the buffer's context and stream in each completion callback, and
+// for the global queue at Stop) is CollectorStats::dropped. Raise buffer_bytes
+// or max_buffers, or flush more often, when it is not 0.
+//
+// Correlation. A kernel, copy or memset carries the correlation id of the
+// runtime or driver call that launched it; those calls are kRuntimeCall
+// intervals on the host thread that made them (CUPTI is told to report OS
+// thread ids, cuptiSetThreadIdType(SYSTEM), so the track is the recorder's
+// track of that thread), with the same id in Interval::value. Joining device
+// intervals to host phases (launch in "forward" -> kernel time in "forward")
+// happens in sdk/analysis, not here.
+//
+// Cost and threads. Nothing here is on the recording hot path: scopes never
+// call into sdk/cupti. CUPTI itself slows every CUDA API call and kernel
+// launch while kinds are enabled (SetActive(false) pauses that). One
+// Collector may run per process, and it owns CUPTI's activity callbacks:
+// do not run it together with the PyTorch profiler (Kineto), which registers
+// its own.
+#ifndef TRAINSCOPE_SDK_CUPTI_COLLECTOR_H_
+#define TRAINSCOPE_SDK_CUPTI_COLLECTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sdk/analysis/timeline.h"
+#include "trainscope/clock.h"
+
+namespace trainscope::cupti {
+
+// True when sdk/cupti was compiled against the CUDA toolkit's CUPTI headers;
+// false for the stub, whose Start always fails.
+bool CompiledWithCupti();
+
+struct CollectorOptions {
+  size_t buffer_bytes = 8 << 20;  // size of each activity buffer, 64 KiB to 1 GiB
+  int max_buffers = 16;           // pooled buffers; when all are in flight CUPTI drops records
+  int flush_interval_ms = 500;    // cuptiActivityFlushAll(0) cadence (0: only at Stop)
+};
+
+struct CollectorStats {
+  int64_t records = 0;  // converted into intervals
+  int64_t dropped = 0;  // records CUPTI dropped for lack of buffer space
+  int64_t buffers_completed = 0;
+  int64_t buffers_refused = 0;  // buffer requests refused: the pool was exhausted
+  int64_t kernels = 0, memcpys = 0, memsets = 0, runtime_calls = 0, driver_calls = 0,
+          sync_calls = 0, overhead_records = 0;
+  TimestampNs cupti_overhead_ns = 0;  // summed duration of CUPTI's overhead records
+  int64_t clamped = 0;  // end < start (clock skew, incomplete at Stop): kept as empty intervals
+  int64_t untimed = 0;  // no timestamp (CUPTI could not time it): dropped
+};
+
+class Collector {
+ public:
+  // Checks for a CUDA driver and device (core::ProbeCudaDevices) before
+  // anything touches CUPTI, loads libcupti (library.h has the search order),
+  // asks for OS thread ids, registers the timestamp and buffer callbacks and
+  // enables CONCURRENT_KERNEL, MEMCPY, MEMSET, SYNCHRONIZATION, RUNTIME, DRIVER
+  // and OVERHEAD. Errors: Unavailable with a one-line reason starting
+  // "CUPTI unavailable: " ("...: no CUDA driver: libcuda.so.1 not found",
+  // "...: libcupti.so.13 not found (...)", "...: cuptiActivityEnable
+  // (CONCURRENT_KERNEL) failed: CUPTI_ERROR_..."); InvalidArgument for bad
+  // options; FailedPrecondition while another Collector runs.
+  static absl::StatusOr<std::unique_ptr<Collector>> Start(const CollectorOptions& options);
+
+  // Stops collecting; any records not yet handed back by CUPTI are lost.
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  // Pauses or resumes collection (cuptiActivityDisable/Enable of the kinds),
+  // e.g. to profile only steps N..M. Cost: one CUPTI call per kind when the
+  // state changes, nothing otherwise. Call from one thread (the training
+  // loop, at step boundaries); a no-op after Stop.
+  void SetActive(bool active);
+
+  // Stops the flush thread, disables the kinds and flushes everything
+  // (cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)), then reads the
+  // dropped count. Synchronise the device first, or the last kernels come back
+  // incomplete (counted in clamped). Idempotent: later calls return the
+  // first call's status.
+  absl::Status Stop();
+
+  // Moves the intervals converted so far into `timeline` (see
+  // RecordConverter::AppendTo for the tracks, names and values). Call after
+  // Stop() for the complete set; a second call appends only what came after.
+  void AppendTo(analysis::Timeline* timeline);
+
+  CollectorStats stats() const;
+
+  struct Impl;
+
+ private:
+  explicit Collector(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainscope::cupti
+
+#endif  // TRAINSCOPE_SDK_CUPTI_COLLECTOR_H_

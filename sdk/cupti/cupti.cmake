@@ -1,0 +1,1 @@
+# sdk/cupti: the CUPTI activity collector. (Sources are added here.)

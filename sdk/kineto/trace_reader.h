@@ -1,0 +1,91 @@
+// sdk/kineto/trace_reader.h: streams the events of a Chrome / PyTorch-profiler
+// (Kineto) trace without loading the file.
+//
+//   TraceReader reader;
+//   absl::Status status = reader.Read("rank0.json.gz", [&](const RawEvent& e) {
+//     if (e.cat == "kernel") kernels.push_back(...);
+//   });
+//
+// The file (plain JSON, or gzip-compressed: zlib detects which) is inflated
+// and scanned in chunks of a few MiB. Each element of the top-level
+// "traceEvents" array is cut out by a small structural scanner (strings,
+// escapes and nesting) and parsed with simdjson's On Demand API, which reads
+// only the fields asked for. Memory is the chunk buffer plus the largest
+// single event, whatever the file's size. Errors name the file and the byte
+// offset in the uncompressed JSON.
+#ifndef TRAINSCOPE_SDK_KINETO_TRACE_READER_H_
+#define TRAINSCOPE_SDK_KINETO_TRACE_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace trainscope::kineto {
+
+// The fields of one trace event that the analyses use. Views are valid only
+// during the callback. Absent numbers are -1 (ts/dur: NaN is never produced;
+// `has_ts`/`has_dur` say whether they were present).
+struct RawEvent {
+  std::string_view ph;
+  std::string_view cat;
+  std::string_view name;
+  int64_t pid = -1;  // -1 when absent or a string (metadata tracks)
+  int64_t tid = -1;
+  double ts_us = 0;
+  double dur_us = 0;
+  bool has_ts = false;
+  bool has_dur = false;
+  bool ts_is_float = false;  // ts was written as a floating-point literal ("5.0")
+  // From "args":
+  int64_t stream = -1;
+  int64_t correlation = -1;
+  int64_t device = -1;
+  int64_t step = -1;      // trainscope's own traces: args.step
+  int64_t samples = -1;   // trainscope's own traces: args.samples
+  std::string_view phase;  // trainscope's own traces: args.phase
+  uint64_t offset = 0;     // byte offset of the event in the uncompressed JSON
+};
+
+struct ReadStats {
+  uint64_t bytes = 0;   // uncompressed JSON bytes read
+  uint64_t events = 0;  // elements of traceEvents
+  bool compressed = false;
+  double inflate_s = 0;  // time spent in zlib (0 for plain files)
+};
+
+class TraceReader {
+ public:
+  using Visitor = std::function<void(const RawEvent&)>;
+
+  TraceReader();
+  ~TraceReader();
+
+  // Reads `path`, calling `visit` for each element of "traceEvents" in file
+  // order. Errors: NotFound / PermissionDenied naming the file;
+  // InvalidArgument "<path>: byte <offset>: <what>" for malformed JSON, a
+  // missing traceEvents array, or a truncated file; DataLoss for a corrupt
+  // gzip stream.
+  absl::Status Read(const std::string& path, const Visitor& visit);
+
+  // Top-level members other than traceEvents whose JSON text is short (under
+  // 64 KiB), e.g. {"distributedInfo", "{\"rank\": 0, ...}"}. Valid after Read.
+  const std::vector<std::pair<std::string, std::string>>& top_level() const;
+  // distributedInfo.rank, when the trace has it.
+  std::optional<int64_t> rank() const;
+  const ReadStats& stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainscope::kineto
+
+#endif  // TRAINSCOPE_SDK_KINETO_TRACE_READER_H_
