@@ -4,8 +4,10 @@
 #   - LibTorch 2.x, as the C++ library inside PyPI's `torch` wheel (pip).
 # The CUDA toolkit is used when present (NVTX, CUPTI; LibTorch's CMake
 # config also wants it) but is not installed here.
+#   - Holistic Trace Analysis (pip), the reference of `trainscope analyze`.
 # Environment: TRAINSCOPE_TORCH_SPEC (default torch==2.15.0),
-#              TRAINSCOPE_SKIP_TORCH=1 to build without LibTorch.
+#              TRAINSCOPE_SKIP_TORCH=1 to build without LibTorch,
+#              TRAINSCOPE_SKIP_HTA=1 to skip HTA (its test is then skipped).
 set -euo pipefail
 
 packages=(cmake make g++ git python3 python3-pip pkg-config
@@ -32,6 +34,14 @@ if [[ "${TRAINSCOPE_SKIP_TORCH:-0}" != 1 ]] &&
   echo "deps: pip install $spec (LibTorch comes inside the wheel; a few GB)"
   python3 -m pip install --quiet --disable-pip-version-check "$spec" ||
     python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "$spec"
+fi
+# Holistic Trace Analysis: the reference our trace analysis is tested against.
+if [[ "${TRAINSCOPE_SKIP_HTA:-0}" != 1 ]] &&
+   ! python3 -c "import hta, psutil" >/dev/null 2>&1; then
+  echo "deps: pip install HolisticTraceAnalysis==0.5.0 (the reference for trainscope analyze)"
+  python3 -m pip install --quiet --disable-pip-version-check HolisticTraceAnalysis==0.5.0 psutil ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
+      HolisticTraceAnalysis==0.5.0 psutil
 fi
 if python3 -c "import torch" >/dev/null 2>&1; then
   echo "deps: ok ($(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"

@@ -1,0 +1,727 @@
+// sdk/cupti: the buffer pool, the record converter (fed real CUPTI activity
+// structs), a buffer walked by the real cuptiActivityGetNextRecord, and the
+// collector's behaviour with and without a GPU.
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sdk/analysis/timeline.h"
+#include "sdk/cupti/buffer_pool.h"
+#include "sdk/cupti/collector.h"
+#include "trainscope/clock.h"
+
+#if TRAINSCOPE_WITH_CUPTI
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
+
+#include "sdk/cupti/library.h"
+#include "sdk/cupti/records.h"
+#endif
+
+namespace trainscope::cupti {
+namespace {
+
+using analysis::IntervalKind;
+using analysis::Timeline;
+using analysis::TrackKind;
+
+bool HaveCudaDriver() {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver == nullptr) return false;
+  dlclose(driver);
+  return true;
+}
+
+// ---- the collector on this machine ---------------------------------------
+
+TEST(CollectorTest, StartWithoutDriverIsUnavailableWithOneLineReason) {
+  if (HaveCudaDriver()) GTEST_SKIP() << "a CUDA driver is present";
+  absl::StatusOr<std::unique_ptr<Collector>> collector = Collector::Start(CollectorOptions{});
+  ASSERT_FALSE(collector.ok());
+  EXPECT_EQ(collector.status().code(), absl::StatusCode::kUnavailable);
+  const std::string message(collector.status().message());
+  EXPECT_EQ(message.rfind("CUPTI unavailable: ", 0), 0u) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  if (CompiledWithCupti()) {
+    EXPECT_NE(message.find("libcuda.so.1"), std::string::npos) << message;
+  } else {
+    EXPECT_EQ(message, "CUPTI unavailable: built without the CUDA toolkit");
+  }
+}
+
+TEST(CollectorTest, FailedStartCanBeRetried) {
+  if (HaveCudaDriver()) GTEST_SKIP() << "a CUDA driver is present";
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::unique_ptr<Collector>> collector = Collector::Start(CollectorOptions{});
+    ASSERT_FALSE(collector.ok());
+    // Not "another Collector is running": a failed Start releases the claim.
+    EXPECT_EQ(collector.status().code(), absl::StatusCode::kUnavailable);
+  }
+}
+
+#if TRAINSCOPE_WITH_CUPTI
+TEST(CollectorTest, InvalidOptionsAreRejectedBeforeTouchingTheDriver) {
+  CollectorOptions tiny;
+  tiny.buffer_bytes = 1024;
+  CollectorOptions no_buffers;
+  no_buffers.max_buffers = 0;
+  CollectorOptions negative_flush;
+  negative_flush.flush_interval_ms = -1;
+  for (const CollectorOptions& options : {tiny, no_buffers, negative_flush}) {
+    absl::StatusOr<std::unique_ptr<Collector>> collector = Collector::Start(options);
+    ASSERT_FALSE(collector.ok());
+    EXPECT_EQ(collector.status().code(), absl::StatusCode::kInvalidArgument)
+        << collector.status();
+  }
+}
+#endif
+
+// ---- the buffer pool -------------------------------------------------------
+
+TEST(BufferPoolTest, HandsOutAlignedBuffersUntilExhaustedThenRefusesAndCounts) {
+  BufferPool pool(1000, 3);
+  EXPECT_EQ(pool.buffer_bytes() % kBufferAlignment, 0u);
+  EXPECT_GE(pool.buffer_bytes(), 1000u);
+  EXPECT_EQ(pool.allocated(), 0);  // nothing until CUPTI asks
+  std::set<uint8_t*> handed;
+  for (int i = 0; i < 3; ++i) {
+    uint8_t* buffer = pool.Acquire();
+    ASSERT_NE(buffer, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer) % kBufferAlignment, 0u);
+    std::memset(buffer, 0xAB, pool.buffer_bytes());  // the whole buffer is ours to write
+    handed.insert(buffer);
+  }
+  EXPECT_EQ(handed.size(), 3u);
+  EXPECT_EQ(pool.Acquire(), nullptr);
+  EXPECT_EQ(pool.Acquire(), nullptr);
+  EXPECT_EQ(pool.refused(), 2);
+  EXPECT_EQ(pool.acquired(), 3);
+  EXPECT_EQ(pool.in_flight(), 3);
+  EXPECT_EQ(pool.allocated(), 3);
+}
+
+TEST(BufferPoolTest, ReturnedBufferIsReusedWithoutAllocatingMore) {
+  BufferPool pool(4096, 2);
+  uint8_t* first = pool.Acquire();
+  uint8_t* second = pool.Acquire();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(pool.Acquire(), nullptr);
+  EXPECT_TRUE(pool.Release(first));
+  EXPECT_EQ(pool.in_flight(), 1);
+  EXPECT_EQ(pool.Acquire(), first);  // the same memory, handed out again
+  EXPECT_EQ(pool.allocated(), 2);
+  EXPECT_EQ(pool.refused(), 1);
+  EXPECT_EQ(pool.acquired(), 3);
+}
+
+TEST(BufferPoolTest, ForeignOrTwiceReturnedPointersAreRejected) {
+  BufferPool pool(4096, 2);
+  uint8_t* buffer = pool.Acquire();
+  alignas(8) uint8_t foreign[64];
+  EXPECT_FALSE(pool.Release(foreign));
+  EXPECT_FALSE(pool.Release(nullptr));
+  EXPECT_TRUE(pool.Release(buffer));
+  EXPECT_FALSE(pool.Release(buffer));
+  EXPECT_EQ(pool.in_flight(), 0);
+}
+
+TEST(BufferPoolTest, ConcurrentRequestsNeverShareABufferAndKeepCounts) {
+  BufferPool pool(4096, 4);
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 2000;
+  std::vector<std::thread> threads;
+  std::atomic<int> overlaps{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        uint8_t* buffer = pool.Acquire();
+        if (buffer == nullptr) continue;
+        buffer[0] = static_cast<uint8_t>(t);
+        std::this_thread::yield();
+        if (buffer[0] != static_cast<uint8_t>(t)) overlaps.fetch_add(1);
+        ASSERT_TRUE(pool.Release(buffer));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(pool.acquired() + pool.refused(), int64_t{kThreads} * kRounds);
+  EXPECT_EQ(pool.in_flight(), 0);
+  EXPECT_LE(pool.allocated(), 4);
+}
+
+#if TRAINSCOPE_WITH_CUPTI
+// ---- the record converter, fed real CUPTI structs ------------------------
+
+constexpr TimestampNs kT0 = 5'000'000'000;  // a plausible CLOCK_MONOTONIC time
+
+CUpti_ActivityKernel10 Kernel(uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
+                              uint32_t correlation, const char* name) {
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = start;
+  k.end = end;
+  k.deviceId = device;
+  k.contextId = 1;
+  k.streamId = stream;
+  k.correlationId = correlation;
+  k.name = name;
+  k.gridX = k.gridY = k.gridZ = 1;
+  k.blockX = 128;
+  k.blockY = k.blockZ = 1;
+  return k;
+}
+
+CUpti_ActivityMemcpy6 Memcpy(uint64_t start, uint64_t end, uint8_t copy_kind, uint32_t stream,
+                             uint32_t correlation) {
+  CUpti_ActivityMemcpy6 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.copyKind = copy_kind;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.bytes = 1 << 20;
+  m.start = start;
+  m.end = end;
+  m.deviceId = 0;
+  m.contextId = 1;
+  m.streamId = stream;
+  m.correlationId = correlation;
+  m.copyCount = 1;
+  return m;
+}
+
+CUpti_ActivityMemset4 Memset(uint64_t start, uint64_t end, uint32_t stream,
+                             uint32_t correlation) {
+  CUpti_ActivityMemset4 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  m.bytes = 4096;
+  m.start = start;
+  m.end = end;
+  m.deviceId = 0;
+  m.contextId = 1;
+  m.streamId = stream;
+  m.correlationId = correlation;
+  return m;
+}
+
+CUpti_ActivityAPI Api(CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint64_t start,
+                      uint64_t end, uint32_t pid, uint32_t tid, uint32_t correlation) {
+  CUpti_ActivityAPI a{};
+  a.kind = kind;
+  a.cbid = cbid;
+  a.start = start;
+  a.end = end;
+  a.processId = pid;
+  a.threadId = tid;
+  a.correlationId = correlation;
+  return a;
+}
+
+CUpti_ActivitySynchronization2 Sync(CUpti_ActivitySynchronizationType type, uint64_t start,
+                                    uint64_t end, uint32_t stream, uint32_t correlation) {
+  CUpti_ActivitySynchronization2 s{};
+  s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s.type = type;
+  s.start = start;
+  s.end = end;
+  s.contextId = 1;
+  s.streamId = stream;
+  s.correlationId = correlation;
+  return s;
+}
+
+template <typename T>
+const CUpti_Activity* AsActivity(const T& record) {
+  return reinterpret_cast<const CUpti_Activity*>(&record);
+}
+
+// The intervals of `kind`, in the order they were added.
+std::vector<analysis::Interval> OfKind(const Timeline& timeline, IntervalKind kind) {
+  std::vector<analysis::Interval> out;
+  for (const analysis::Interval& i : timeline.intervals()) {
+    if (i.kind == kind) out.push_back(i);
+  }
+  return out;
+}
+
+CUptiResult FakeCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+      cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+    *name = "cudaLaunchKernel_v7000";
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000) {
+    *name = "cudaStreamSynchronize_ptsz_v7000";
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
+    *name = "cuLaunchKernel";
+  } else {
+    *name = nullptr;
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  return CUPTI_SUCCESS;
+}
+
+TEST(RecordConverterTest, KernelsGetOneTrackPerDeviceStreamWithNamesAndCorrelationIds) {
+  RecordConverter converter;
+  const auto a = Kernel(kT0 + 100, kT0 + 400, 0, 7, 11, "gemm_kernel");
+  const auto b = Kernel(kT0 + 500, kT0 + 900, 0, 7, 12, "relu_kernel");
+  const auto c = Kernel(kT0 + 150, kT0 + 250, 0, 13, 13, "gemm_kernel");
+  const auto d = Kernel(kT0 + 200, kT0 + 300, 1, 7, 14, "gemm_kernel");
+  for (const auto* k : {&a, &b, &c, &d}) converter.Add(AsActivity(*k));
+
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  ASSERT_EQ(timeline.size(), 4u);
+  ASSERT_EQ(timeline.tracks().size(), 3u);  // (0,7), (0,13), (1,7)
+  const auto kernels = OfKind(timeline, IntervalKind::kKernel);
+  ASSERT_EQ(kernels.size(), 4u);
+  EXPECT_EQ(kernels[0].start_ns, kT0 + 100);
+  EXPECT_EQ(kernels[0].end_ns, kT0 + 400);
+  EXPECT_EQ(kernels[0].value, 11);
+  EXPECT_EQ(kernels[0].step, -1);
+  EXPECT_EQ(timeline.name(kernels[0].name), "gemm_kernel");
+  EXPECT_EQ(timeline.name(kernels[1].name), "relu_kernel");
+  EXPECT_EQ(kernels[0].name, kernels[2].name);  // interned once
+  EXPECT_EQ(kernels[0].track, kernels[1].track);  // same device and stream
+  EXPECT_NE(kernels[0].track, kernels[2].track);  // other stream
+  EXPECT_NE(kernels[0].track, kernels[3].track);  // other device
+  const analysis::Track& stream7 = timeline.tracks()[kernels[0].track];
+  EXPECT_EQ(stream7.kind, TrackKind::kDeviceStream);
+  EXPECT_EQ(stream7.pid, 0);
+  EXPECT_EQ(stream7.tid, 7);
+  EXPECT_EQ(stream7.name, "GPU 0 stream 7");
+  EXPECT_EQ(timeline.tracks()[kernels[3].track].name, "GPU 1 stream 7");
+  EXPECT_EQ(converter.stats().kernels, 4);
+  EXPECT_EQ(converter.stats().records, 4);
+}
+
+TEST(RecordConverterTest, SerialKernelKindIsReadLikeConcurrentKernels) {
+  RecordConverter converter;
+  auto k = Kernel(kT0, kT0 + 10, 0, 1, 5, "serial");
+  k.kind = CUPTI_ACTIVITY_KIND_KERNEL;
+  converter.Add(AsActivity(k));
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  ASSERT_EQ(timeline.size(), 1u);
+  EXPECT_EQ(timeline.intervals()[0].kind, IntervalKind::kKernel);
+  EXPECT_EQ(timeline.name(timeline.intervals()[0].name), "serial");
+}
+
+TEST(RecordConverterTest, KernelNameIsCopiedOutOfTheBuffer) {
+  RecordConverter converter;
+  char name[] = "attention_fwd";
+  converter.Add(AsActivity(Kernel(kT0, kT0 + 10, 0, 1, 1, name)));
+  std::strcpy(name, "overwritten!!");  // CUPTI reuses the memory
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  EXPECT_EQ(timeline.name(timeline.intervals()[0].name), "attention_fwd");
+}
+
+TEST(RecordConverterTest, CopiesAndMemsetsAreDeviceIntervalsNamedByDirection) {
+  RecordConverter converter;
+  converter.Add(AsActivity(Memcpy(kT0, kT0 + 50, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 3, 21)));
+  converter.Add(AsActivity(Memcpy(kT0 + 60, kT0 + 90, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 3, 22)));
+  converter.Add(AsActivity(Memset(kT0 + 95, kT0 + 99, 3, 23)));
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  const auto copies = OfKind(timeline, IntervalKind::kMemcpy);
+  const auto sets = OfKind(timeline, IntervalKind::kMemset);
+  ASSERT_EQ(copies.size(), 2u);
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_EQ(timeline.name(copies[0].name), "Memcpy HtoD");
+  EXPECT_EQ(timeline.name(copies[1].name), "Memcpy DtoH");
+  EXPECT_EQ(timeline.name(sets[0].name), "Memset");
+  EXPECT_EQ(copies[0].value, 21);
+  EXPECT_EQ(sets[0].value, 23);
+  EXPECT_EQ(sets[0].duration_ns(), 4);
+  ASSERT_EQ(timeline.tracks().size(), 1u);
+  EXPECT_EQ(timeline.tracks()[0].name, "GPU 0 stream 3");
+  EXPECT_EQ(converter.stats().memcpys, 2);
+  EXPECT_EQ(converter.stats().memsets, 1);
+}
+
+TEST(RecordConverterTest, ApiCallsLandOnTheirThreadTrackAndShareTheKernelsCorrelationId) {
+  RecordConverter converter(&FakeCallbackName);
+  const uint32_t pid = 4242;
+  converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME,
+                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, kT0, kT0 + 5, pid,
+                               100, 31)));
+  converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                               kT0 + 10, kT0 + 12, pid, 101, 32)));
+  converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME, 9999, kT0 + 20, kT0 + 21, pid, 100,
+                               33)));  // a cbid the name function does not know
+  converter.Add(AsActivity(Kernel(kT0 + 30, kT0 + 80, 0, 7, 31, "gemm_kernel")));
+
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  const auto calls = OfKind(timeline, IntervalKind::kRuntimeCall);
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(timeline.name(calls[0].name), "cudaLaunchKernel");  // version suffix dropped
+  EXPECT_EQ(timeline.name(calls[1].name), "cuLaunchKernel");
+  EXPECT_EQ(timeline.name(calls[2].name), "CUDA runtime API 9999");
+  const analysis::Track& main = timeline.tracks()[calls[0].track];
+  EXPECT_EQ(main.kind, TrackKind::kHostThread);
+  EXPECT_EQ(main.pid, pid);
+  EXPECT_EQ(main.tid, 100);
+  EXPECT_EQ(calls[2].track, calls[0].track);
+  EXPECT_EQ(timeline.tracks()[calls[1].track].tid, 101);
+  const auto kernels = OfKind(timeline, IntervalKind::kKernel);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].value, calls[0].value);  // the launch that made it
+  EXPECT_EQ(converter.stats().runtime_calls, 2);
+  EXPECT_EQ(converter.stats().driver_calls, 1);
+}
+
+TEST(RecordConverterTest, ApiCallsWithoutANameFunctionAreNamedByDomainAndId) {
+  RecordConverter converter;
+  converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                               kT0, kT0 + 1, 1, 2, 3)));
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  EXPECT_EQ(timeline.name(timeline.intervals()[0].name),
+            "CUDA driver API " + std::to_string(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+}
+
+TEST(RecordConverterTest, ExistingHostTrackOfTheThreadIsReused) {
+  Timeline timeline;
+  const uint32_t main = timeline.AddTrack({TrackKind::kHostThread, 4242, 100, "main"});
+  RecordConverter converter(&FakeCallbackName);
+  converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME,
+                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, kT0, kT0 + 5,
+                               4242, 100, 31)));
+  converter.AppendTo(&timeline);
+  ASSERT_EQ(timeline.tracks().size(), 1u);
+  EXPECT_EQ(timeline.intervals()[0].track, main);
+  EXPECT_EQ(timeline.tracks()[main].name, "main");
+}
+
+TEST(RecordConverterTest, SyncCallTakesTheThreadOfTheApiCallWithItsCorrelationId) {
+  RecordConverter converter(&FakeCallbackName);
+  const uint32_t pid = 4242;
+  converter.Add(AsActivity(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
+                                kT0 + 10, kT0 + 900, 7, 41)));
+  // The API record may come after the sync record (another buffer, say).
+  converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME,
+                               CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, kT0 + 5,
+                               kT0 + 905, pid, 100, 41)));
+  // No API record with this id: the thread is unknown.
+  converter.Add(AsActivity(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE,
+                                kT0 + 1000, kT0 + 1500, 0, 42)));
+  // A stream waiting on an event does not block the host.
+  converter.Add(AsActivity(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT,
+                                kT0 + 1600, kT0 + 1601, 7, 43)));
+
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  const auto syncs = OfKind(timeline, IntervalKind::kSyncCall);
+  const auto calls = OfKind(timeline, IntervalKind::kRuntimeCall);
+  ASSERT_EQ(syncs.size(), 2u);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(timeline.name(syncs[0].name), "cudaStreamSynchronize");
+  EXPECT_EQ(timeline.name(calls[0].name), "cudaStreamSynchronize_ptsz");
+  EXPECT_EQ(syncs[0].track, calls[0].track);
+  EXPECT_EQ(syncs[0].value, 41);
+  EXPECT_EQ(syncs[0].duration_ns(), 890);
+  const analysis::Track& unknown = timeline.tracks()[syncs[1].track];
+  EXPECT_EQ(unknown.kind, TrackKind::kHostThread);
+  EXPECT_EQ(unknown.pid, getpid());
+  EXPECT_EQ(unknown.tid, 0);
+  EXPECT_EQ(unknown.name, "CUDA sync (thread unknown)");
+  EXPECT_EQ(timeline.name(syncs[1].name), "cudaDeviceSynchronize");
+  EXPECT_EQ(converter.stats().sync_calls, 2);
+  EXPECT_EQ(converter.stats().ignored, 1);
+}
+
+TEST(RecordConverterTest, InvertedRecordsAreKeptAsEmptyIntervalsAndCounted) {
+  RecordConverter converter;
+  converter.Add(AsActivity(Kernel(kT0 + 100, kT0 + 40, 0, 7, 1, "skewed")));
+  converter.Add(AsActivity(Memcpy(kT0 + 200, 0, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 7, 2)));
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  ASSERT_EQ(timeline.size(), 2u);
+  EXPECT_EQ(timeline.intervals()[0].start_ns, kT0 + 100);
+  EXPECT_EQ(timeline.intervals()[0].end_ns, kT0 + 100);
+  EXPECT_EQ(timeline.intervals()[1].start_ns, kT0 + 200);
+  EXPECT_EQ(timeline.intervals()[1].end_ns, kT0 + 200);
+  EXPECT_EQ(converter.stats().clamped, 2);
+}
+
+TEST(RecordConverterTest, ZeroLengthKernelsAreKeptAndUntimedRecordsDropped) {
+  RecordConverter converter;
+  converter.Add(AsActivity(Kernel(kT0 + 100, kT0 + 100, 0, 7, 1, "instant")));
+  converter.Add(AsActivity(Kernel(0, 0, 0, 7, 2, "untimed")));  // CUPTI had no timestamps
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  ASSERT_EQ(timeline.size(), 1u);
+  EXPECT_EQ(timeline.intervals()[0].duration_ns(), 0);
+  EXPECT_EQ(timeline.name(timeline.intervals()[0].name), "instant");
+  EXPECT_EQ(converter.stats().kernels, 1);
+  EXPECT_EQ(converter.stats().untimed, 1);
+  EXPECT_EQ(converter.stats().clamped, 0);
+}
+
+TEST(RecordConverterTest, OverheadIsCountedNotConvertedAndOtherKindsAreIgnored) {
+  RecordConverter converter;
+  CUpti_ActivityOverhead3 overhead{};
+  overhead.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  overhead.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+  overhead.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  overhead.start = kT0;
+  overhead.end = kT0 + 1500;
+  converter.Add(AsActivity(overhead));
+  overhead.start = kT0 + 2000;
+  overhead.end = kT0 + 2500;
+  converter.Add(AsActivity(overhead));
+  CUpti_ActivityName name{};
+  name.kind = CUPTI_ACTIVITY_KIND_NAME;
+  converter.Add(AsActivity(name));
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  EXPECT_EQ(timeline.size(), 0u);
+  EXPECT_EQ(converter.stats().overhead_records, 2);
+  EXPECT_EQ(converter.stats().cupti_overhead_ns, 2000);
+  EXPECT_EQ(converter.stats().ignored, 1);
+  EXPECT_EQ(converter.stats().records, 0);
+}
+
+TEST(RecordConverterTest, AppendToMovesRecordsOutSoASecondCallAddsOnlyNewOnes) {
+  RecordConverter converter;
+  converter.Add(AsActivity(Kernel(kT0, kT0 + 10, 0, 7, 1, "k")));
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  EXPECT_TRUE(converter.records().empty());
+  converter.AppendTo(&timeline);
+  EXPECT_EQ(timeline.size(), 1u);
+  converter.Add(AsActivity(Kernel(kT0 + 20, kT0 + 30, 0, 7, 2, "k")));
+  converter.AppendTo(&timeline);
+  ASSERT_EQ(timeline.size(), 2u);
+  EXPECT_EQ(timeline.tracks().size(), 1u);
+  EXPECT_EQ(timeline.intervals()[0].name, timeline.intervals()[1].name);
+}
+
+// ---- a buffer walked by the real cuptiActivityGetNextRecord ---------------
+
+// Fills `buffer` as CUPTI does: records back to back, each 8-byte aligned.
+template <typename T>
+size_t Put(uint8_t* buffer, size_t offset, const T& record) {
+  static_assert(sizeof(T) % 8 == 0, "CUPTI records are multiples of 8 bytes");
+  std::memcpy(buffer + offset, &record, sizeof(T));
+  return offset + sizeof(T);
+}
+
+// Walks a buffer with the toolkit's libcupti in a child process (a libcupti
+// may crash without a driver; 13.2 does) and returns what the walk produced,
+// one line per interval: "<kind> <name> <value> <track name>".
+std::string WalkInChild(const std::string& library, std::string* why_not) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) {
+    *why_not = "pipe failed";
+    return "";
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    close(pipe_fds[0]);
+    std::string out;
+    absl::StatusOr<CuptiLibrary> lib = LoadCuptiFrom(library);
+    if (!lib.ok()) {
+      out = std::string(lib.status().message());
+    } else {
+      alignas(8) static uint8_t buffer[4096];
+      size_t used = 0;
+      used = Put(buffer, used,
+                 Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     kT0, kT0 + 5, 77, 100, 51));
+      used = Put(buffer, used, Kernel(kT0 + 10, kT0 + 30, 0, 7, 51, "walked_kernel"));
+      used = Put(buffer, used, Memcpy(kT0 + 40, kT0 + 60, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 7, 52));
+      used = Put(buffer, used, Memset(kT0 + 70, kT0 + 75, 7, 53));
+      used = Put(buffer, used,
+                 Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 80,
+                      kT0 + 90, 7, 51));
+      RecordConverter converter(lib->get_callback_name);
+      const size_t walked = converter.AddBuffer(lib->activity_get_next_record, buffer, used);
+      Timeline timeline;
+      converter.AppendTo(&timeline);
+      out = "walked " + std::to_string(walked) + "\n";
+      for (const analysis::Interval& i : timeline.intervals()) {
+        out += std::to_string(static_cast<int>(i.kind)) + " " + timeline.name(i.name) + " " +
+               std::to_string(i.value) + " " + timeline.tracks()[i.track].name + "\n";
+      }
+    }
+    const ssize_t written = write(pipe_fds[1], out.data(), out.size());
+    _exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
+  }
+  close(pipe_fds[1]);
+  std::string result;
+  char chunk[512];
+  for (ssize_t n; (n = read(pipe_fds[0], chunk, sizeof(chunk))) > 0;) result.append(chunk, n);
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    *why_not = WIFSIGNALED(status) ? "the walk crashed with signal " +
+                                         std::to_string(WTERMSIG(status))
+                                   : "the walk failed";
+  }
+  return result;
+}
+
+// The toolkit's libcupti, or $TRAINSCOPE_TEST_LIBCUPTI (another build to check).
+std::string TestLibcupti() {
+  const char* path = std::getenv("TRAINSCOPE_TEST_LIBCUPTI");
+  return path != nullptr && path[0] != 0 ? path : TRAINSCOPE_TEST_LIBCUPTI;
+}
+
+TEST(RecordConverterTest, WalksARealBufferWithCuptiActivityGetNextRecord) {
+  std::string why_not;
+  const std::string library = TestLibcupti();
+  const std::string walked = WalkInChild(library, &why_not);
+  if (!why_not.empty() && !HaveCudaDriver()) {
+    GTEST_SKIP() << library << " cannot walk buffers without a CUDA driver: " << why_not;
+  }
+  ASSERT_TRUE(why_not.empty()) << why_not;
+  const std::string runtime = std::to_string(static_cast<int>(IntervalKind::kRuntimeCall));
+  const std::string kernel = std::to_string(static_cast<int>(IntervalKind::kKernel));
+  const std::string memcpy = std::to_string(static_cast<int>(IntervalKind::kMemcpy));
+  const std::string memset = std::to_string(static_cast<int>(IntervalKind::kMemset));
+  const std::string sync = std::to_string(static_cast<int>(IntervalKind::kSyncCall));
+  EXPECT_EQ(walked, "walked 5\n" +
+                        runtime + " cudaLaunchKernel 51 thread 100\n" +
+                        kernel + " walked_kernel 51 GPU 0 stream 7\n" +
+                        memcpy + " Memcpy DtoH 52 GPU 0 stream 7\n" +
+                        memset + " Memset 53 GPU 0 stream 7\n" +
+                        sync + " cudaStreamSynchronize 51 thread 100\n");
+}
+
+// ---- the collector on a GPU (skipped without one) ------------------------
+
+// Just enough of the driver API, through dlopen, to make device work.
+struct Driver {
+  using Fn0 = int (*)();
+  int (*init)(unsigned) = nullptr;
+  int (*device_get)(int*, int) = nullptr;
+  int (*primary_ctx_retain)(void**, int) = nullptr;
+  int (*primary_ctx_release)(int) = nullptr;
+  int (*ctx_set_current)(void*) = nullptr;
+  int (*mem_alloc)(uint64_t*, size_t) = nullptr;
+  int (*mem_free)(uint64_t) = nullptr;
+  int (*memset_d32)(uint64_t, unsigned, size_t) = nullptr;
+  int (*module_load_data)(void**, const void*) = nullptr;
+  int (*module_unload)(void*) = nullptr;
+  int (*module_get_function)(void**, void*, const char*) = nullptr;
+  int (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, void*, void**, void**) = nullptr;
+  Fn0 ctx_synchronize = nullptr;
+
+  bool Load() {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return false;
+    auto bind = [h](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(h, name));
+      return *fn != nullptr;
+    };
+    return bind(&init, "cuInit") && bind(&device_get, "cuDeviceGet") &&
+           bind(&primary_ctx_retain, "cuDevicePrimaryCtxRetain") &&
+           bind(&primary_ctx_release, "cuDevicePrimaryCtxRelease_v2") &&
+           bind(&ctx_set_current, "cuCtxSetCurrent") && bind(&mem_alloc, "cuMemAlloc_v2") &&
+           bind(&mem_free, "cuMemFree_v2") && bind(&memset_d32, "cuMemsetD32_v2") &&
+           bind(&module_load_data, "cuModuleLoadData") && bind(&module_unload, "cuModuleUnload") &&
+           bind(&module_get_function, "cuModuleGetFunction") &&
+           bind(&launch_kernel, "cuLaunchKernel") && bind(&ctx_synchronize, "cuCtxSynchronize");
+  }
+};
+
+constexpr char kEmptyKernelPtx[] = R"(
+.version 7.0
+.target sm_75
+.address_size 64
+.visible .entry trainscope_empty_kernel()
+{
+  ret;
+}
+)";
+
+TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersClock) {
+  Driver cu;
+  int device = 0;
+  void* context = nullptr;
+  if (!cu.Load() || cu.init(0) != 0 || cu.device_get(&device, 0) != 0) {
+    GTEST_SKIP() << "no CUDA driver or device";
+  }
+  absl::StatusOr<std::unique_ptr<Collector>> started = Collector::Start(CollectorOptions{});
+  ASSERT_TRUE(started.ok()) << started.status();
+  Collector& collector = **started;
+  EXPECT_EQ(Collector::Start(CollectorOptions{}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  const TimestampNs t0 = NowNs();
+  ASSERT_EQ(cu.primary_ctx_retain(&context, device), 0);
+  ASSERT_EQ(cu.ctx_set_current(context), 0);
+  uint64_t memory = 0;
+  ASSERT_EQ(cu.mem_alloc(&memory, 1 << 20), 0);
+  ASSERT_EQ(cu.memset_d32(memory, 0x5a5a5a5a, (1 << 20) / 4), 0);
+  void* module = nullptr;
+  void* function = nullptr;
+  ASSERT_EQ(cu.module_load_data(&module, kEmptyKernelPtx), 0);
+  ASSERT_EQ(cu.module_get_function(&function, module, "trainscope_empty_kernel"), 0);
+  ASSERT_EQ(cu.launch_kernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr), 0);
+  ASSERT_EQ(cu.ctx_synchronize(), 0);
+  const TimestampNs t1 = NowNs();
+  ASSERT_TRUE(collector.Stop().ok());
+  EXPECT_TRUE(collector.Stop().ok());  // idempotent
+
+  Timeline timeline;
+  collector.AppendTo(&timeline);
+  const CollectorStats stats = collector.stats();
+  EXPECT_EQ(stats.dropped, 0);
+  EXPECT_GE(stats.buffers_completed, 1);
+  EXPECT_GE(stats.kernels, 1);
+  EXPECT_GE(stats.memsets, 1);
+  EXPECT_GE(stats.driver_calls, 4);
+
+  const auto kernels = OfKind(timeline, IntervalKind::kKernel);
+  const auto sets = OfKind(timeline, IntervalKind::kMemset);
+  const auto calls = OfKind(timeline, IntervalKind::kRuntimeCall);
+  ASSERT_EQ(kernels.size(), 1u);
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_EQ(timeline.name(kernels[0].name), "trainscope_empty_kernel");
+  // The timestamp callback puts device time on the recorder's clock.
+  for (const analysis::Interval& i : {kernels[0], sets[0]}) {
+    EXPECT_GE(i.start_ns, t0);
+    EXPECT_LE(i.end_ns, t1);
+    EXPECT_EQ(timeline.tracks()[i.track].kind, TrackKind::kDeviceStream);
+  }
+  EXPECT_LE(sets[0].end_ns, kernels[0].start_ns);  // same stream, in order
+  // The launch is on this thread's track (OS thread ids) with the kernel's id.
+  const auto tid = static_cast<int64_t>(syscall(SYS_gettid));
+  bool found_launch = false;
+  for (const analysis::Interval& call : calls) {
+    if (call.value != kernels[0].value) continue;
+    found_launch = true;
+    EXPECT_EQ(timeline.name(call.name), "cuLaunchKernel");
+    EXPECT_EQ(timeline.tracks()[call.track].tid, tid);
+    EXPECT_EQ(timeline.tracks()[call.track].pid, getpid());
+    EXPECT_LE(call.end_ns, kernels[0].end_ns);
+  }
+  EXPECT_TRUE(found_launch);
+  for (const analysis::Interval& sync : OfKind(timeline, IntervalKind::kSyncCall)) {
+    EXPECT_EQ(timeline.tracks()[sync.track].tid, tid) << timeline.name(sync.name);
+  }
+
+  cu.mem_free(memory);
+  cu.module_unload(module);
+  cu.primary_ctx_release(device);
+}
+#endif  // TRAINSCOPE_WITH_CUPTI
+
+}  // namespace
+}  // namespace trainscope::cupti

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Runs Holistic Trace Analysis itself on the shared traces and compares its
+temporal and idle-time breakdowns with `trainscope analyze --format=json`.
+
+  compare_with_hta.py TRAINSCOPE_CLI KINETO_DIR
+
+Exit 0: every value agrees within 0.5% (or 1 us near zero); 1: a mismatch;
+77: HTA is not installed (ctest reports the test as skipped). Also prints
+where the installed HTA (a PyPI release) differs from expected-hta.json,
+whose numbers come from HTA's main branch.
+"""
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+
+try:
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.CRITICAL)
+    from hta.trace_analysis import TraceAnalysis
+    from importlib.metadata import version
+except ImportError as error:
+    print(f"HTA not installed ({error}): pip install HolisticTraceAnalysis")
+    sys.exit(77)
+
+
+def near(got, want):
+    return abs(got - want) <= max(1.0, 0.005 * abs(want))
+
+
+def run_hta(path):
+    directory = tempfile.mkdtemp(prefix="trainscope-hta-")
+    try:
+        shutil.copy(path, directory)
+        analysis = TraceAnalysis(trace_dir=directory)
+        rank = list(analysis.t.traces.keys())[0]
+        temporal = analysis.get_temporal_breakdown(visualize=False).iloc[0]
+        idle, _ = analysis.get_idle_time_breakdown(ranks=[rank], visualize=False)
+        return {
+            "temporal_breakdown_us": {
+                k: float(temporal[k])
+                for k in ("idle_time(us)", "compute_time(us)", "non_compute_time(us)",
+                          "kernel_time(us)")
+            },
+            "idle_time_breakdown_us": {
+                (int(r.stream), r.idle_category): float(r.idle_time) for r in idle.itertuples()
+            },
+        }
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_trainscope(cli, path):
+    out = subprocess.run([cli, "analyze", "--format=json", path], check=True,
+                         capture_output=True, text=True).stdout
+    hta = json.loads(out)["hta"]
+    return {
+        "temporal_breakdown_us": hta["temporal_breakdown_us"],
+        "idle_time_breakdown_us": {(r["stream"], r["category"]): r["idle_time"]
+                                   for r in hta["idle_time_breakdown_us"]},
+    }
+
+
+def compare(label, a, b, report):
+    bad = 0
+    for key, want in a["temporal_breakdown_us"].items():
+        got = b["temporal_breakdown_us"][key]
+        if not near(got, want):
+            bad += 1
+        if got != want:
+            report.append(f"  {label}: {key}: {want} vs {got} ({'OK' if near(got, want) else 'MISMATCH'})")
+    for key in sorted(set(a["idle_time_breakdown_us"]) | set(b["idle_time_breakdown_us"])):
+        want = a["idle_time_breakdown_us"].get(key)
+        got = b["idle_time_breakdown_us"].get(key)
+        if want is None or got is None or not near(got, want):
+            bad += 1
+            report.append(f"  {label}: stream {key[0]} {key[1]}: {want} vs {got} MISMATCH")
+        elif got != want:
+            report.append(f"  {label}: stream {key[0]} {key[1]}: {want} vs {got} (OK)")
+    return bad
+
+
+def main():
+    cli, kineto_dir = sys.argv[1], sys.argv[2]
+    with open(os.path.join(kineto_dir, "expected-hta.json")) as f:
+        expected = json.load(f)
+    print(f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}")
+    mismatches = 0
+    for name, entry in expected.items():
+        path = os.path.join(kineto_dir, name)
+        hta = run_hta(path)
+        ours = run_trainscope(cli, path)
+        main_branch = {
+            "temporal_breakdown_us": entry["temporal_breakdown_us"],
+            "idle_time_breakdown_us": {(r["stream"], r["category"]): r["idle_time"]
+                                       for r in entry["idle_time_breakdown_us"]},
+        }
+        notes = []
+        bad = compare("installed HTA vs trainscope", hta, ours, notes)
+        compare("installed HTA vs HTA main (expected file)", main_branch, hta, notes)
+        mismatches += bad
+        print(f"{name}: {'agrees' if bad == 0 else f'{bad} MISMATCH(ES)'} with the installed HTA")
+        for line in notes:
+            print(line)
+    print(f"{'all values agree' if mismatches == 0 else f'{mismatches} mismatch(es)'} within 0.5%")
+    return 0 if mismatches == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

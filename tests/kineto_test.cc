@@ -1,0 +1,324 @@
+// Kineto trace import and HTA's breakdowns: the real shared traces against
+// HTA's own numbers, hand-written traces against values worked out by hand,
+// and malformed traces against clear errors.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <map>
+
+#include "sdk/analysis/hta_breakdown.h"
+#include "fmt/format.h"
+#include "sdk/kineto/trace_import.h"
+#include "tests/test_util.h"
+#include "trainscope/trainscope.h"
+
+namespace trainscope {
+namespace {
+
+using analysis::ComputeHtaBreakdown;
+using analysis::HtaBreakdown;
+using testing::TempDir;
+
+std::string SharedTrace(const std::string& name) {
+  return std::string(TRAINSCOPE_SHARED_KINETO_DIR) + "/" + name;
+}
+
+bool Near(double got, double want) {
+  return std::fabs(got - want) <= std::max(1.0, 0.005 * std::fabs(want));
+}
+
+std::map<std::pair<int64_t, std::string>, double> IdleRows(const HtaBreakdown& hta) {
+  std::map<std::pair<int64_t, std::string>, double> rows;
+  for (const auto& r : hta.idle_by_stream) rows[{r.stream, r.category}] = r.idle_us;
+  return rows;
+}
+
+HtaBreakdown Analyze(const std::string& path) {
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  EXPECT_TRUE(trace.ok()) << trace.status();
+  if (!trace.ok()) return {};
+  return ComputeHtaBreakdown(trace->timeline, trace->hta);
+}
+
+TEST(HtaAgreementTest, SharedTracesMatchHtaWithinHalfAPercent) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element expected;
+  ASSERT_EQ(parser.load(SharedTrace("expected-hta.json")).get(expected), simdjson::SUCCESS)
+      << "missing " << SharedTrace("expected-hta.json");
+  int traces = 0;
+  for (auto [file, entry] : expected.get_object()) {
+    SCOPED_TRACE(std::string(file));
+    ++traces;
+    const HtaBreakdown hta = Analyze(SharedTrace(std::string(file)));
+    simdjson::dom::object temporal = entry["temporal_breakdown_us"].get_object();
+    EXPECT_PRED2(Near, hta.temporal.idle_us, double(temporal["idle_time(us)"]));
+    EXPECT_PRED2(Near, hta.temporal.compute_us, double(temporal["compute_time(us)"]));
+    EXPECT_PRED2(Near, hta.temporal.non_compute_us, double(temporal["non_compute_time(us)"]));
+    EXPECT_PRED2(Near, hta.temporal.kernel_us, double(temporal["kernel_time(us)"]));
+    const auto ours = IdleRows(hta);
+    size_t rows = 0;
+    for (simdjson::dom::element row : entry["idle_time_breakdown_us"].get_array()) {
+      ++rows;
+      const int64_t stream = row["stream"].get_int64().value();
+      const std::string category(row["category"].get_string().value());
+      const std::pair<int64_t, std::string> key{stream, category};
+      auto it = ours.find(key);
+      ASSERT_NE(it, ours.end()) << "stream " << key.first << " " << key.second;
+      EXPECT_PRED2(Near, it->second, double(row["idle_time"]))
+          << "stream " << key.first << " " << key.second;
+    }
+    EXPECT_EQ(ours.size(), rows);
+  }
+  EXPECT_EQ(traces, 5);
+}
+
+// A hand-written Kineto trace; each line is one event.
+std::string WriteTrace(const TempDir& dir, const std::string& name,
+                       const std::vector<std::string>& events) {
+  std::string json = "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 3},\n \"traceEvents\": [\n";
+  for (size_t i = 0; i < events.size(); ++i) json += (i ? ",\n" : "") + events[i];
+  json += "\n]}\n";
+  testing::WriteAll(dir.File(name), json);
+  return dir.File(name);
+}
+
+std::string Kernel(const std::string& name, double ts, double dur, int stream, int corr,
+                   const std::string& cat = "kernel") {
+  return fmt::format(R"({{"ph": "X", "cat": "{}", "name": "{}", "pid": 0, "tid": {}, "ts": {}, )"
+                     R"("dur": {}, "args": {{"stream": {}, "correlation": {}, "device": 0}}}})",
+                     cat, name, stream, ts, dur, stream, corr);
+}
+std::string Launch(double ts, int corr) {
+  return fmt::format(R"({{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, )"
+                     R"("tid": 9, "ts": {}, "dur": 1, "args": {{"correlation": {}}}}})",
+                     ts, corr);
+}
+std::string Step(int n, double ts, double dur) {
+  return fmt::format(R"({{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{}", )"
+                     R"("pid": 9, "tid": 9, "ts": {}, "dur": {}}})",
+                     n, ts, dur);
+}
+
+TEST(HtaBreakdownTest, OverlappingStreamsZeroLengthAndOutOfOrderRecords) {
+  TempDir dir;
+  // Written out of order on purpose. Stream 7: gemm [100,110), relu
+  // [105,115) overlapping it, a zero-length kernel at 120, a copy
+  // [130,135), and a late kernel [200,210). Stream 8: conv [120,140).
+  const std::string path = WriteTrace(
+      dir, "t.json",
+      {Kernel("Memcpy HtoD (Pageable -> Device)", 130, 5, 7, 4, "gpu_memcpy"),
+       Kernel("relu", 105, 10, 7, 2), Kernel("gemm", 100, 10, 7, 1), Kernel("empty", 120, 0, 7, 3),
+       Kernel("conv", 120, 20, 8, 5), Kernel("late", 200, 10, 7, 6), Launch(90, 1), Launch(91, 2),
+       Launch(118, 3), Launch(110, 4), Launch(115, 5), Launch(190, 6)});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->rank, 3);
+  EXPECT_EQ(trace->kernels, 5);
+  EXPECT_EQ(trace->memcpys, 1);
+  const HtaBreakdown hta = ComputeHtaBreakdown(trace->timeline, trace->hta);
+  // Union: [100,115) [120,140) [200,210) = 15 + 20 + 10 = 45 of a 110 span.
+  EXPECT_DOUBLE_EQ(hta.temporal.kernel_us, 110);
+  EXPECT_DOUBLE_EQ(hta.temporal.idle_us, 65);
+  // Compute excludes the copy: [100,115) [120,140) [200,210) still = 45.
+  EXPECT_DOUBLE_EQ(hta.temporal.compute_us, 45);
+  EXPECT_DOUBLE_EQ(hta.temporal.non_compute_us, 0);
+  const auto rows = IdleRows(hta);
+  // Stream 7 in start order: gemm, relu (gap -5: launched at 91 < 110, so
+  // kernel_wait), empty (gap 120-115 = 5, launched at 118 > 115: host_wait),
+  // memcpy (gap 10, launched at 110 < 120: kernel_wait), late (gap 65,
+  // launched at 190 > 135: host_wait).
+  EXPECT_DOUBLE_EQ(rows.at({7, "kernel_wait"}), -5 + 10);
+  EXPECT_DOUBLE_EQ(rows.at({7, "host_wait"}), 5 + 65);
+  EXPECT_DOUBLE_EQ(rows.at({7, "other"}), 0);  // the first kernel's row
+  EXPECT_DOUBLE_EQ(rows.at({8, "other"}), 0);  // one kernel: no gap
+  EXPECT_EQ(rows.count({8, "host_wait"}), 0u);
+}
+
+TEST(HtaBreakdownTest, GapsOfThirtyMicrosecondsOrMoreAreOther) {
+  TempDir dir;
+  const std::string path = WriteTrace(
+      dir, "t.json",
+      {Kernel("a", 0, 10, 7, 1), Kernel("b", 39, 1, 7, 2), Kernel("c", 70, 1, 7, 3),
+       Launch(0, 1), Launch(1, 2), Launch(2, 3)});
+  const auto rows = IdleRows(Analyze(path));
+  EXPECT_DOUBLE_EQ(rows.at({7, "kernel_wait"}), 29);  // 39 - 10 < 30
+  EXPECT_DOUBLE_EQ(rows.at({7, "other"}), 30);        // 70 - 40 = 30, not < 30
+}
+
+TEST(HtaBreakdownTest, LastProfilerStepIsDroppedByLaunchTime) {
+  TempDir dir;
+  // Steps #1 [0,100) and #2 [100,200): the cut is at 100. The kernel
+  // launched at 95 runs at 150 and is kept; the one launched at 120 is
+  // dropped; so is the kernel with no launch call at all.
+  const std::string path = WriteTrace(
+      dir, "t.json",
+      {Step(1, 0, 100), Step(2, 100, 100), Kernel("a", 10, 10, 7, 1), Kernel("b", 150, 10, 7, 2),
+       Kernel("c", 160, 10, 7, 3), Kernel("orphan", 50, 5, 7, 9), Launch(5, 1), Launch(95, 2),
+       Launch(120, 3)});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->hta.profiler_steps, 2);
+  EXPECT_EQ(trace->steps, 2);
+  const HtaBreakdown hta = ComputeHtaBreakdown(trace->timeline, trace->hta);
+  EXPECT_EQ(hta.rows, 2);
+  EXPECT_DOUBLE_EQ(hta.temporal.kernel_us, 150);  // [10, 160)
+  EXPECT_DOUBLE_EQ(hta.temporal.idle_us, 130);
+  const auto rows = IdleRows(hta);
+  EXPECT_DOUBLE_EQ(rows.at({7, "host_wait"}), 130);  // launched at 95 > 20
+}
+
+TEST(HtaBreakdownTest, FloatTimestampsAreRoundedToWholeMicroseconds) {
+  TempDir dir;
+  // One float ts switches HTA to whole microseconds for every event:
+  // start = ceil(ts), end = floor(ts + dur).
+  const std::string path = WriteTrace(
+      dir, "t.json", {Kernel("a", 10.4, 5.2, 7, 1), Kernel("b", 20, 3, 7, 2), Launch(1, 1),
+                      Launch(2, 2)});
+  const HtaBreakdown hta = Analyze(path);
+  // a becomes [11, 15), b [20, 23): span 12, covered 7.
+  EXPECT_DOUBLE_EQ(hta.temporal.kernel_us, 12);
+  EXPECT_DOUBLE_EQ(hta.temporal.idle_us, 5);
+}
+
+TEST(HtaBreakdownTest, KernelClassificationFollowsHtaNames) {
+  using analysis::ClassifyKernel;
+  using analysis::KernelClass;
+  EXPECT_EQ(ClassifyKernel("ncclKernel_AllReduce_RING_LL_Sum_float"), KernelClass::kCommunication);
+  EXPECT_EQ(ClassifyKernel("Memcpy HtoD (Pinned -> Device)"), KernelClass::kMemory);
+  EXPECT_EQ(ClassifyKernel("Memset (Device)"), KernelClass::kMemory);
+  EXPECT_EQ(ClassifyKernel("Stream Wait Event"), KernelClass::kOther);
+  EXPECT_EQ(ClassifyKernel("Context Sync"), KernelClass::kOther);
+  EXPECT_EQ(ClassifyKernel("void at::native::vectorized_elementwise_kernel<4>"),
+            KernelClass::kComputation);
+  EXPECT_EQ(ClassifyKernel("sm90_xmma_gemm_bf16bf16_bf16f32"), KernelClass::kComputation);
+}
+
+TEST(TraceReaderTest, TruncatedTraceNamesTheByteAndTheEvent) {
+  TempDir dir;
+  const std::string path = WriteTrace(dir, "t.json", {Kernel("a", 0, 1, 7, 1), Launch(0, 1)});
+  std::string text = testing::ReadAll(path);
+  text.resize(text.size() - 40);  // cut inside the last event
+  testing::WriteAll(path, text);
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(trace.status().message());
+  EXPECT_NE(message.find(path + ": byte "), std::string::npos) << message;
+  EXPECT_NE(message.find("traceEvents element 1 is cut off"), std::string::npos) << message;
+}
+
+TEST(TraceReaderTest, MalformedEventNamesItsOffset) {
+  TempDir dir;
+  const std::string good = Kernel("a", 0, 1, 7, 1);
+  const std::string path = WriteTrace(dir, "t.json", {good, R"({"ph": "X", "ts": 5,, "dur": 1})"});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_FALSE(trace.ok());
+  const std::string message(trace.status().message());
+  const size_t offset = testing::ReadAll(path).find("{\"ph\": \"X\", \"ts\": 5,,");
+  EXPECT_NE(message.find(fmt::format("byte {}: event 1:", offset)), std::string::npos) << message;
+}
+
+TEST(TraceReaderTest, NotATraceIsRefused) {
+  TempDir dir;
+  testing::WriteAll(dir.File("a.json"), "[1, 2, 3]");
+  testing::WriteAll(dir.File("b.json"), "{\"schemaVersion\": 1}");
+  testing::WriteAll(dir.File("c.json"), "{\"traceEvents\": {\"ph\": 1}}");
+  auto a = kineto::ImportTrace(dir.File("a.json"));
+  EXPECT_NE(std::string(a.status().message()).find("byte 0: a trace must start with '{'"),
+            std::string::npos)
+      << a.status();
+  auto b = kineto::ImportTrace(dir.File("b.json"));
+  EXPECT_NE(std::string(b.status().message()).find("no traceEvents array"), std::string::npos)
+      << b.status();
+  auto c = kineto::ImportTrace(dir.File("c.json"));
+  EXPECT_NE(std::string(c.status().message()).find("traceEvents is not an array"),
+            std::string::npos)
+      << c.status();
+  auto missing = kineto::ImportTrace(dir.File("none.json"));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TraceReaderTest, CorruptGzipIsDataLoss) {
+  TempDir dir;
+  const std::string plain = WriteTrace(dir, "t.json", {Kernel("a", 0, 1, 7, 1)});
+  const std::string gz = dir.File("t.json.gz");
+  gzFile out = gzopen(gz.c_str(), "wb");
+  const std::string text = testing::ReadAll(plain);
+  gzwrite(out, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(out);
+  ASSERT_TRUE(kineto::ImportTrace(gz).ok()) << "the intact .gz reads";
+  std::string bytes = testing::ReadAll(gz);
+  for (size_t i = 20; i < bytes.size() - 8; i += 3) bytes[i] = static_cast<char>(bytes[i] ^ 0x5A);
+  testing::WriteAll(gz, bytes);
+  auto trace = kineto::ImportTrace(gz);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kDataLoss) << trace.status();
+  EXPECT_NE(std::string(trace.status().message()).find("cannot inflate"), std::string::npos);
+}
+
+TEST(TraceReaderTest, EventsLargerThanTheChunkBufferAreRead) {
+  TempDir dir;
+  const std::string long_name(6 << 20, 'k');  // one 6 MiB kernel name
+  const std::string path = WriteTrace(dir, "t.json", {Kernel(long_name, 0, 1, 7, 1),
+                                                       Kernel("b", 2, 1, 7, 2)});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->kernels, 2);
+}
+
+TEST(TraceReaderTest, TrainscopeTracesImportWithTheirPhasesAndSteps) {
+  TempDir dir;
+  Options options;
+  options.output_dir = dir.path();
+  options.sinks = kSinkTraceJson;
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int i = 0; i < 3; ++i) {
+    StepScope step(*session, i);
+    TRAINSCOPE_PHASE(kForward);
+  }
+  ASSERT_TRUE(session->Finish().ok());
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(dir.File("trace.json"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->steps, 3);
+  EXPECT_EQ(trace->host_ranges, 3);
+  int forward = 0;
+  for (const analysis::Interval& i : trace->timeline.intervals()) {
+    forward += i.kind == analysis::IntervalKind::kHostRange && i.phase == Phase::kForward;
+  }
+  EXPECT_EQ(forward, 3);
+}
+
+TEST(AnalyzeCliTest, JsonHasTheHtaObjectShapedLikeTheExpectedFile) {
+  const testing::ProcessResult run = testing::RunProcess(
+      {TRAINSCOPE_CLI_PATH, "analyze", "--format=json", SharedTrace("simple_add.json.gz")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(run.out).get(doc), simdjson::SUCCESS) << run.out;
+  double idle = 0;
+  EXPECT_EQ(doc["hta"]["temporal_breakdown_us"]["idle_time(us)"].get_double().get(idle),
+            simdjson::SUCCESS);
+  simdjson::dom::array rows;
+  ASSERT_EQ(doc["hta"]["idle_time_breakdown_us"].get_array().get(rows), simdjson::SUCCESS);
+  EXPECT_GT(rows.size(), 0u);
+  for (simdjson::dom::element row : rows) {
+    EXPECT_TRUE(row["stream"].is_int64());
+    EXPECT_TRUE(row["category"].is_string());
+    EXPECT_TRUE(row["idle_time"].is_number());
+  }
+}
+
+TEST(AnalyzeCliTest, MalformedTraceExitsOneWithTheOffset) {
+  TempDir dir;
+  testing::WriteAll(dir.File("bad.json"), "{\"traceEvents\": [{\"ph\": \"X\",]}");
+  const testing::ProcessResult run =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("bad.json")});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("bad.json: byte "), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace trainscope
