@@ -1,6 +1,9 @@
 // The analyses on hand-built timelines with hand-computed answers.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/interval_set.h"
 #include "sdk/analysis/phase_stats.h"
@@ -38,15 +41,27 @@ class TimelineBuilder {
     timeline_.Add(i);
     return *this;
   }
-  TimelineBuilder& Kernel(double start_ms, double end_ms) {
+  TimelineBuilder& Kernel(double start_ms, double end_ms, int64_t stream = 7) {
     Interval i;
     i.start_ns = static_cast<TimestampNs>(start_ms * kMs);
     i.end_ns = static_cast<TimestampNs>(end_ms * kMs);
     i.kind = IntervalKind::kKernel;
+    i.track = timeline_.FindOrAddTrack(TrackKind::kDeviceStream, 0, stream, "stream");
+    timeline_.Add(i);
+    return *this;
+  }
+  TimelineBuilder& Call(const std::string& name, double start_ms, double end_ms) {
+    Interval i;
+    i.start_ns = static_cast<TimestampNs>(start_ms * kMs);
+    i.end_ns = static_cast<TimestampNs>(end_ms * kMs);
+    i.kind = IntervalKind::kRuntimeCall;
+    i.name = timeline_.Intern(name);
     i.track = track_;
     timeline_.Add(i);
     return *this;
   }
+  // Leaves the timeline unsorted, as sources may deliver it.
+  Timeline BuildUnsorted() { return timeline_; }
   Timeline Build() {
     timeline_.Sort();
     return timeline_;
@@ -133,6 +148,118 @@ TEST(GapAnalyzerTest, OverlappingCausesCountOnceForTheHigherPriority) {
   EXPECT_EQ(causes["data_wait"], 4 * kMs);
   EXPECT_EQ(causes["checkpoint"], 4 * kMs);  // [0,4): data_wait owns [4,6)
   EXPECT_EQ(idle.idle_ns, 8 * kMs);
+}
+
+std::map<std::string, TimestampNs> Causes(const IdleBreakdown& idle) {
+  return std::map<std::string, TimestampNs>(idle.by_cause.begin(), idle.by_cause.end());
+}
+
+TEST(GapAnalyzerTest, OverlappingStreamsAreBusyOnceAndPerStreamSeparately) {
+  const Timeline timeline = TimelineBuilder()
+                                .Step(0, 0, 10)
+                                .Kernel(0, 6, 7)
+                                .Kernel(4, 8, 8)  // overlaps stream 7 for 2 ms
+                                .Build();
+  const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, 0, 10 * kMs);
+  EXPECT_EQ(idle.busy_ns, 8 * kMs);
+  EXPECT_EQ(idle.idle_ns, 2 * kMs);
+  ASSERT_EQ(idle.streams.size(), 2u);
+  EXPECT_EQ(idle.streams[0].stream, 7);
+  EXPECT_EQ(idle.streams[0].busy_ns, 6 * kMs);
+  EXPECT_EQ(idle.streams[1].busy_ns, 4 * kMs);
+  EXPECT_DOUBLE_EQ(idle.streams[1].busy_share, 0.4);
+}
+
+TEST(GapAnalyzerTest, NestedPhasesBlameTheHigherPriorityCause) {
+  // A sync inside an eval range, inside a checkpoint range: each idle
+  // moment goes to the highest-priority phase active (sync > checkpoint > eval).
+  const Timeline timeline = TimelineBuilder()
+                                .Step(0, 0, 10)
+                                .Kernel(0, 2)
+                                .Range(Phase::kCheckpoint, 2, 10, 0)
+                                .Range(Phase::kEval, 3, 9, 0)
+                                .Range(Phase::kSync, 4, 5, 0)
+                                .Build();
+  const auto causes = Causes(GapAnalyzer::Analyze(timeline, 0, 10 * kMs));
+  EXPECT_EQ(causes.at("sync"), 1 * kMs);
+  EXPECT_EQ(causes.at("checkpoint"), 8 * kMs - 1 * kMs);  // [2,10) minus the sync
+  EXPECT_EQ(causes.count("eval"), 0u);  // covered entirely by checkpoint
+}
+
+TEST(GapAnalyzerTest, GapSpanningAStepBoundarySplitsBetweenHostAndOutsideStep) {
+  const Timeline timeline = TimelineBuilder()
+                                .Step(0, 0, 10)
+                                .Step(1, 12, 22)
+                                .Kernel(0, 8)
+                                .Kernel(14, 22)
+                                .Build();
+  const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, 0, 22 * kMs);
+  const auto causes = Causes(idle);
+  EXPECT_EQ(idle.gaps, 1);  // one gap, [8, 14)
+  EXPECT_EQ(causes.at("host"), 4 * kMs);          // [8,10) and [12,14)
+  EXPECT_EQ(causes.at("outside_step"), 2 * kMs);  // [10,12)
+  ASSERT_EQ(idle.largest_gaps.size(), 1u);
+  EXPECT_EQ(idle.largest_gaps[0].step, 0);  // the step it starts in
+  EXPECT_EQ(idle.largest_gaps[0].duration_ns, 6 * kMs);
+  EXPECT_EQ(idle.largest_gaps[0].cause, "host");
+  ASSERT_EQ(idle.idle_per_step.size(), 2u);
+  EXPECT_EQ(idle.idle_per_step[0].second, 2 * kMs);
+  EXPECT_EQ(idle.idle_per_step[1].second, 2 * kMs);
+}
+
+TEST(GapAnalyzerTest, ZeroLengthKernelsNeitherFillNorSplitAGap) {
+  const Timeline with = TimelineBuilder().Step(0, 0, 10).Kernel(0, 2).Kernel(5, 5).Kernel(8, 10).Build();
+  const IdleBreakdown idle = GapAnalyzer::Analyze(with, 0, 10 * kMs);
+  EXPECT_EQ(idle.idle_ns, 6 * kMs);
+  EXPECT_EQ(idle.gaps, 1);
+  EXPECT_EQ(idle.histogram[3].count, 1);  // one gap of 6 ms, in 1ms-10ms
+  EXPECT_EQ(idle.histogram[3].label, "1ms-10ms");
+}
+
+TEST(GapAnalyzerTest, OutOfOrderRecordsGiveTheSameAnswer) {
+  TimelineBuilder a;
+  a.Kernel(6, 8).Step(0, 0, 10).Range(Phase::kDataWait, 2, 6, 0).Kernel(0, 2);
+  TimelineBuilder b;
+  b.Step(0, 0, 10).Kernel(0, 2).Range(Phase::kDataWait, 2, 6, 0).Kernel(6, 8);
+  const IdleBreakdown unsorted = GapAnalyzer::Analyze(a.BuildUnsorted(), 0, 10 * kMs);
+  const IdleBreakdown sorted = GapAnalyzer::Analyze(b.Build(), 0, 10 * kMs);
+  EXPECT_EQ(unsorted.by_cause, sorted.by_cause);
+  EXPECT_EQ(unsorted.idle_ns, 6 * kMs);
+  EXPECT_EQ(Causes(sorted).at("data_wait"), 4 * kMs);
+}
+
+TEST(GapAnalyzerTest, DeviceRecordsSkewedOutsideTheWindowAreClipped) {
+  // The device clock runs 3 ms ahead: a kernel appears to start before the
+  // step began and another to end after it ended. Only the window counts.
+  const Timeline timeline = TimelineBuilder()
+                                .Step(0, 0, 10)
+                                .Kernel(-3, 2)
+                                .Kernel(9, 13)
+                                .Build();
+  const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, 0, 10 * kMs);
+  EXPECT_EQ(idle.busy_ns, 3 * kMs);
+  EXPECT_EQ(idle.idle_ns, 7 * kMs);
+  EXPECT_GE(idle.share, 0.0);
+  EXPECT_LE(idle.share, 1.0);
+  EXPECT_EQ(idle.streams[0].busy_ns, 3 * kMs);
+}
+
+TEST(GapAnalyzerTest, BlockingCallsAreSyncAndOtherCudaCallsAreLaunchOverhead) {
+  const Timeline timeline = TimelineBuilder()
+                                .Step(0, 0, 10)
+                                .Kernel(0, 1)
+                                .Call("cudaLaunchKernel", 1, 3)
+                                .Kernel(3, 4)
+                                .Call("cudaStreamSynchronize", 4, 7)
+                                .Call("cudaMemcpyAsync", 7, 8)
+                                .Call("cudaMemcpy", 8, 9)
+                                .Build();
+  const auto causes = Causes(GapAnalyzer::Analyze(timeline, 0, 10 * kMs));
+  EXPECT_EQ(causes.at("launch"), 3 * kMs);  // [1,3) and [7,8)
+  EXPECT_EQ(causes.at("sync"), 4 * kMs);    // [4,7) and [8,9)
+  EXPECT_EQ(causes.at("host"), 1 * kMs);    // [9,10)
+  EXPECT_TRUE(GapAnalyzer::IsBlockingCall("cudaDeviceSynchronize"));
+  EXPECT_FALSE(GapAnalyzer::IsBlockingCall("cudaMemcpyAsync"));
 }
 
 TEST(StepAnalysisTest, AutoWarmupSkipsSlowFirstStepsAndThroughputUsesTheRest) {

@@ -80,8 +80,7 @@ TEST(CollectorTest, InvalidOptionsAreRejectedBeforeTouchingTheDriver) {
   for (const CollectorOptions& options : {tiny, no_buffers, negative_flush}) {
     absl::StatusOr<std::unique_ptr<Collector>> collector = Collector::Start(options);
     ASSERT_FALSE(collector.ok());
-    EXPECT_EQ(collector.status().code(), absl::StatusCode::kInvalidArgument)
-        << collector.status();
+    EXPECT_EQ(collector.status().code(), absl::StatusCode::kInvalidArgument) << collector.status();
   }
 }
 #endif
@@ -201,8 +200,7 @@ CUpti_ActivityMemcpy6 Memcpy(uint64_t start, uint64_t end, uint8_t copy_kind, ui
   return m;
 }
 
-CUpti_ActivityMemset4 Memset(uint64_t start, uint64_t end, uint32_t stream,
-                             uint32_t correlation) {
+CUpti_ActivityMemset4 Memset(uint64_t start, uint64_t end, uint32_t stream, uint32_t correlation) {
   CUpti_ActivityMemset4 m{};
   m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
   m.bytes = 4096;
@@ -215,8 +213,8 @@ CUpti_ActivityMemset4 Memset(uint64_t start, uint64_t end, uint32_t stream,
   return m;
 }
 
-CUpti_ActivityAPI Api(CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint64_t start,
-                      uint64_t end, uint32_t pid, uint32_t tid, uint32_t correlation) {
+CUpti_ActivityAPI Api(CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint64_t start, uint64_t end,
+                      uint32_t pid, uint32_t tid, uint32_t correlation) {
   CUpti_ActivityAPI a{};
   a.kind = kind;
   a.cbid = cbid;
@@ -262,7 +260,8 @@ CUptiResult FakeCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const c
   } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
              cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000) {
     *name = "cudaStreamSynchronize_ptsz_v7000";
-  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
+  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API &&
+             cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
     *name = "cuLaunchKernel";
   } else {
     *name = nullptr;
@@ -291,7 +290,7 @@ TEST(RecordConverterTest, KernelsGetOneTrackPerDeviceStreamWithNamesAndCorrelati
   EXPECT_EQ(kernels[0].step, -1);
   EXPECT_EQ(timeline.name(kernels[0].name), "gemm_kernel");
   EXPECT_EQ(timeline.name(kernels[1].name), "relu_kernel");
-  EXPECT_EQ(kernels[0].name, kernels[2].name);  // interned once
+  EXPECT_EQ(kernels[0].name, kernels[2].name);    // interned once
   EXPECT_EQ(kernels[0].track, kernels[1].track);  // same device and stream
   EXPECT_NE(kernels[0].track, kernels[2].track);  // other stream
   EXPECT_NE(kernels[0].track, kernels[3].track);  // other device
@@ -353,9 +352,9 @@ TEST(RecordConverterTest, CopiesAndMemsetsAreDeviceIntervalsNamedByDirection) {
 TEST(RecordConverterTest, ApiCallsLandOnTheirThreadTrackAndShareTheKernelsCorrelationId) {
   RecordConverter converter(&FakeCallbackName);
   const uint32_t pid = 4242;
-  converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME,
-                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, kT0, kT0 + 5, pid,
-                               100, 31)));
+  converter.Add(
+      AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     kT0, kT0 + 5, pid, 100, 31)));
   converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
                                kT0 + 10, kT0 + 12, pid, 101, 32)));
   converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME, 9999, kT0 + 20, kT0 + 21, pid, 100,
@@ -396,9 +395,9 @@ TEST(RecordConverterTest, ExistingHostTrackOfTheThreadIsReused) {
   Timeline timeline;
   const uint32_t main = timeline.AddTrack({TrackKind::kHostThread, 4242, 100, "main"});
   RecordConverter converter(&FakeCallbackName);
-  converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME,
-                               CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, kT0, kT0 + 5,
-                               4242, 100, 31)));
+  converter.Add(
+      AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     kT0, kT0 + 5, 4242, 100, 31)));
   converter.AppendTo(&timeline);
   ASSERT_EQ(timeline.tracks().size(), 1u);
   EXPECT_EQ(timeline.intervals()[0].track, main);
@@ -408,18 +407,18 @@ TEST(RecordConverterTest, ExistingHostTrackOfTheThreadIsReused) {
 TEST(RecordConverterTest, SyncCallTakesTheThreadOfTheApiCallWithItsCorrelationId) {
   RecordConverter converter(&FakeCallbackName);
   const uint32_t pid = 4242;
-  converter.Add(AsActivity(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
-                                kT0 + 10, kT0 + 900, 7, 41)));
+  converter.Add(AsActivity(
+      Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 10, kT0 + 900, 7, 41)));
   // The API record may come after the sync record (another buffer, say).
   converter.Add(AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME,
                                CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, kT0 + 5,
                                kT0 + 905, pid, 100, 41)));
   // No API record with this id: the thread is unknown.
-  converter.Add(AsActivity(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE,
-                                kT0 + 1000, kT0 + 1500, 0, 42)));
+  converter.Add(AsActivity(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, kT0 + 1000,
+                                kT0 + 1500, 0, 42)));
   // A stream waiting on an event does not block the host.
-  converter.Add(AsActivity(Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT,
-                                kT0 + 1600, kT0 + 1601, 7, 43)));
+  converter.Add(AsActivity(
+      Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, kT0 + 1600, kT0 + 1601, 7, 43)));
 
   Timeline timeline;
   converter.AppendTo(&timeline);
@@ -544,9 +543,9 @@ std::string WalkInChild(const std::string& library, std::string* why_not) {
       used = Put(buffer, used, Kernel(kT0 + 10, kT0 + 30, 0, 7, 51, "walked_kernel"));
       used = Put(buffer, used, Memcpy(kT0 + 40, kT0 + 60, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 7, 52));
       used = Put(buffer, used, Memset(kT0 + 70, kT0 + 75, 7, 53));
-      used = Put(buffer, used,
-                 Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 80,
-                      kT0 + 90, 7, 51));
+      used = Put(
+          buffer, used,
+          Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 80, kT0 + 90, 7, 51));
       RecordConverter converter(lib->get_callback_name);
       const size_t walked = converter.AddBuffer(lib->activity_get_next_record, buffer, used);
       Timeline timeline;
@@ -568,9 +567,9 @@ std::string WalkInChild(const std::string& library, std::string* why_not) {
   int status = 0;
   waitpid(child, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    *why_not = WIFSIGNALED(status) ? "the walk crashed with signal " +
-                                         std::to_string(WTERMSIG(status))
-                                   : "the walk failed";
+    *why_not = WIFSIGNALED(status)
+                   ? "the walk crashed with signal " + std::to_string(WTERMSIG(status))
+                   : "the walk failed";
   }
   return result;
 }
@@ -589,17 +588,23 @@ TEST(RecordConverterTest, WalksARealBufferWithCuptiActivityGetNextRecord) {
     GTEST_SKIP() << library << " cannot walk buffers without a CUDA driver: " << why_not;
   }
   ASSERT_TRUE(why_not.empty()) << why_not;
-  const std::string runtime = std::to_string(static_cast<int>(IntervalKind::kRuntimeCall));
-  const std::string kernel = std::to_string(static_cast<int>(IntervalKind::kKernel));
-  const std::string memcpy = std::to_string(static_cast<int>(IntervalKind::kMemcpy));
-  const std::string memset = std::to_string(static_cast<int>(IntervalKind::kMemset));
-  const std::string sync = std::to_string(static_cast<int>(IntervalKind::kSyncCall));
-  EXPECT_EQ(walked, "walked 5\n" +
-                        runtime + " cudaLaunchKernel 51 thread 100\n" +
-                        kernel + " walked_kernel 51 GPU 0 stream 7\n" +
-                        memcpy + " Memcpy DtoH 52 GPU 0 stream 7\n" +
-                        memset + " Memset 53 GPU 0 stream 7\n" +
-                        sync + " cudaStreamSynchronize 51 thread 100\n");
+  auto line = [](IntervalKind kind, const std::string& rest) {
+    return std::to_string(static_cast<int>(kind)) + " " + rest;
+  };
+  const std::vector<std::string> expected = {
+      "walked 5",
+      line(IntervalKind::kRuntimeCall, "cudaLaunchKernel 51 thread 100"),
+      line(IntervalKind::kKernel, "walked_kernel 51 GPU 0 stream 7"),
+      line(IntervalKind::kMemcpy, "Memcpy DtoH 52 GPU 0 stream 7"),
+      line(IntervalKind::kMemset, "Memset 53 GPU 0 stream 7"),
+      line(IntervalKind::kSyncCall, "cudaStreamSynchronize 51 thread 100"),
+  };
+  std::vector<std::string> lines;
+  for (size_t begin = 0, end; (end = walked.find('\n', begin)) != std::string::npos;
+       begin = end + 1) {
+    lines.push_back(walked.substr(begin, end - begin));
+  }
+  EXPECT_EQ(lines, expected) << walked;
 }
 
 // ---- the collector on a GPU (skipped without one) ------------------------
@@ -618,8 +623,8 @@ struct Driver {
   int (*module_load_data)(void**, const void*) = nullptr;
   int (*module_unload)(void*) = nullptr;
   int (*module_get_function)(void**, void*, const char*) = nullptr;
-  int (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                       unsigned, void*, void**, void**) = nullptr;
+  int (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       void*, void**, void**) = nullptr;
   Fn0 ctx_synchronize = nullptr;
 
   bool Load() {

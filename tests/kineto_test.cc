@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "sdk/analysis/hta_breakdown.h"
@@ -309,6 +310,31 @@ TEST(AnalyzeCliTest, JsonHasTheHtaObjectShapedLikeTheExpectedFile) {
     EXPECT_TRUE(row["category"].is_string());
     EXPECT_TRUE(row["idle_time"].is_number());
   }
+}
+
+TEST(AnalyzeCliTest, DirectoryOfRanksIsAnalysedInParallelWithASummary) {
+  TempDir dir;
+  for (const char* name : {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}) {
+    std::filesystem::copy_file(SharedTrace(name), dir.File(name));
+  }
+  const testing::ProcessResult run = testing::RunProcess(
+      {TRAINSCOPE_CLI_PATH, "analyze", "--format=json", "--jobs=2", dir.path()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(run.out).get(doc), simdjson::SUCCESS) << run.out;
+  simdjson::dom::array ranks = doc["ranks"].get_array();
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(int64_t(ranks.at(0)["rank"]), 0);
+  EXPECT_EQ(int64_t(ranks.at(1)["rank"]), 1);
+  EXPECT_EQ(int64_t(doc["summary"]["ranks"]), 2);
+  // Each rank's numbers are those of analysing it alone.
+  const HtaBreakdown alone = Analyze(SharedTrace("sampled_rank-1.json.gz"));
+  EXPECT_DOUBLE_EQ(double(ranks.at(1)["hta"]["temporal_breakdown_us"]["idle_time(us)"]),
+                   alone.temporal.idle_us);
+  const testing::ProcessResult text =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.path()});
+  EXPECT_NE(text.out.find("across 2 ranks"), std::string::npos) << text.out;
 }
 
 TEST(AnalyzeCliTest, MalformedTraceExitsOneWithTheOffset) {

@@ -1,12 +1,17 @@
 // sdk/analysis/gap_analyzer.h: when the compute was idle, and why.
 //
-// Busy time is the union of device activity when the timeline has any
-// (kernels, copies), else of the host compute phases (forward, backward,
+// Busy time is the union of device activity (kernels, copies, sets) when the
+// timeline has any, else of the host compute phases (forward, backward,
 // optimizer). Idle time is the rest of the window. Each idle nanosecond is
-// blamed on the first host phase active at that moment, in the priority
-// order data_wait, h2d, sync, checkpoint, eval, other; idle time inside a
-// step with no phase active is "host" (launch overhead or unmarked code),
-// and idle time between steps is "outside_step".
+// blamed on the first cause active at that moment, in this priority order:
+//   data_wait, h2d, sync, checkpoint, eval, other  host phases (sync also
+//                                                  covers CUDA synchronisation
+//                                                  records and blocking
+//                                                  cudaMemcpy/…Synchronize calls)
+//   launch        the host was inside another CUDA API call (launch-bound)
+//   host          inside a step, the host did something no range marks
+//   outside_step  between steps
+// docs/gap-analysis.md explains each figure and what to do about each cause.
 //
 //   IdleBreakdown idle = GapAnalyzer::Analyze(timeline, window_start, window_end);
 #ifndef TRAINSCOPE_SDK_ANALYSIS_GAP_ANALYZER_H_
@@ -21,8 +26,34 @@
 namespace trainscope::analysis {
 
 // Cause names beyond the phase names.
+inline constexpr char kCauseLaunch[] = "launch";
 inline constexpr char kCauseHost[] = "host";
 inline constexpr char kCauseOutsideStep[] = "outside_step";
+
+// One idle gap of the busy union.
+struct Gap {
+  TimestampNs start_ns = 0;
+  TimestampNs duration_ns = 0;
+  int64_t step = -1;   // the step the gap starts in, -1 between steps
+  std::string cause;   // the cause with the most time in the gap
+};
+
+// Gaps by length: [previous upper, upper_ns).
+struct GapBucket {
+  std::string label;  // "<10us", "10us-100us", ...
+  TimestampNs upper_ns = 0;
+  int64_t count = 0;
+  TimestampNs total_ns = 0;
+};
+
+// One device stream's activity inside the window.
+struct StreamActivity {
+  int64_t device = 0;
+  int64_t stream = 0;
+  int64_t intervals = 0;
+  TimestampNs busy_ns = 0;  // union of its kernels, copies and sets
+  double busy_share = 0;    // of the window
+};
 
 struct IdleBreakdown {
   TimestampNs window_ns = 0;
@@ -31,15 +62,25 @@ struct IdleBreakdown {
   double share = 0;         // idle_ns / window_ns
   std::string busy_source;  // "device_activity" or "cpu_compute_phases"
   std::vector<std::pair<std::string, TimestampNs>> by_cause;  // largest first, > 0 only
-  int64_t gaps = 0;                   // number of idle gaps
+  int64_t gaps = 0;
   TimestampNs largest_gap_ns = 0;
+  std::vector<Gap> largest_gaps;       // the 10 longest, longest first
+  std::vector<GapBucket> histogram;    // fixed decade buckets, all present
+  std::vector<StreamActivity> streams;  // device tracks only, by (device, stream)
+  // Idle time inside each step, in step order: (step index, idle ns).
+  std::vector<std::pair<int64_t, TimestampNs>> idle_per_step;
 };
 
 class GapAnalyzer {
  public:
   // Analyses [window_start, window_end). The timeline need not be sorted.
+  // Cost: O(n log n) in the intervals.
   static IdleBreakdown Analyze(const Timeline& timeline, TimestampNs window_start,
                                TimestampNs window_end);
+
+  // True for CUDA API calls that block the host until the device catches up
+  // (…Synchronize, a plain cudaMemcpy): their idle time is "sync".
+  static bool IsBlockingCall(const std::string& name);
 };
 
 }  // namespace trainscope::analysis

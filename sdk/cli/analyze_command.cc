@@ -1,81 +1,122 @@
-// `trainscope analyze`: the gap analysis of a trace (Kineto or trainscope's
-// own), with HTA's two breakdowns beside it. See commands.h.
+// `trainscope analyze`: the GPU idle-gap analysis of a trace (Kineto or
+// trainscope's own), with HTA's two breakdowns beside it; or of a folder of
+// per-rank traces, analysed in parallel. See commands.h.
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "absl/flags/flag.h"
-#include "sdk/analysis/hta_breakdown.h"
-#include "sdk/cli/commands.h"
-#include "sdk/export/json_writer.h"
-#include "sdk/kineto/trace_import.h"
 #include "fmt/format.h"
+#include "sdk/cli/commands.h"
+#include "sdk/export/analysis_report.h"
+#include "sdk/kineto/trace_import.h"
 
+ABSL_FLAG(int, jobs, 0, "analyze DIR: traces analysed at once (0: one per available core)");
 
 namespace trainscope::cli {
 namespace {
 
-void WriteHta(const analysis::HtaBreakdown& hta, exporter::JsonWriter& j) {
-  j.Key("temporal_breakdown_us").BeginObject();
-  j.Key("idle_time(us)").Number(hta.temporal.idle_us);
-  j.Key("compute_time(us)").Number(hta.temporal.compute_us);
-  j.Key("non_compute_time(us)").Number(hta.temporal.non_compute_us);
-  j.Key("kernel_time(us)").Number(hta.temporal.kernel_us);
-  j.EndObject();
-  j.Key("idle_time_breakdown_us").BeginArray();
-  for (const analysis::HtaStreamIdle& row : hta.idle_by_stream) {
-    j.BeginObject();
-    j.Key("stream").Int(row.stream);
-    j.Key("category").String(row.category);
-    j.Key("idle_time").Number(row.idle_us);
-    j.EndObject();
+absl::StatusOr<exporter::AnalyzedTrace> AnalyzeFile(const std::string& path) {
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  if (!trace.ok()) return trace.status();
+  exporter::AnalyzedTrace out;
+  out.path = trace->path;
+  out.rank = trace->rank.value_or(0);
+  out.read = trace->read;
+  out.kernels = trace->kernels;
+  out.memcpys = trace->memcpys;
+  out.memsets = trace->memsets;
+  out.runtime_calls = trace->runtime_calls;
+  out.sync_calls = trace->sync_calls;
+  out.steps = trace->steps;
+  out.parse_s = trace->parse_s;
+  out.facts = trace->hta;
+  out.analysis = analysis::AnalyzeTimeline(trace->timeline, trace->hta);
+  return out;
+}
+
+bool IsTraceFile(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  auto ends = [&name](std::string_view suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends(".json") || ends(".json.gz");
+}
+
+// Analyses every trace in `dir` on `jobs` threads: each worker holds one
+// trace's device events at a time, so memory is bounded per worker.
+int AnalyzeDirectory(const std::string& dir, const std::string& format) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && IsTraceFile(entry.path())) files.push_back(entry.path().string());
   }
-  j.EndArray();
+  if (ec) {
+    std::fprintf(stderr, "trainscope analyze: %s: %s\n", dir.c_str(), ec.message().c_str());
+    return kExitBadInput;
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    std::fprintf(stderr, "trainscope analyze: %s: no .json or .json.gz traces\n", dir.c_str());
+    return kExitBadInput;
+  }
+  int jobs = absl::GetFlag(FLAGS_jobs);
+  if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = std::min<int>(jobs, static_cast<int>(files.size()));
+  std::vector<absl::StatusOr<exporter::AnalyzedTrace>> results(files.size(),
+                                                              absl::UnknownError("not run"));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < jobs; ++w) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < files.size(); i = next++) results[i] = AnalyzeFile(files[i]);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  std::vector<exporter::AnalyzedTrace> ranks;
+  int failed = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!results[i].ok()) {
+      std::fprintf(stderr, "trainscope analyze: %s\n",
+                   std::string(results[i].status().message()).c_str());
+      ++failed;
+      continue;
+    }
+    ranks.push_back(std::move(*results[i]));
+  }
+  std::sort(ranks.begin(), ranks.end(),
+            [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  const std::string text =
+      format == "json" ? exporter::RanksToJson(ranks) : exporter::RanksToText(ranks);
+  std::fputs(text.c_str(), stdout);
+  return failed == 0 ? kExitOk : kExitBadInput;
 }
 
 }  // namespace
 
 int RunAnalyze(const std::vector<std::string>& args, const std::string& format) {
   if (args.size() != 1) {
-    std::fprintf(stderr, "usage: trainscope analyze [--format=text|json] TRACE.json[.gz]\n");
+    std::fprintf(stderr,
+                 "usage: trainscope analyze [--format=text|json] TRACE.json[.gz] | DIR\n");
     return kExitUsage;
   }
-  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(args[0]);
+  if (format != "text" && format != "json") {
+    std::fprintf(stderr, "trainscope analyze: --format=%s: expected 'text' or 'json'\n",
+                 format.c_str());
+    return kExitUsage;
+  }
+  if (std::filesystem::is_directory(args[0])) return AnalyzeDirectory(args[0], format);
+  absl::StatusOr<exporter::AnalyzedTrace> trace = AnalyzeFile(args[0]);
   if (!trace.ok()) {
     std::fprintf(stderr, "trainscope analyze: %s\n", std::string(trace.status().message()).c_str());
     return kExitBadInput;
   }
-  const analysis::HtaBreakdown hta = analysis::ComputeHtaBreakdown(trace->timeline, trace->hta);
-  if (format == "json") {
-    exporter::JsonWriter j(exporter::JsonWriter::kPretty);
-    j.BeginObject();
-    j.Key("trace").String(trace->path);
-    j.Key("rank").Int(trace->rank.value_or(0));
-    j.Key("hta").BeginObject();
-    WriteHta(hta, j);
-    j.Key("rules").BeginObject();
-    j.Key("profiler_steps").Int(trace->hta.profiler_steps);
-    j.Key("last_step_dropped").Bool(trace->hta.profiler_steps >= 2);
-    j.Key("whole_microseconds").Bool(trace->hta.round_to_us);
-    j.Key("device_rows").Int(hta.rows);
-    j.EndObject();
-    j.EndObject();
-    j.EndObject();
-    std::printf("%s\n", j.str().c_str());
-    return kExitOk;
-  }
-  std::printf("%s", fmt::format("{}: rank {}, {} kernels, {} copies, {} sets on {} tracks\n",
-                                trace->path, trace->rank.value_or(0), trace->kernels,
-                                trace->memcpys, trace->memsets, trace->timeline.tracks().size())
-                        .c_str());
-  const auto& t = hta.temporal;
-  std::printf("%s", fmt::format("HTA temporal breakdown (us): idle {:.0f}, compute {:.0f}, "
-                                "non-compute {:.0f}, kernel span {:.0f}\n",
-                                t.idle_us, t.compute_us, t.non_compute_us, t.kernel_us)
-                        .c_str());
-  for (const analysis::HtaStreamIdle& row : hta.idle_by_stream) {
-    std::printf("%s", fmt::format("  stream {:>4} {:<12} {:>14.2f} us\n", row.stream,
-                                  row.category, row.idle_us)
-                          .c_str());
-  }
+  const std::string text =
+      format == "json" ? exporter::AnalysisToJson(*trace) : exporter::AnalysisToText(*trace);
+  std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
 

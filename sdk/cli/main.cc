@@ -27,6 +27,8 @@ constexpr char kUsage[] =
     "                        trace or a trainscope trace.json (.json or .json.gz),\n"
     "                        with HTA's temporal and idle-time breakdowns\n"
     "                        (--format=text|json)\n"
+    "  analyze DIR           the same for every trace in DIR (one per rank), in\n"
+    "                        parallel (--jobs=N), with a cross-rank summary\n"
     "\n"
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
     "Run 'trainscope --help' for the flags.";

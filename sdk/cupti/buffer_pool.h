@@ -45,10 +45,10 @@ class BufferPool {
   size_t buffer_bytes() const { return buffer_bytes_; }
   int capacity() const { return capacity_; }
   // Counters; each takes the lock.
-  int in_flight() const;         // handed out and not yet released
-  int allocated() const;         // buffers that exist (<= capacity())
-  int64_t acquired() const;      // successful Acquire calls
-  int64_t refused() const;       // Acquire calls that returned nullptr
+  int in_flight() const;     // handed out and not yet released
+  int allocated() const;     // buffers that exist (<= capacity())
+  int64_t acquired() const;  // successful Acquire calls
+  int64_t refused() const;   // Acquire calls that returned nullptr
 
  private:
   struct AlignedDelete {
@@ -59,9 +59,9 @@ class BufferPool {
   const size_t buffer_bytes_;
   const int capacity_;
   mutable std::mutex mu_;
-  std::vector<Buffer> buffers_;   // all allocated buffers
-  std::vector<bool> in_flight_;   // parallel to buffers_
-  std::vector<size_t> free_;      // indices into buffers_, reused last-in first-out
+  std::vector<Buffer> buffers_;  // all allocated buffers
+  std::vector<bool> in_flight_;  // parallel to buffers_
+  std::vector<size_t> free_;     // indices into buffers_, reused last-in first-out
   int64_t acquired_ = 0;
   int64_t refused_ = 0;
 };

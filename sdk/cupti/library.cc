@@ -79,8 +79,8 @@ absl::StatusOr<CuptiLibrary> LoadCuptiFrom(const std::string& path) {
   Bind(handle, "cuptiActivityGetNumDroppedRecords", &lib.activity_get_num_dropped_records,
        &missing);
   Bind(handle, "cuptiActivityRegisterCallbacks", &lib.activity_register_callbacks, &missing);
-  Bind(handle, "cuptiActivityRegisterTimestampCallback",
-       &lib.activity_register_timestamp_callback, &missing);
+  Bind(handle, "cuptiActivityRegisterTimestampCallback", &lib.activity_register_timestamp_callback,
+       &missing);
   Bind(handle, "cuptiActivityEnableAllSyncRecords", &lib.activity_enable_all_sync_records,
        &missing);
   Bind(handle, "cuptiSetThreadIdType", &lib.set_thread_id_type, &missing);

@@ -13,26 +13,41 @@ namespace {
 
 std::string_view MemcpyName(uint8_t copy_kind) {
   switch (copy_kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "Memcpy HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "Memcpy DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return "Memcpy HtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return "Memcpy AtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return "Memcpy AtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD: return "Memcpy AtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return "Memcpy DtoA";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "Memcpy DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "Memcpy HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "Memcpy PtoP";
-    default: return "Memcpy";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "Memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "Memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return "Memcpy HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return "Memcpy AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+      return "Memcpy AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+      return "Memcpy AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return "Memcpy DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "Memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return "Memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return "Memcpy PtoP";
+    default:
+      return "Memcpy";
   }
 }
 
 std::string_view SyncName(CUpti_ActivitySynchronizationType type) {
   switch (type) {
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return "cudaEventSynchronize";
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return "cudaStreamSynchronize";
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return "cudaDeviceSynchronize";
-    default: return "CUDA synchronization";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
+      return "cudaEventSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
+      return "cudaStreamSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
+      return "cudaDeviceSynchronize";
+    default:
+      return "CUDA synchronization";
   }
 }
 
@@ -48,19 +63,23 @@ std::string_view StripVersionSuffix(std::string_view name) {
 
 analysis::IntervalKind IntervalKindOf(RecordKind kind) {
   switch (kind) {
-    case RecordKind::kKernel: return analysis::IntervalKind::kKernel;
-    case RecordKind::kMemcpy: return analysis::IntervalKind::kMemcpy;
-    case RecordKind::kMemset: return analysis::IntervalKind::kMemset;
-    case RecordKind::kSyncCall: return analysis::IntervalKind::kSyncCall;
+    case RecordKind::kKernel:
+      return analysis::IntervalKind::kKernel;
+    case RecordKind::kMemcpy:
+      return analysis::IntervalKind::kMemcpy;
+    case RecordKind::kMemset:
+      return analysis::IntervalKind::kMemset;
+    case RecordKind::kSyncCall:
+      return analysis::IntervalKind::kSyncCall;
     case RecordKind::kRuntimeCall:
-    case RecordKind::kDriverCall: break;
+    case RecordKind::kDriverCall:
+      break;
   }
   return analysis::IntervalKind::kRuntimeCall;
 }
 
 bool IsDeviceRecord(RecordKind kind) {
-  return kind == RecordKind::kKernel || kind == RecordKind::kMemcpy ||
-         kind == RecordKind::kMemset;
+  return kind == RecordKind::kKernel || kind == RecordKind::kMemcpy || kind == RecordKind::kMemset;
 }
 
 }  // namespace
@@ -215,8 +234,8 @@ uint32_t RecordConverter::ApiName(CUpti_CallbackDomain domain, uint32_t cbid) {
       text != nullptr) {
     name = std::string(StripVersionSuffix(text));
   } else {
-    name = fmt::format("CUDA {} API {}", domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver",
-                       cbid);
+    name = fmt::format("CUDA {} API {}",
+                       domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver", cbid);
   }
   const uint32_t id = InternName(name);
   api_names_.emplace(key, id);
@@ -237,11 +256,11 @@ void RecordConverter::AppendTo(analysis::Timeline* timeline) {
     auto [it, added] = tracks.try_emplace({device, a, b}, 0);
     if (added) {
       it->second = device
-          ? timeline->FindOrAddTrack(analysis::TrackKind::kDeviceStream, a, b,
-                                     fmt::format("GPU {} stream {}", a, b))
-          : timeline->FindOrAddTrack(analysis::TrackKind::kHostThread, a, b,
-                                     b == 0 ? std::string("CUDA sync (thread unknown)")
-                                            : fmt::format("thread {}", b));
+                       ? timeline->FindOrAddTrack(analysis::TrackKind::kDeviceStream, a, b,
+                                                  fmt::format("GPU {} stream {}", a, b))
+                       : timeline->FindOrAddTrack(analysis::TrackKind::kHostThread, a, b,
+                                                  b == 0 ? std::string("CUDA sync (thread unknown)")
+                                                         : fmt::format("thread {}", b));
     }
     return it->second;
   };

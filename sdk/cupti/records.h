@@ -51,11 +51,11 @@ struct Record {
   TimestampNs start_ns = 0;
   TimestampNs end_ns = 0;
   uint32_t correlation_id = 0;
-  uint32_t name = 0;        // RecordConverter::name(id)
-  uint32_t device = 0;      // device kinds: CUPTI device id
-  uint32_t stream = 0;      // device kinds and kSyncCall: CUPTI stream id
-  uint32_t process = 0;     // host kinds: process id
-  uint32_t thread = 0;      // host kinds: OS thread id (see collector.h)
+  uint32_t name = 0;     // RecordConverter::name(id)
+  uint32_t device = 0;   // device kinds: CUPTI device id
+  uint32_t stream = 0;   // device kinds and kSyncCall: CUPTI stream id
+  uint32_t process = 0;  // host kinds: process id
+  uint32_t thread = 0;   // host kinds: OS thread id (see collector.h)
   RecordKind kind = RecordKind::kKernel;
 };
 
@@ -67,16 +67,15 @@ struct ConverterStats {
   int64_t runtime_calls = 0;
   int64_t driver_calls = 0;
   int64_t sync_calls = 0;
-  int64_t overhead_records = 0;    // CUPTI's own overhead; counted, not converted
+  int64_t overhead_records = 0;       // CUPTI's own overhead; counted, not converted
   TimestampNs cupti_overhead_ns = 0;  // their summed duration
-  int64_t clamped = 0;   // end < start (clock skew, incomplete): kept as empty intervals
-  int64_t untimed = 0;   // start = end = 0 (CUPTI could not time it): dropped
-  int64_t ignored = 0;   // other kinds, stream-wait-event synchronisations
+  int64_t clamped = 0;  // end < start (clock skew, incomplete): kept as empty intervals
+  int64_t untimed = 0;  // start = end = 0 (CUPTI could not time it): dropped
+  int64_t ignored = 0;  // other kinds, stream-wait-event synchronisations
 };
 
 // cuptiActivityGetNextRecord and cuptiGetCallbackName, as loaded by dlopen.
-using NextRecordFn = CUptiResult (*)(uint8_t* buffer, size_t valid_bytes,
-                                     CUpti_Activity** record);
+using NextRecordFn = CUptiResult (*)(uint8_t* buffer, size_t valid_bytes, CUpti_Activity** record);
 using CallbackNameFn = CUptiResult (*)(CUpti_CallbackDomain domain, uint32_t cbid,
                                        const char** name);
 

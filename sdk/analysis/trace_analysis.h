@@ -1,0 +1,28 @@
+// sdk/analysis/trace_analysis.h: everything `trainscope analyze` reports for
+// one trace, from its Timeline.
+#ifndef TRAINSCOPE_SDK_ANALYSIS_TRACE_ANALYSIS_H_
+#define TRAINSCOPE_SDK_ANALYSIS_TRACE_ANALYSIS_H_
+
+#include "sdk/analysis/gap_analyzer.h"
+#include "sdk/analysis/hta_breakdown.h"
+#include "sdk/analysis/step_analysis.h"
+#include "sdk/analysis/timeline.h"
+
+namespace trainscope::analysis {
+
+struct TraceAnalysis {
+  HtaBreakdown hta;
+  IdleBreakdown idle;
+  StepStats steps;
+  // The analysed window: first step start to last step end, or the span of
+  // device activity when the trace has no steps.
+  TimestampNs window_start_ns = 0;
+  TimestampNs window_end_ns = 0;
+};
+
+// Runs the gap analysis and HTA's breakdowns. Pure.
+TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& facts);
+
+}  // namespace trainscope::analysis
+
+#endif  // TRAINSCOPE_SDK_ANALYSIS_TRACE_ANALYSIS_H_
