@@ -6,6 +6,7 @@
 
 #include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/interval_set.h"
+#include "sdk/analysis/launch_attribution.h"
 #include "sdk/analysis/phase_stats.h"
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/step_analysis.h"
@@ -244,7 +245,7 @@ TEST(GapAnalyzerTest, DeviceRecordsSkewedOutsideTheWindowAreClipped) {
   EXPECT_EQ(idle.streams[0].busy_ns, 3 * kMs);
 }
 
-TEST(GapAnalyzerTest, BlockingCallsAreSyncAndOtherCudaCallsAreLaunchOverhead) {
+TEST(GapAnalyzerTest, CudaCallsAreBlamedByWhatTheyDo) {
   const Timeline timeline = TimelineBuilder()
                                 .Step(0, 0, 10)
                                 .Kernel(0, 1)
@@ -253,13 +254,64 @@ TEST(GapAnalyzerTest, BlockingCallsAreSyncAndOtherCudaCallsAreLaunchOverhead) {
                                 .Call("cudaStreamSynchronize", 4, 7)
                                 .Call("cudaMemcpyAsync", 7, 8)
                                 .Call("cudaMemcpy", 8, 9)
+                                .Call("cudaMalloc", 9, 9.5)
                                 .Build();
   const auto causes = Causes(GapAnalyzer::Analyze(timeline, 0, 10 * kMs));
-  EXPECT_EQ(causes.at("launch"), 3 * kMs);  // [1,3) and [7,8)
-  EXPECT_EQ(causes.at("sync"), 4 * kMs);    // [4,7) and [8,9)
-  EXPECT_EQ(causes.at("host"), 1 * kMs);    // [9,10)
+  EXPECT_EQ(causes.at("launch"), 2 * kMs);     // [1,3)
+  EXPECT_EQ(causes.at("sync"), 4 * kMs);       // [4,7) and [8,9)
+  EXPECT_EQ(causes.at("copy_call"), 1 * kMs);  // [7,8)
+  EXPECT_EQ(causes.at("cuda_api"), kMs / 2);   // [9,9.5)
+  EXPECT_EQ(causes.at("host"), kMs / 2);       // [9.5,10)
   EXPECT_TRUE(GapAnalyzer::IsBlockingCall("cudaDeviceSynchronize"));
   EXPECT_FALSE(GapAnalyzer::IsBlockingCall("cudaMemcpyAsync"));
+}
+
+TEST(LaunchAttributionTest, KernelsGetThePhaseAndStepOpenWhenTheyWereLaunched) {
+  Timeline timeline;
+  const uint32_t main = timeline.AddTrack({TrackKind::kHostThread, 1, 1, "main"});
+  const uint32_t loader = timeline.AddTrack({TrackKind::kHostThread, 1, 2, "loader"});
+  const uint32_t stream = timeline.AddTrack({TrackKind::kDeviceStream, 0, 7, "stream 7"});
+  auto add = [&](IntervalKind kind, uint32_t track, double start, double end, int64_t value,
+                 Phase phase = Phase::kOther, int64_t step = -1) {
+    Interval i;
+    i.start_ns = static_cast<TimestampNs>(start * kMs);
+    i.end_ns = static_cast<TimestampNs>(end * kMs);
+    i.kind = kind;
+    i.track = track;
+    i.value = value;
+    i.phase = phase;
+    i.step = step;
+    timeline.Add(i);
+  };
+  add(IntervalKind::kHostRange, main, 0, 10, 0, Phase::kForward, 4);
+  add(IntervalKind::kHostRange, main, 2, 4, 0, Phase::kHostToDevice, 4);  // nested in forward
+  add(IntervalKind::kHostRange, main, 10, 20, 0, Phase::kBackward, 4);
+  add(IntervalKind::kRuntimeCall, main, 1, 1.1, 100);   // in forward
+  add(IntervalKind::kRuntimeCall, main, 3, 3.1, 101);   // in the nested h2d
+  add(IntervalKind::kRuntimeCall, main, 12, 12.1, 102); // in backward
+  add(IntervalKind::kRuntimeCall, loader, 5, 5.1, 103); // a thread with no ranges
+  add(IntervalKind::kKernel, stream, 1.5, 3, 100);
+  add(IntervalKind::kMemcpy, stream, 3.5, 4, 101);
+  add(IntervalKind::kKernel, stream, 12.5, 16, 102);
+  add(IntervalKind::kKernel, stream, 16, 17, 103);
+  add(IntervalKind::kKernel, stream, 17, 18, 999);  // no launch call
+  timeline.Sort();
+  const LaunchAttribution result = AttributeLaunches(&timeline);
+  EXPECT_EQ(result.attributed, 3);
+  EXPECT_EQ(result.unattributed, 2);
+  std::map<int64_t, std::pair<Phase, int64_t>> tagged;
+  for (const Interval& i : timeline.intervals()) {
+    if (IsDeviceKind(i.kind)) tagged[i.value] = {i.phase, i.step};
+  }
+  EXPECT_EQ(tagged[100], std::make_pair(Phase::kForward, int64_t{4}));
+  EXPECT_EQ(tagged[101], std::make_pair(Phase::kHostToDevice, int64_t{4}));
+  EXPECT_EQ(tagged[102], std::make_pair(Phase::kBackward, int64_t{4}));
+  std::map<std::string, TimestampNs> busy(result.busy_by_phase.begin(), result.busy_by_phase.end());
+  EXPECT_EQ(busy["backward"], static_cast<TimestampNs>(3.5 * kMs));
+  EXPECT_EQ(busy["forward"], static_cast<TimestampNs>(1.5 * kMs));
+  EXPECT_EQ(busy["h2d"], static_cast<TimestampNs>(0.5 * kMs));
+  EXPECT_EQ(busy["unattributed"], 2 * kMs);
+  EXPECT_EQ(result.busy_by_phase.front().first, "backward");
 }
 
 TEST(StepAnalysisTest, AutoWarmupSkipsSlowFirstStepsAndThroughputUsesTheRest) {

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "sdk/core/environment.h"
 #include "sdk/export/report_json.h"
 #include "tests/test_util.h"
 #include "trainscope/trainscope.h"
@@ -314,6 +315,30 @@ TEST(SessionTest, ReportCarriesTheBaselineRecord) {
   EXPECT_NEAR(r->resource_hours, 4 * r->timing.total_s / 3600, 1e-12);
   EXPECT_GE(r->timing.startup_s, 0);
   EXPECT_GT(r->timing.total_s, r->timing.steps_s);
+}
+
+TEST(SessionTest, WithoutACudaDriverTheDeviceTimelineIsReportedUnavailable) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  { StepScope step(*session, 0); TRAINSCOPE_PHASE(kForward); }
+  auto report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  if (core::ProbeCudaDevices().count == 0) {
+    EXPECT_EQ(report->device_timeline.status.rfind("unavailable (", 0), 0u)
+        << report->device_timeline.status;
+    EXPECT_EQ(report->idle.busy_source, "cpu_compute_phases");  // the host-only analysis ran
+  } else {
+    EXPECT_EQ(report->device_timeline.status, "collected");
+  }
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device_timeline.status, report->device_timeline.status);
+  Options off = QuietOptions(dir.path());
+  off.device_timeline = false;
+  auto quiet = Session::Start(off);
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_EQ(quiet->Finish()->device_timeline.status, "off");
 }
 
 // A child records and is SIGKILLed after trace.json was republished: the

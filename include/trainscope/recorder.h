@@ -133,6 +133,11 @@ extern std::atomic<uint32_t> g_generation;
 extern std::atomic<int64_t> g_current_step;
 // True while the active session emits NVTX ranges.
 extern std::atomic<bool> g_nvtx_enabled;
+// True while the active session wants to hear of step boundaries (a device
+// profiling window is set).
+extern std::atomic<bool> g_step_hook;
+// Called by StepScope at a step's start when g_step_hook is set.
+void OnStepBegin(int64_t step) noexcept;
 
 // The calling thread's view of its registration.
 struct ThreadState {

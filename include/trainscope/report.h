@@ -104,6 +104,23 @@ struct Report {
     std::string top_cause;  // "" if the run never idled
   } idle;
 
+  // The CUPTI device timeline (sdk/cupti).
+  struct DeviceTimeline {
+    std::string status;  // "collected", "off", or "unavailable (<reason>)"
+    int64_t records = 0;
+    int64_t dropped = 0;  // records CUPTI dropped (no free buffer)
+    int64_t kernels = 0;
+    // Device busy time by the host phase that launched it, largest first.
+    std::vector<std::pair<std::string, double>> busy_s_by_phase;
+  } device_timeline;
+
+  // Allocation vs activity vs useful work, side by side.
+  struct Utilization {
+    double allocated_device_hours = 0;  // = resource_hours
+    double busy_device_hours = 0;       // busy time in the step window, per device
+    double samples_per_busy_device_s = 0;
+  } utilization;
+
   struct Events {
     int64_t recorded = 0;
     int64_t dropped = 0;

@@ -103,6 +103,9 @@ class StepScope {
     samples_ = samples.value;
     previous_step_ =
         detail::g_current_step.exchange(index_, std::memory_order_relaxed);
+    if (TRAINSCOPE_UNLIKELY(detail::g_step_hook.load(std::memory_order_relaxed))) {
+      detail::OnStepBegin(index_);
+    }
     nvtx_ = detail::NvtxOn();
     if (nvtx_) detail::NvtxPushStep(index_);
     start_ns_ = NowNs();

@@ -65,6 +65,20 @@ struct Options {
   // leaves a valid trace of everything up to the last checkpoint.
   int trace_checkpoint_interval_ms = 2000;
 
+  // Collect the device timeline with CUPTI (kernels, copies, CUDA API calls,
+  // synchronisations) when a CUDA driver and device are present. Without them
+  // the session still starts, prints one line ("trainscope: CUPTI
+  // unavailable: no CUDA driver ...") and the report says device_timeline
+  // "unavailable (<reason>)"; the host-only analysis runs.
+  bool device_timeline = true;
+  // Profile the device only in steps [profile_start_step, profile_stop_step)
+  // (-1: from the start / to the end), like the PyTorch profiler's schedule,
+  // so that long runs stay cheap. Host ranges are always recorded.
+  int64_t profile_start_step = -1;
+  int64_t profile_stop_step = -1;
+  // Size of each CUPTI activity buffer (16 are pooled).
+  Bytes cupti_buffer_bytes{8u << 20};
+
   // Baseline-record facts. Empty strings are filled from the environment:
   // TRAINSCOPE_CODE_VERSION or `git rev-parse HEAD`, TRAINSCOPE_DATA_VERSION,
   // TRAINSCOPE_CONTAINER_IMAGE (else "kubernetes pod" / "docker container"
@@ -121,8 +135,10 @@ class Session {
   // The options the session was started with.
   const Options& options() const;
 
- private:
+  // Internal (sdk/core/session.cc).
   struct Impl;
+
+ private:
   explicit Session(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

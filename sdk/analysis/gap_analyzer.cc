@@ -14,11 +14,20 @@ namespace {
 using Spans = std::vector<IntervalSet::Span>;
 
 // Causes in priority order; the first six are the non-compute phases.
-enum Cause { kDataWait, kH2D, kSync, kCheckpoint, kEval, kOtherPhase, kLaunch, kHost, kOutside,
-             kCauseCount };
+enum Cause { kDataWait, kH2D, kSync, kCheckpoint, kEval, kOtherPhase, kCopyCall, kLaunch,
+             kCudaApi, kHost, kOutside, kCauseCount };
 constexpr std::array<const char*, kCauseCount> kCauseNames = {
-    "data_wait", "h2d", "sync", "checkpoint", "eval", "other",
-    kCauseLaunch, kCauseHost, kCauseOutsideStep};
+    "data_wait", "h2d",         "sync",         "checkpoint", "eval",           "other",
+    kCauseCopyCall, kCauseLaunch, kCauseCudaApi, kCauseHost, kCauseOutsideStep};
+
+int CallCause(const std::string& name) {
+  if (GapAnalyzer::IsBlockingCall(name)) return kSync;
+  const bool copy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0 ||
+                    name.rfind("cudaMemset", 0) == 0 || name.rfind("cuMemset", 0) == 0;
+  if (copy) return kCopyCall;
+  if (name.find("Launch") != std::string::npos) return kLaunch;
+  return kCudaApi;
+}
 
 int PhaseCause(Phase phase) {
   switch (phase) {
@@ -50,8 +59,9 @@ const std::array<std::pair<const char*, TimestampNs>, 7> kBuckets = {{
 
 bool GapAnalyzer::IsBlockingCall(const std::string& name) {
   if (name.find("Synchronize") != std::string::npos) return true;
-  const bool memcpy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0;
-  return memcpy && name.find("Async") == std::string::npos;
+  const bool copy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0 ||
+                    name.rfind("cudaMemset", 0) == 0 || name.rfind("cuMemset", 0) == 0;
+  return copy && name.find("Async") == std::string::npos;
 }
 
 IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_start,
@@ -75,7 +85,7 @@ IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_
     } else if (i.kind == IntervalKind::kSyncCall) {
       cause_spans[kSync].push_back(span);
     } else if (i.kind == IntervalKind::kRuntimeCall) {
-      cause_spans[IsBlockingCall(timeline.name(i.name)) ? kSync : kLaunch].push_back(span);
+      cause_spans[CallCause(timeline.name(i.name))].push_back(span);
     } else if (IsHostRange(i.kind)) {
       if (IsComputePhase(i.phase)) {
         if (!has_device) busy_spans.push_back(span);
@@ -101,7 +111,7 @@ IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_
   // Blame: each cause takes what is left of the idle time while it is active.
   std::array<IntervalSet, kCauseCount> blamed;
   IntervalSet remaining = idle;
-  for (int c = 0; c < kLaunch + 1; ++c) {
+  for (int c = 0; c < kHost; ++c) {
     if (cause_spans[c].empty()) continue;
     const IntervalSet active = IntervalSet::FromUnsorted(std::move(cause_spans[c]));
     blamed[c] = remaining.Intersect(active);

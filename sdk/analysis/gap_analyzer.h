@@ -8,7 +8,12 @@
 //                                                  covers CUDA synchronisation
 //                                                  records and blocking
 //                                                  cudaMemcpy/…Synchronize calls)
-//   launch        the host was inside another CUDA API call (launch-bound)
+//   copy_call     the host was inside an asynchronous copy or set call
+//                 (cudaMemcpyAsync from pageable memory blocks the host)
+//   launch        the host was inside a kernel or graph launch call
+//                 (launch-bound: kernels too short for their launch cost)
+//   cuda_api      the host was inside some other CUDA call (allocation,
+//                 event queries, ...)
 //   host          inside a step, the host did something no range marks
 //   outside_step  between steps
 // docs/gap-analysis.md explains each figure and what to do about each cause.
@@ -26,7 +31,9 @@
 namespace trainscope::analysis {
 
 // Cause names beyond the phase names.
+inline constexpr char kCauseCopyCall[] = "copy_call";
 inline constexpr char kCauseLaunch[] = "launch";
+inline constexpr char kCauseCudaApi[] = "cuda_api";
 inline constexpr char kCauseHost[] = "host";
 inline constexpr char kCauseOutsideStep[] = "outside_step";
 
@@ -79,7 +86,8 @@ class GapAnalyzer {
                                TimestampNs window_end);
 
   // True for CUDA API calls that block the host until the device catches up
-  // (…Synchronize, a plain cudaMemcpy): their idle time is "sync".
+  // (…Synchronize, a plain cudaMemcpy or cudaMemset): their idle time is
+  // "sync".
   static bool IsBlockingCall(const std::string& name);
 };
 

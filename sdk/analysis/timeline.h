@@ -83,6 +83,8 @@ class Timeline {
 
   const std::vector<Track>& tracks() const { return tracks_; }
   const std::vector<Interval>& intervals() const { return intervals_; }
+  // For analyses that annotate intervals in place (launch attribution).
+  std::vector<Interval>& mutable_intervals() { return intervals_; }
   const std::string& name(uint32_t id) const { return names_[id]; }
   // The index of the track with this kind, pid and tid, added (named
   // `name`) if there is none. Linear in the number of tracks.

@@ -11,11 +11,13 @@
 #include <unordered_map>
 
 #include "fmt/format.h"
+#include "sdk/analysis/launch_attribution.h"
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/timeline.h"
 #include "sdk/core/environment.h"
 #include "sdk/core/files.h"
 #include "sdk/core/thread_registry.h"
+#include "sdk/cupti/collector.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/summary.h"
 #include "sdk/export/trace_writer.h"
@@ -71,6 +73,8 @@ double CalibrateScopeCostNs() {
 
 struct Session::Impl {
   Options options;
+  std::unique_ptr<cupti::Collector> collector;
+  std::string device_status = "off";
   uint32_t generation = 0;
   bool finished = false;
   core::ProcessStart process_start;
@@ -95,10 +99,42 @@ struct Session::Impl {
   std::thread drainer;
 
   void DrainOnce();
+  void StartDeviceTimeline();
+  bool InProfileWindow(int64_t step) const {
+    return (options.profile_start_step < 0 || step >= options.profile_start_step) &&
+           (options.profile_stop_step < 0 || step < options.profile_stop_step);
+  }
   void DrainLoop();
   analysis::Timeline BuildTimeline() const;
   absl::Status WriteOutputs();
 };
+
+// The session that OnStepBegin reports to.
+std::atomic<Session::Impl*> g_active_impl{nullptr};
+
+void Session::Impl::StartDeviceTimeline() {
+  if (!options.device_timeline) return;
+  cupti::CollectorOptions collector_options;
+  collector_options.buffer_bytes = options.cupti_buffer_bytes.value;
+  absl::StatusOr<std::unique_ptr<cupti::Collector>> started =
+      cupti::Collector::Start(collector_options);
+  if (!started.ok()) {
+    std::string reason(started.status().message());
+    constexpr std::string_view kPrefix = "CUPTI unavailable: ";
+    if (reason.rfind(kPrefix, 0) == 0) reason.erase(0, kPrefix.size());
+    device_status = fmt::format("unavailable ({})", reason);
+    std::fprintf(stderr, "trainscope: CUPTI unavailable: %s; host-only analysis\n",
+                 reason.c_str());
+    return;
+  }
+  collector = std::move(*started);
+  device_status = "collected";
+  const bool windowed = options.profile_start_step >= 0 || options.profile_stop_step >= 0;
+  if (windowed) {
+    collector->SetActive(options.profile_start_step <= 0);
+    detail::g_step_hook.store(true, std::memory_order_relaxed);
+  }
+}
 
 void Session::Impl::DrainOnce() {
   entries = core::ThreadRegistry::Get().Snapshot();
@@ -211,6 +247,10 @@ absl::Status Session::Impl::WriteOutputs() {
   return status;
 }
 
+namespace {
+bool trace_ok(const Session::Impl& s) { return s.trace != nullptr && s.trace_status.ok(); }
+}  // namespace
+
 absl::StatusOr<Session> Session::Start(Options options) {
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
   if (g_session_active.exchange(true)) {
@@ -252,6 +292,7 @@ absl::StatusOr<Session> Session::Start(Options options) {
     impl->trace = std::move(*trace);
   }
   impl->options = std::move(options);
+  impl->StartDeviceTimeline();
   impl->generation = g_last_generation.fetch_add(1) + 1;
   if (impl->generation == 0) impl->generation = g_last_generation.fetch_add(1) + 1;
   const size_t capacity = impl->options.buffer_bytes_per_thread.value / sizeof(Event);
@@ -262,9 +303,19 @@ absl::StatusOr<Session> Session::Start(Options options) {
                                std::memory_order_relaxed);
   detail::g_generation.store(impl->generation, std::memory_order_release);
   Impl* raw = impl.get();
+  g_active_impl.store(raw, std::memory_order_release);
   impl->drainer = std::thread([raw] { raw->DrainLoop(); });
   return Session(std::move(impl));
 }
+
+namespace detail {
+void OnStepBegin(int64_t step) noexcept {
+  Session::Impl* impl = g_active_impl.load(std::memory_order_acquire);
+  if (impl != nullptr && impl->collector != nullptr) {
+    impl->collector->SetActive(impl->InProfileWindow(step));
+  }
+}
+}  // namespace detail
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::Session(Session&& other) noexcept = default;
@@ -318,6 +369,8 @@ absl::StatusOr<Report> Session::Finish() {
   Impl& s = *impl_;
   const TimestampNs finish_ns = NowNs();
   detail::g_generation.store(0, std::memory_order_release);
+  detail::g_step_hook.store(false, std::memory_order_relaxed);
+  g_active_impl.store(nullptr, std::memory_order_release);
   detail::g_nvtx_enabled.store(false, std::memory_order_relaxed);
   detail::g_current_step.store(-1, std::memory_order_relaxed);
   {
@@ -345,8 +398,29 @@ absl::StatusOr<Report> Session::Finish() {
   clock.finish_ns = finish_ns;
   clock.process_start_unix_s = s.process_start.unix_s;
   clock.submit_unix_s = s.submit_unix_s;
+  analysis::Timeline timeline = s.BuildTimeline();
+  Report::DeviceTimeline& device = s.report.device_timeline;
+  device.status = s.device_status;
+  if (s.collector != nullptr) {
+    if (absl::Status stopped = s.collector->Stop(); !stopped.ok()) {
+      device.status = fmt::format("collected, then failed to stop: {}",
+                                  std::string(stopped.message()));
+    }
+    s.collector->AppendTo(&timeline);
+    timeline.Sort();
+    const cupti::CollectorStats stats = s.collector->stats();
+    device.records = stats.records;
+    device.dropped = stats.dropped;
+    device.kernels = stats.kernels;
+    if (trace_ok(s)) s.trace_status.Update(s.trace->AppendDeviceIntervals(timeline));
+    s.collector.reset();
+  }
+  const analysis::LaunchAttribution launches = analysis::AttributeLaunches(&timeline);
+  for (const auto& [phase, ns] : launches.busy_by_phase) {
+    device.busy_s_by_phase.emplace_back(phase, ns / 1e9);
+  }
   std::lock_guard<std::mutex> lock(s.mu);  // SetConfig/SetAcceptance may race
-  analysis::AnalyzeRun(s.BuildTimeline(), clock, s.options.warmup_steps, &s.report);
+  analysis::AnalyzeRun(timeline, clock, s.options.warmup_steps, &s.report);
   s.report.overhead.per_scope_ns = s.scope_cost_ns;
   s.report.overhead.estimated_share =
       s.report.timing.total_s > 0

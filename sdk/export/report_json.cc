@@ -91,6 +91,22 @@ std::string ReportToJson(const Report& r) {
   j.Key("top_cause").String(r.idle.top_cause);
   j.EndObject();
 
+  j.Key("device_timeline").BeginObject();
+  j.Key("status").String(r.device_timeline.status);
+  j.Key("records").Int(r.device_timeline.records);
+  j.Key("dropped").Int(r.device_timeline.dropped);
+  j.Key("kernels").Int(r.device_timeline.kernels);
+  j.Key("busy_s_by_phase").BeginObject();
+  for (const auto& [phase, s] : r.device_timeline.busy_s_by_phase) j.Key(phase).Number(s);
+  j.EndObject();
+  j.EndObject();
+
+  j.Key("utilization").BeginObject();
+  j.Key("allocated_device_hours").Number(r.utilization.allocated_device_hours);
+  j.Key("busy_device_hours").Number(r.utilization.busy_device_hours);
+  j.Key("samples_per_busy_device_s").Number(r.utilization.samples_per_busy_device_s);
+  j.EndObject();
+
   j.Key("events").BeginObject();
   j.Key("recorded").Int(r.events.recorded);
   j.Key("dropped").Int(r.events.dropped);
@@ -345,6 +361,27 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
     return absl::InvalidArgumentError(
         fmt::format("{}: field 'idle.share' is {}, outside 0..1", source, r.idle.share));
   }
+
+  FieldReader device = doc.Child("device_timeline");
+  device.String("status", &r.device_timeline.status);
+  device.Integer("records", &r.device_timeline.records);
+  device.Integer("dropped", &r.device_timeline.dropped);
+  device.Integer("kernels", &r.device_timeline.kernels);
+  FieldReader by_phase = device.Child("busy_s_by_phase");
+  if (by_phase.valid()) {
+    for (auto field : by_phase.raw()) {
+      double seconds = 0;
+      if (field.value.get_double().get(seconds) != simdjson::SUCCESS) {
+        by_phase.Fail(field.key, "is not a number");
+        break;
+      }
+      r.device_timeline.busy_s_by_phase.emplace_back(std::string(field.key), seconds);
+    }
+  }
+  FieldReader use = doc.Child("utilization");
+  use.Number("allocated_device_hours", &r.utilization.allocated_device_hours);
+  use.Number("busy_device_hours", &r.utilization.busy_device_hours);
+  use.Number("samples_per_busy_device_s", &r.utilization.samples_per_busy_device_s);
 
   FieldReader events = doc.Child("events");
   events.Integer("recorded", &r.events.recorded);

@@ -39,6 +39,11 @@ std::string FormatSummary(const Report& r) {
     line("idle: {:.1f}% of the step window ({}); top cause {} ({:.2f} s)", 100 * r.idle.share,
          r.idle.busy_source, r.idle.top_cause, top_s);
   }
+  line("device timeline: {}{}", r.device_timeline.status,
+       r.device_timeline.status == "collected"
+           ? fmt::format(" ({} kernels, {} records dropped)", r.device_timeline.kernels,
+                         r.device_timeline.dropped)
+           : "");
   if (r.events.dropped > 0) {
     line("warning: {} events dropped (full per-thread buffers): raise "
          "Options::buffer_bytes_per_thread",

@@ -121,6 +121,53 @@ absl::Status TraceWriter::Append(uint32_t os_tid, const Event* events, size_t co
   return buffer_.size() >= kBufferLimit ? FlushBuffer() : absl::OkStatus();
 }
 
+absl::Status TraceWriter::AppendDeviceIntervals(const analysis::Timeline& timeline) {
+  using analysis::IntervalKind;
+  std::vector<bool> named(timeline.tracks().size(), false);
+  for (const analysis::Interval& i : timeline.intervals()) {
+    const bool device = analysis::IsDeviceKind(i.kind);
+    const bool call = i.kind == IntervalKind::kRuntimeCall;
+    const bool sync = i.kind == IntervalKind::kSyncCall;
+    if (!device && !call && !sync) continue;
+    const analysis::Track& track = timeline.tracks()[i.track];
+    const bool on_device = track.kind == analysis::TrackKind::kDeviceStream;
+    if (on_device && !named[i.track]) {
+      named[i.track] = true;
+      fmt::format_to(std::back_inserter(buffer_),
+                     ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{0},\"tid\":0,"
+                     "\"args\":{{\"name\":\"GPU {0}\"}}}},\n{{\"ph\":\"M\",\"name\":\"thread_name\","
+                     "\"pid\":{0},\"tid\":{1},\"args\":{{\"name\":\"stream {1}\"}}}}",
+                     track.pid, track.tid);
+    }
+    const char* cat = i.kind == IntervalKind::kKernel   ? "kernel"
+                      : i.kind == IntervalKind::kMemcpy ? "gpu_memcpy"
+                      : i.kind == IntervalKind::kMemset ? "gpu_memset"
+                      : sync                            ? "cuda_sync"
+                                                        : "cuda_runtime";
+    std::string name;
+    AppendJsonString(&name, timeline.name(i.name));
+    fmt::format_to(std::back_inserter(buffer_),
+                   ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":", cat,
+                   name, track.pid, track.tid);
+    AppendMicros(&buffer_, i.start_ns);
+    buffer_ += ",\"dur\":";
+    AppendMicros(&buffer_, i.end_ns - i.start_ns);
+    if (on_device) {
+      fmt::format_to(std::back_inserter(buffer_),
+                     ",\"args\":{{\"device\":{},\"stream\":{},\"correlation\":{},\"step\":{},"
+                     "\"phase\":\"{}\"}}}}",
+                     track.pid, track.tid, i.value, i.step, PhaseName(i.phase));
+    } else {
+      fmt::format_to(std::back_inserter(buffer_), ",\"args\":{{\"correlation\":{}}}}}", i.value);
+    }
+    ++events_written_;
+    if (buffer_.size() >= kBufferLimit) {
+      if (absl::Status status = FlushBuffer(); !status.ok()) return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TraceWriter::NameThread(uint32_t os_tid, std::string_view name) {
   fmt::format_to(std::back_inserter(buffer_),
                  ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sdk/analysis/timeline.h"
 #include "trainscope/recorder.h"
 
 namespace trainscope::exporter {
@@ -43,6 +44,11 @@ class TraceWriter {
   // to the body file when the buffer is large or at Publish().
   absl::Status Append(uint32_t os_tid, const Event* events, size_t count,
                       const ThreadIdOf& thread_id_of);
+  // Adds the device activity, CUDA API calls and synchronisations of
+  // `timeline` (from CUPTI) in the Kineto conventions: device work on pid =
+  // device, tid = stream with args device/stream/correlation (and the
+  // launching step and phase); calls as cat "cuda_runtime" on their thread.
+  absl::Status AppendDeviceIntervals(const analysis::Timeline& timeline);
   // Adds a thread_name metadata event.
   absl::Status NameThread(uint32_t os_tid, std::string_view name);
   // Atomically replaces trace.json with everything appended so far. With
