@@ -29,6 +29,8 @@ ABSL_FLAG(int64_t, seed, 1, "seed of the synthetic data and the model");
 ABSL_FLAG(int64_t, warmup_steps, -1, "steps the report treats as warmup (-1: automatic rule)");
 ABSL_FLAG(double, target_mse, 0.1, "acceptance: the held-out MSE the run must reach");
 ABSL_FLAG(int64_t, sync_every, 10, "read the loss on the host every N steps (a sync point)");
+ABSL_FLAG(bool, device_timeline, true,
+          "collect the CUDA device timeline with CUPTI (when a GPU and driver are present)");
 ABSL_FLAG(int, threads, 1,
           "LibTorch intra-op threads (0: LibTorch's default). One is fastest for this small "
           "model, and avoids OpenMP spinning when the machine is shared");
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
   options.output_dir = absl::GetFlag(FLAGS_out);
   options.run_name = "train_mlp";
   options.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  options.device_timeline = absl::GetFlag(FLAGS_device_timeline);
   options.data_version = "synthetic-regression-v1 (seed " +
                          std::to_string(absl::GetFlag(FLAGS_seed)) + ")";
   options.config = {{"steps", std::to_string(steps)},
@@ -160,6 +163,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (device.is_cuda()) {
+    TRAINSCOPE_PHASE(kSync);
+    torch::cuda::synchronize();  // the last kernels complete before CUPTI flushes
+  }
   double eval_mse = 0;
   {
     TRAINSCOPE_PHASE(kEval);

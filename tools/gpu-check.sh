@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# tools/gpu-check.sh: the GPU validation of trainscope, one prepared script.
+#
+# Runs on the GPU machine (the device tool), from the repository root:
+#   here:   tools/gpu-deps.sh            # packs Abseil/fmt/simdjson/GoogleTest .debs into .gpu-deps/
+#   device: tools/gpu-check.sh           # with carry: [".gpu-deps"]; writes under $OUT
+# It builds trainscope against that machine's LibTorch (python3's torch,
+# through torch.utils.cmake_prefix_path) and CUDA toolkit, runs the CUPTI
+# end-to-end test, runs train_mlp on CUDA with a fast and a slow loader and
+# prints the idle share and top cause of each, measures the step-time
+# overhead of CUPTI collection against none, with the PyTorch profiler's
+# overhead on the same loop as the reference, and analyses the profiler's
+# trace with `trainscope analyze`. Record what it prints in
+# docs/gpu-validation.md. On a machine without a GPU it still runs, and says
+# so (the CUDA paths report "unavailable").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-out/gpu-check}"
+mkdir -p "$out"
+jobs="$(nproc)"
+steps="${GPU_CHECK_STEPS:-300}"
+say() { printf '\n== %s\n' "$*"; }
+
+say "machine"
+date -u +%Y-%m-%dT%H:%M:%SZ
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: no GPU visible"
+python3 - <<'PY'
+import torch
+print("torch", torch.__version__, "CUDA", torch.version.cuda,
+      "device:", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
+PY
+command -v nvcc >/dev/null && nvcc --version | tail -1 || echo "nvcc: not found"
+
+say "dependencies"
+prefix="$PWD/.gpu-deps/root"
+if compgen -G ".gpu-deps/*.deb" >/dev/null; then
+  mkdir -p "$prefix"
+  for deb in .gpu-deps/*.deb; do dpkg -x "$deb" "$prefix"; done
+  echo "unpacked $(ls .gpu-deps/*.deb | wc -l) packages into $prefix"
+else
+  echo "no .gpu-deps/*.deb: using the system's packages"
+fi
+torch_prefix="$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+say "build (against this machine's LibTorch)"
+start=$SECONDS
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINSCOPE_TORCH=ON \
+  -DTRAINSCOPE_BUILD_BENCH=OFF -DTORCH_CUDA_ARCH_LIST=9.0 \
+  -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" >"$out/configure.log" 2>&1 ||
+  { tail -40 "$out/configure.log"; exit 1; }
+grep -E "^-- trainscope:" "$out/configure.log" || true
+cmake --build build-gpu -j "$jobs" --target train_mlp trainscope_cli cupti_test >"$out/build.log" 2>&1 ||
+  { tail -40 "$out/build.log"; exit 1; }
+echo "built in $((SECONDS - start)) s"
+
+say "CUPTI end to end (tests/cupti_test.cc, CollectorGpu*)"
+build-gpu/tests/cupti_test --gtest_filter='CollectorGpu*' 2>&1 | tail -6 || true
+
+report() {  # report <dir> <label>: idle share, top cause, step time, device timeline
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/report.json"))
+i, t, d = r["idle"], r["throughput"], r["device_timeline"]
+print(f"{sys.argv[2]:<22} idle {100 * i['share']:5.1f}% ({i['busy_source']}), top cause "
+      f"{i['top_cause'] or '-'}; median step {t['median_step_ms']:.3f} ms, "
+      f"{t['steady_steps_per_s']:.1f} steps/s; device timeline: {d['status']}, "
+      f"{d['kernels']} kernels, {d['dropped']} dropped")
+PY
+}
+
+model=(--steps="$steps" --batch_size=512 --hidden=4096)
+say "fast and slow loaders (train_mlp on CUDA)"
+build-gpu/bin/train_mlp "${model[@]}" --loader_delay_ms=0 --out="$out/fast" >"$out/fast.log" 2>&1
+build-gpu/bin/train_mlp "${model[@]}" --loader_delay_ms=5 --out="$out/slow" >"$out/slow.log" 2>&1
+report "$out/fast" "fast loader (0 ms)"
+report "$out/slow" "slow loader (5 ms)"
+grep -h "^→" "$out/fast.log" "$out/slow.log" || true
+
+say "overhead of CUPTI collection (fast loader, steady state)"
+build-gpu/bin/train_mlp "${model[@]}" --device_timeline=false --out="$out/off" >"$out/off.log" 2>&1
+report "$out/off" "no device timeline"
+python3 - "$out" <<'PY'
+import json, sys
+on = json.load(open(sys.argv[1] + "/fast/report.json"))["throughput"]["steady_steps_per_s"]
+off = json.load(open(sys.argv[1] + "/off/report.json"))["throughput"]["steady_steps_per_s"]
+print(f"trainscope with CUPTI: {1e3 / on:.3f} ms/step, without: {1e3 / off:.3f} ms/step: "
+      f"ratio {off / on:.3f}")
+PY
+python3 tools/torch_profiler_overhead.py --steps "$steps" --batch 512 --hidden 4096 \
+  --trace "$out/torch_profiler_trace.json"
+
+say "trainscope analyze on the PyTorch profiler's trace"
+build-gpu/bin/trainscope analyze "$out/torch_profiler_trace.json" | head -20
+build-gpu/bin/trainscope analyze "$out/fast/trace.json" | head -12
