@@ -59,7 +59,9 @@ def main():
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=activities) as prof:
+    # A schedule makes step() emit ProfilerStep#N annotations (iterations).
+    schedule = torch.profiler.schedule(wait=0, warmup=0, active=args.steps + 100)
+    with torch.profiler.profile(activities=activities, schedule=schedule) as prof:
         profiled = run(args.steps, args.batch, args.hidden, device, prof)
     if args.trace:
         prof.export_chrome_trace(args.trace)
