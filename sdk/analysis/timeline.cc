@@ -20,12 +20,12 @@ uint32_t Timeline::FindOrAddTrack(TrackKind kind, int64_t pid, int64_t tid,
   return AddTrack(Track{kind, pid, tid, std::string(name)});
 }
 
-uint32_t Timeline::Intern(std::string_view name) {
-  auto it = name_ids_.find(std::string(name));
-  if (it != name_ids_.end()) return it->second;
+uint32_t NameTable::Intern(std::string_view name) {
+  auto it = ids_.find(std::string(name));
+  if (it != ids_.end()) return it->second;
   const auto id = static_cast<uint32_t>(names_.size());
   names_.emplace_back(name);
-  name_ids_.emplace(names_.back(), id);
+  ids_.emplace(names_.back(), id);
   return id;
 }
 

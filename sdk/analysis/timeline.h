@@ -69,12 +69,25 @@ struct Interval {
   TimestampNs duration_ns() const { return end_ns - start_ns; }
 };
 
+// Interned strings: the same text always gets the same small id.
+class NameTable {
+ public:
+  // The id of `name`, added on first use. Cost: one hash lookup.
+  uint32_t Intern(std::string_view name);
+  const std::string& name(uint32_t id) const { return names_[id]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, uint32_t> ids_;
+};
+
 class Timeline {
  public:
   // Adds a track and returns its index.
   uint32_t AddTrack(Track track);
   // Returns the id of `name`, adding it on first use.
-  uint32_t Intern(std::string_view name);
+  uint32_t Intern(std::string_view name) { return names_.Intern(name); }
   // Appends an interval. Intervals with end < start are clamped to empty.
   void Add(Interval interval);
   // Sorts intervals by start (then by longer first, so parents precede
@@ -85,7 +98,7 @@ class Timeline {
   const std::vector<Interval>& intervals() const { return intervals_; }
   // For analyses that annotate intervals in place (launch attribution).
   std::vector<Interval>& mutable_intervals() { return intervals_; }
-  const std::string& name(uint32_t id) const { return names_[id]; }
+  const std::string& name(uint32_t id) const { return names_.name(id); }
   // The index of the track with this kind, pid and tid, added (named
   // `name`) if there is none. Linear in the number of tracks.
   uint32_t FindOrAddTrack(TrackKind kind, int64_t pid, int64_t tid, std::string_view name);
@@ -94,8 +107,7 @@ class Timeline {
  private:
   std::vector<Track> tracks_;
   std::vector<Interval> intervals_;
-  std::vector<std::string> names_;
-  std::unordered_map<std::string, uint32_t> name_ids_;
+  NameTable names_;
 };
 
 }  // namespace trainscope::analysis

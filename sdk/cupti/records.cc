@@ -215,14 +215,7 @@ void RecordConverter::AddOverhead(const CUpti_ActivityOverhead3& overhead) {
   }
 }
 
-uint32_t RecordConverter::InternName(std::string_view name) {
-  auto it = name_ids_.find(std::string(name));
-  if (it != name_ids_.end()) return it->second;
-  const auto id = static_cast<uint32_t>(names_.size());
-  names_.emplace_back(name);
-  name_ids_.emplace(names_.back(), id);
-  return id;
-}
+uint32_t RecordConverter::InternName(std::string_view name) { return names_.Intern(name); }
 
 uint32_t RecordConverter::ApiName(CUpti_CallbackDomain domain, uint32_t cbid) {
   const uint64_t key = (static_cast<uint64_t>(domain) << 32) | cbid;
@@ -276,7 +269,7 @@ void RecordConverter::AppendTo(analysis::Timeline* timeline) {
     } else {
       track = track_of(false, r.process, r.thread);
     }
-    if (names[r.name] < 0) names[r.name] = timeline->Intern(names_[r.name]);
+    if (names[r.name] < 0) names[r.name] = timeline->Intern(names_.name(r.name));
     analysis::Interval interval;
     interval.start_ns = r.start_ns;
     interval.end_ns = r.end_ns;

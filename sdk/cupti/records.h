@@ -106,7 +106,7 @@ class RecordConverter {
   void AppendTo(analysis::Timeline* timeline);
 
   const std::vector<Record>& records() const { return records_; }
-  const std::string& name(uint32_t id) const { return names_[id]; }
+  const std::string& name(uint32_t id) const { return names_.name(id); }
   const ConverterStats& stats() const { return stats_; }
 
  private:
@@ -123,8 +123,7 @@ class RecordConverter {
 
   CallbackNameFn callback_name_;
   std::vector<Record> records_;
-  std::vector<std::string> names_;
-  std::unordered_map<std::string, uint32_t> name_ids_;
+  analysis::NameTable names_;
   std::unordered_map<uint64_t, uint32_t> api_names_;  // (domain << 32 | cbid) -> name
   ConverterStats stats_;
 };

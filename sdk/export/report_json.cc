@@ -251,6 +251,19 @@ void ReadPairs(FieldReader reader, std::vector<std::pair<std::string, std::strin
   }
 }
 
+// An object of numbers, in file order ({"data_wait": 1.5, ...}).
+void ReadNumbers(FieldReader reader, std::vector<std::pair<std::string, double>>* out) {
+  if (!reader.valid()) return;
+  for (auto field : reader.raw()) {
+    double value = 0;
+    if (field.value.get_double().get(value) != simdjson::SUCCESS) {
+      reader.Fail(field.key, "is not a number");
+      return;
+    }
+    out->emplace_back(std::string(field.key), value);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view source) {
@@ -346,17 +359,7 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   idle.Number("window_s", &r.idle.window_s);
   idle.String("busy_source", &r.idle.busy_source);
   idle.String("top_cause", &r.idle.top_cause);
-  FieldReader causes = idle.Child("by_cause");
-  if (causes.valid()) {
-    for (auto field : causes.raw()) {
-      double seconds = 0;
-      if (field.value.get_double().get(seconds) != simdjson::SUCCESS) {
-        causes.Fail(field.key, "is not a number");
-        break;
-      }
-      r.idle.by_cause.emplace_back(std::string(field.key), seconds);
-    }
-  }
+  ReadNumbers(idle.Child("by_cause"), &r.idle.by_cause);
   if (status.ok() && (r.idle.share < 0 || r.idle.share > 1)) {
     return absl::InvalidArgumentError(
         fmt::format("{}: field 'idle.share' is {}, outside 0..1", source, r.idle.share));
@@ -367,17 +370,7 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   device.Integer("records", &r.device_timeline.records);
   device.Integer("dropped", &r.device_timeline.dropped);
   device.Integer("kernels", &r.device_timeline.kernels);
-  FieldReader by_phase = device.Child("busy_s_by_phase");
-  if (by_phase.valid()) {
-    for (auto field : by_phase.raw()) {
-      double seconds = 0;
-      if (field.value.get_double().get(seconds) != simdjson::SUCCESS) {
-        by_phase.Fail(field.key, "is not a number");
-        break;
-      }
-      r.device_timeline.busy_s_by_phase.emplace_back(std::string(field.key), seconds);
-    }
-  }
+  ReadNumbers(device.Child("busy_s_by_phase"), &r.device_timeline.busy_s_by_phase);
   FieldReader use = doc.Child("utilization");
   use.Number("allocated_device_hours", &r.utilization.allocated_device_hours);
   use.Number("busy_device_hours", &r.utilization.busy_device_hours);
