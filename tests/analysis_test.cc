@@ -361,6 +361,16 @@ TEST(PhaseStatsTest, PerStepTimeIsTheUnionInsideEachStep) {
   EXPECT_EQ(phases[0].phase, "data_wait");
 }
 
+TEST(RunAnalysisTest, AProfilingWindowLimitsTheIdleAnalysisToItsSteps) {
+  Report report;
+  RunClock clock;
+  clock.finish_ns = 30 * kMs;
+  clock.window_first_step = 1;  // only step 1 was profiled
+  AnalyzeRun(TwoStepTimeline(), clock, 0, &report);
+  EXPECT_DOUBLE_EQ(report.idle.window_s, 0.010);  // step 1: [12, 22)
+  EXPECT_DOUBLE_EQ(report.idle.idle_s, 0.005);    // data_wait 4 + host 1
+}
+
 TEST(RunAnalysisTest, InputBoundRunRecommendsTheLoader) {
   Report report;
   RunClock clock;

@@ -363,8 +363,11 @@ TEST(AnalyzeCliTest, DirectoryOfRanksIsAnalysedInParallelWithASummary) {
   const HtaBreakdown alone = Analyze(SharedTrace("sampled_rank-1.json.gz"));
   EXPECT_DOUBLE_EQ(double(ranks.at(1)["hta"]["temporal_breakdown_us"]["idle_time(us)"]),
                    alone.temporal.idle_us);
+  // A trainscope output folder's report.json is not taken for a trace.
+  testing::WriteAll(dir.File("report.json"), "{\"schema_version\": 1}");
   const testing::ProcessResult text =
       testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.path()});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("across 2 ranks"), std::string::npos) << text.out;
 }
 

@@ -77,6 +77,20 @@ TEST(ReportJsonTest, MissingQueueDelayIsNull) {
   EXPECT_FALSE(out->timing.queue_delay_s.has_value());
 }
 
+TEST(ReportJsonTest, ReportsWrittenBeforeTheDeviceSectionsStillRead) {
+  // Schema 1 reports from before device_timeline and utilization existed.
+  std::string json = exporter::ReportToJson(SampleReport());
+  const size_t start = json.find("  \"device_timeline\"");
+  const size_t end = json.find("  \"events\"");
+  ASSERT_LT(start, end);
+  json.erase(start, end - start);
+  ASSERT_EQ(json.find("utilization"), std::string::npos) << json;
+  const auto out = exporter::ParseReportJson(json, "old.json");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->device_timeline.status, "");
+  EXPECT_EQ(out->timing.steps, 1000);
+}
+
 TEST(ReportJsonTest, MalformedJsonNamesTheSource) {
   const auto out = exporter::ParseReportJson("{\"schema_version\": 1,", "runs/a/report.json");
   ASSERT_FALSE(out.ok());

@@ -117,7 +117,7 @@ struct Report {
   // Allocation vs activity vs useful work, side by side.
   struct Utilization {
     double allocated_device_hours = 0;  // = resource_hours
-    double busy_device_hours = 0;       // busy time in the step window, per device
+    double busy_device_hours = 0;       // busy time in the step window (union of all devices)
     double samples_per_busy_device_s = 0;
   } utilization;
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "sdk/analysis/interval_set.h"
 

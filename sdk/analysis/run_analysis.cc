@@ -43,6 +43,23 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
 
   report->phases = AnalyzePhases(timeline, steps);
 
+  if (clock.window_first_step >= 0 || clock.window_end_step >= 0) {
+    // Only the profiled steps: outside them there are no device records.
+    TimestampNs first = -1;
+    TimestampNs last = -1;
+    for (const StepSpan& step : steps.steps) {
+      if ((clock.window_first_step >= 0 && step.index < clock.window_first_step) ||
+          (clock.window_end_step >= 0 && step.index >= clock.window_end_step)) {
+        continue;
+      }
+      if (first < 0) first = step.start_ns;
+      last = step.end_ns;
+    }
+    if (first >= 0) {
+      window_start = first;
+      window_end = last;
+    }
+  }
   const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, window_start, window_end);
   report->idle.share = idle.share;
   report->idle.idle_s = idle.idle_ns / 1e9;
@@ -87,6 +104,18 @@ std::string Recommend(const Report& report) {
   if (cause == "checkpoint") advice = "checkpoint asynchronously or less often";
   if (cause == "eval") advice = "evaluate less often or on other resources";
   if (cause == "other") advice = "look at the custom ranges that run while compute idles";
+  if (cause == "copy_call") {
+    advice = "the host blocks in cudaMemcpyAsync/cudaMemsetAsync (pageable memory, or a hidden "
+             "device-to-host sync): pin the host buffer or move the read off the step";
+  }
+  if (cause == "launch") {
+    advice = "launch-bound: fuse small kernels, capture the step in a CUDA graph, or raise the "
+             "batch size";
+  }
+  if (cause == "cuda_api") {
+    advice = "CUDA calls in the loop (allocation, event polling): warm the caching allocator and "
+             "keep cudaMalloc/cudaFree out of the step";
+  }
   if (cause == kCauseHost) {
     advice = "host work no phase covers (launch overhead or unmarked code): mark it with "
              "TRAINSCOPE_RANGE";

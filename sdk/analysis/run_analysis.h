@@ -16,6 +16,10 @@ struct RunClock {
   TimestampNs finish_ns = 0;          // Session::Finish()
   double process_start_unix_s = 0;
   std::optional<double> submit_unix_s;  // job submission, if known
+  // The idle analysis covers steps [window_first_step, window_end_step)
+  // (-1: unbounded): the steps the device was profiled in.
+  int64_t window_first_step = -1;
+  int64_t window_end_step = -1;
 };
 
 // Fills report->timing, throughput, resource_hours (from

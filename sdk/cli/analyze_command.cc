@@ -52,7 +52,11 @@ int AnalyzeDirectory(const std::string& dir, const std::string& format) {
   std::vector<std::string> files;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file() && IsTraceFile(entry.path())) files.push_back(entry.path().string());
+    // A trainscope output folder also holds report.json: not a trace.
+    if (entry.is_regular_file() && IsTraceFile(entry.path()) &&
+        entry.path().filename() != "report.json") {
+      files.push_back(entry.path().string());
+    }
   }
   if (ec) {
     std::fprintf(stderr, "trainscope analyze: %s: %s\n", dir.c_str(), ec.message().c_str());
@@ -87,8 +91,8 @@ int AnalyzeDirectory(const std::string& dir, const std::string& format) {
     }
     ranks.push_back(std::move(*results[i]));
   }
-  std::sort(ranks.begin(), ranks.end(),
-            [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  std::stable_sort(ranks.begin(), ranks.end(),
+                   [](const auto& a, const auto& b) { return a.rank < b.rank; });
   const std::string text =
       format == "json" ? exporter::RanksToJson(ranks) : exporter::RanksToText(ranks);
   std::fputs(text.c_str(), stdout);

@@ -398,6 +398,10 @@ absl::StatusOr<Report> Session::Finish() {
   clock.finish_ns = finish_ns;
   clock.process_start_unix_s = s.process_start.unix_s;
   clock.submit_unix_s = s.submit_unix_s;
+  if (s.device_status == "collected") {
+    clock.window_first_step = s.options.profile_start_step;
+    clock.window_end_step = s.options.profile_stop_step;
+  }
   analysis::Timeline timeline = s.BuildTimeline();
   Report::DeviceTimeline& device = s.report.device_timeline;
   device.status = s.device_status;
@@ -412,10 +416,13 @@ absl::StatusOr<Report> Session::Finish() {
     device.records = stats.records;
     device.dropped = stats.dropped;
     device.kernels = stats.kernels;
-    if (trace_ok(s)) s.trace_status.Update(s.trace->AppendDeviceIntervals(timeline));
     s.collector.reset();
   }
+  // Tag device work with its launching phase and step before it is written.
   const analysis::LaunchAttribution launches = analysis::AttributeLaunches(&timeline);
+  if (device.kernels > 0 && trace_ok(s)) {
+    s.trace_status.Update(s.trace->AppendDeviceIntervals(timeline));
+  }
   for (const auto& [phase, ns] : launches.busy_by_phase) {
     device.busy_s_by_phase.emplace_back(phase, ns / 1e9);
   }

@@ -138,7 +138,8 @@ std::string AnalysisToText(const AnalyzedTrace& t) {
                          "JSON in {:.3f} s)",
                          t.path, t.rank, t.kernels, t.memcpys, t.memsets, t.steps,
                          t.read.bytes / 1e6, t.parse_s));
-  Line(&out, fmt::format("GPU idle: {:.1f}% of {:.1f} ms ({}), {} gaps, largest {:.3f} ms",
+  Line(&out, fmt::format("{} idle: {:.1f}% of {:.1f} ms ({}), {} gaps, largest {:.3f} ms",
+                         idle.busy_source == "device_activity" ? "GPU" : "compute",
                          100 * idle.share, Ms(idle.window_ns), idle.busy_source, idle.gaps,
                          Ms(idle.largest_gap_ns)));
   for (const auto& [cause, ns] : idle.by_cause) {

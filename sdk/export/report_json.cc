@@ -151,6 +151,17 @@ class FieldReader {
   FieldReader(object obj, std::string path, std::string_view source, absl::Status* status)
       : obj_(obj), path_(std::move(path)), source_(source), status_(status) {}
 
+  // A section added after schema 1 was first released: absent is fine.
+  FieldReader OptionalChild(std::string_view key) {
+    if (!valid_ || IsNull(key) || !Has(key)) {
+      return FieldReader(object(), Path(key), source_, status_, /*valid=*/false);
+    }
+    return Child(key);
+  }
+  bool Has(std::string_view key) {
+    element e;
+    return valid_ && obj_[key].get(e) == simdjson::SUCCESS;
+  }
   FieldReader Child(std::string_view key) {
     object child;
     if (Get(key, "an object", [&](element e) { return e.get_object().get(child); })) {
@@ -365,13 +376,13 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
         fmt::format("{}: field 'idle.share' is {}, outside 0..1", source, r.idle.share));
   }
 
-  FieldReader device = doc.Child("device_timeline");
+  FieldReader device = doc.OptionalChild("device_timeline");
   device.String("status", &r.device_timeline.status);
   device.Integer("records", &r.device_timeline.records);
   device.Integer("dropped", &r.device_timeline.dropped);
   device.Integer("kernels", &r.device_timeline.kernels);
   ReadNumbers(device.Child("busy_s_by_phase"), &r.device_timeline.busy_s_by_phase);
-  FieldReader use = doc.Child("utilization");
+  FieldReader use = doc.OptionalChild("utilization");
   use.Number("allocated_device_hours", &r.utilization.allocated_device_hours);
   use.Number("busy_device_hours", &r.utilization.busy_device_hours);
   use.Number("samples_per_busy_device_s", &r.utilization.samples_per_busy_device_s);
