@@ -55,9 +55,12 @@
 //   --analyze_bench_python=PATH   the Python with HTA (default python3, or
 //                                 $TRAINSCOPE_HTA_PYTHON)
 //   --analyze_bench_no_hta        skip every HTA run
-//   --analyze_bench_no_hta_big    skip HTA on the big trace (~20 s)
+//   --analyze_bench_no_hta_big    skip HTA on the big trace (~30 s)
 //   --analyze_bench_keep_tmp      keep the temp dir (its path is printed)
 //   --analyze_bench_no_pin        do not pin to one CPU
+// (--analyze_bench_exec_child is internal: the small middle process through
+// which children are started, so that their ru_maxrss is their own; see
+// RunChild.)
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -1431,12 +1434,13 @@ void SetupTraces() {
   }
 }
 
-std::string SelfDir() {
+// This program's path, and its directory (where build/bin/trainscope is).
+std::string SelfExe(const char* argv0) {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
+  if (n <= 0) return argv0;
   buf[n] = '\0';
-  return fs::path(buf).parent_path().string();
+  return buf;
 }
 
 bool ParseFlag(const char* arg, const char* name, std::string* value) {
@@ -1548,10 +1552,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   E().tmp = templ;
-  E().self = SelfDir() + "/" + fs::path(argv[0]).filename().string();
+  E().self = SelfExe(argv[0]);
   E().cpu_model = CpuModel();
   Pin();
-  const std::string cli = SelfDir() + "/trainscope";
+  const std::string cli = fs::path(E().self).parent_path().string() + "/trainscope";
   if (access(cli.c_str(), X_OK) == 0) E().cli = cli;
   E().hta_script = E().tmp + "/hta_driver.py";
   std::ofstream(E().hta_script) << kHtaScript;

@@ -69,8 +69,10 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
   for (const auto& [cause, ns] : idle.by_cause) report->idle.by_cause.emplace_back(cause, ns / 1e9);
   report->idle.top_cause = idle.by_cause.empty() ? "" : idle.by_cause.front().first;
 
-  int64_t samples = 0;
-  for (const StepSpan& step : steps.steps) samples += step.samples;
+  int64_t samples = 0;  // of the steps inside the analysed window
+  for (const StepSpan& step : steps.steps) {
+    if (step.start_ns >= window_start && step.end_ns <= window_end) samples += step.samples;
+  }
   Report::Utilization& use = report->utilization;
   use.allocated_device_hours = report->resource_hours;
   use.busy_device_hours = idle.busy_ns / 1e9 / 3600.0;
