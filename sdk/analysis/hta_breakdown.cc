@@ -46,8 +46,10 @@ struct UnionResult {
 UnionResult Union(std::vector<std::pair<TimestampNs, TimestampNs>> spans) {
   UnionResult result;
   if (spans.empty()) return result;
-  std::stable_sort(spans.begin(), spans.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto by_start = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!std::is_sorted(spans.begin(), spans.end(), by_start)) {  // a sorted Timeline's are
+    std::stable_sort(spans.begin(), spans.end(), by_start);
+  }
   result.empty = false;
   TimestampNs group_start = spans[0].first;
   TimestampNs group_end = spans[0].second;
@@ -194,9 +196,12 @@ HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& 
   const auto delay_ns = consecutive_kernel_delay_us * 1000.0;
   for (int64_t stream : streams) {
     std::vector<const KeptRow*>& rows = by_stream[stream];
-    std::stable_sort(rows.begin(), rows.end(), [](const KeptRow* a, const KeptRow* b) {
+    auto by_start = [](const KeptRow* a, const KeptRow* b) {
       return a->row.start_ns < b->row.start_ns;
-    });
+    };
+    if (!std::is_sorted(rows.begin(), rows.end(), by_start)) {
+      std::stable_sort(rows.begin(), rows.end(), by_start);
+    }
     std::array<double, 3> sums = {0, 0, 0};  // host_wait, kernel_wait, other (ns)
     std::array<bool, 3> seen = {false, false, true};  // the first kernel counts as "other"
     for (size_t i = 1; i < rows.size(); ++i) {
