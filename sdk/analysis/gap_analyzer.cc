@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <array>
 #include <limits>
-#include <map>
+#include <utility>
 #include <tuple>
+#include <vector>
 
 #include "sdk/analysis/interval_set.h"
 
@@ -56,84 +57,136 @@ const std::array<std::pair<const char*, TimestampNs>, 7> kBuckets = {{
     {">=1s", std::numeric_limits<TimestampNs>::max()},
 }};
 
-}  // namespace
 
-bool GapAnalyzer::IsBlockingCall(const std::string& name) {
-  if (name.find("Synchronize") != std::string::npos) return true;
-  const bool copy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0 ||
-                    name.rfind("cudaMemset", 0) == 0 || name.rfind("cuMemset", 0) == 0;
-  return copy && name.find("Async") == std::string::npos;
+// One device track's busy time inside the window, as a running union that
+// holds only the current merged span: a sorted timeline gives each track's
+// spans in start order, so nothing is stored. A span out of that order
+// marks the track for a recount from the timeline (TrackBusyNs).
+class TrackUnion {
+ public:
+  TrackUnion(TimestampNs window_start, TimestampNs window_end)
+      : window_start_(window_start), window_end_(window_end) {}
+  void Add(TimestampNs start, TimestampNs end) {
+    ++count_;
+    if (end <= start) return;
+    if (open_ && start < last_start_) out_of_order_ = true;
+    last_start_ = start;
+    if (open_ && start <= merged_.second) {
+      merged_.second = std::max(merged_.second, end);
+      return;
+    }
+    Close();
+    merged_ = {start, end};
+    open_ = true;
+  }
+  // The busy time within the window. Call once, after the last Add.
+  TimestampNs Finish() {
+    Close();
+    return total_;
+  }
+  int64_t count() const { return count_; }
+  bool out_of_order() const { return out_of_order_; }
+
+ private:
+  void Close() {
+    if (!open_) return;
+    const TimestampNs start = std::max(window_start_, merged_.first);
+    const TimestampNs end = std::min(window_end_, merged_.second);
+    if (end > start) total_ += end - start;
+    open_ = false;
+  }
+  TimestampNs window_start_;
+  TimestampNs window_end_;
+  IntervalSet::Span merged_{0, 0};
+  TimestampNs last_start_ = 0;
+  TimestampNs total_ = 0;
+  int64_t count_ = 0;
+  bool open_ = false;
+  bool out_of_order_ = false;
+};
+
+// The busy time of one device track within `window`, its spans in any order.
+TimestampNs TrackBusyNs(const Timeline& timeline, uint32_t track, const IntervalSet& window) {
+  Spans spans;
+  for (const Interval& i : timeline.intervals()) {
+    if (i.track == track && IsDeviceKind(i.kind)) spans.emplace_back(i.start_ns, i.end_ns);
+  }
+  return IntervalSet::FromUnsorted(std::move(spans)).Intersect(window).Length();
 }
 
-IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_start,
-                                   TimestampNs window_end) {
-  const bool has_device =
-      std::any_of(timeline.intervals().begin(), timeline.intervals().end(),
-                  [](const Interval& i) { return IsDeviceKind(i.kind); });
-  Spans busy_spans;
-  Spans step_spans;
-  std::array<Spans, kCauseCount> cause_spans;
-  std::map<uint32_t, Spans> stream_spans;
+// What Analyze reads from the timeline, gathered in one pass. The builders
+// merge as spans arrive, so a sorted timeline is never copied nor sorted.
+struct Extracted {
+  bool has_device = false;
+  IntervalSet::Builder busy;
+  IntervalSet::Builder in_steps;
+  std::array<IntervalSet::Builder, kCauseCount> causes;
+  std::vector<TrackUnion> tracks;  // by track index
   std::vector<std::pair<IntervalSet::Span, int64_t>> steps;
+};
+
+Extracted Extract(const Timeline& timeline, TimestampNs window_start, TimestampNs window_end) {
+  Extracted out;
+  out.has_device = std::any_of(timeline.intervals().begin(), timeline.intervals().end(),
+                               [](const Interval& i) { return IsDeviceKind(i.kind); });
+  out.tracks.assign(timeline.tracks().size(), TrackUnion(window_start, window_end));
+  std::vector<int8_t> call_cause;  // CallCause by name id, -1 until known
   for (const Interval& i : timeline.intervals()) {
     const IntervalSet::Span span(i.start_ns, i.end_ns);
     if (i.kind == IntervalKind::kStep) {
-      step_spans.push_back(span);
-      steps.emplace_back(span, i.step);
+      out.in_steps.Add(span);
+      out.steps.emplace_back(span, i.step);
     } else if (IsDeviceKind(i.kind)) {
-      if (has_device) busy_spans.push_back(span);
-      stream_spans[i.track].push_back(span);
+      if (out.has_device) out.busy.Add(span);
+      out.tracks[i.track].Add(i.start_ns, i.end_ns);
     } else if (i.kind == IntervalKind::kSyncCall) {
-      cause_spans[kSync].push_back(span);
+      out.causes[kSync].Add(span);
     } else if (i.kind == IntervalKind::kRuntimeCall) {
-      cause_spans[CallCause(timeline.name(i.name))].push_back(span);
+      // Matching the name on every call would cost half the pass; a trace
+      // has only a few distinct call names.
+      if (i.name >= call_cause.size()) call_cause.resize(i.name + 1, -1);
+      if (call_cause[i.name] < 0) {
+        call_cause[i.name] = static_cast<int8_t>(CallCause(timeline.name(i.name)));
+      }
+      out.causes[call_cause[i.name]].Add(span);
     } else if (IsHostRange(i.kind)) {
       if (IsComputePhase(i.phase)) {
-        if (!has_device) busy_spans.push_back(span);
+        if (!out.has_device) out.busy.Add(span);
       } else {
-        cause_spans[PhaseCause(i.phase)].push_back(span);
+        out.causes[PhaseCause(i.phase)].Add(span);
       }
     }
   }
+  return out;
+}
 
-  const IntervalSet window = IntervalSet::Range(window_start, window_end);
-  const IntervalSet busy = IntervalSet::FromUnsorted(std::move(busy_spans)).Intersect(window);
-  const IntervalSet idle = window.Subtract(busy);
-  const IntervalSet in_steps = IntervalSet::FromUnsorted(std::move(step_spans));
-
-  IdleBreakdown result;
-  result.busy_source = has_device ? "device_activity" : "cpu_compute_phases";
-  result.window_ns = window.Length();
-  result.busy_ns = busy.Length();
-  result.idle_ns = idle.Length();
-  result.share = result.window_ns > 0 ? static_cast<double>(result.idle_ns) / result.window_ns : 0;
-  result.gaps = static_cast<int64_t>(idle.spans().size());
-
-  // Blame: each cause takes what is left of the idle time while it is active.
+// Blame: each cause takes what is left of the idle time while it is active.
+std::array<IntervalSet, kCauseCount> Blame(const IntervalSet& idle, const IntervalSet& in_steps,
+                                           std::array<IntervalSet::Builder, kCauseCount>& causes) {
   std::array<IntervalSet, kCauseCount> blamed;
   IntervalSet remaining = idle;
   for (int c = 0; c < kHost; ++c) {
-    if (cause_spans[c].empty()) continue;
-    const IntervalSet active = IntervalSet::FromUnsorted(std::move(cause_spans[c]));
+    if (causes[c].count() == 0) continue;
+    const IntervalSet active = std::move(causes[c]).Build();
     blamed[c] = remaining.Intersect(active);
     remaining = remaining.Subtract(active);
   }
   blamed[kHost] = remaining.Intersect(in_steps);
   blamed[kOutside] = remaining.Subtract(in_steps);
-  for (int c = 0; c < kCauseCount; ++c) {
-    const TimestampNs ns = blamed[c].Length();
-    if (ns > 0) result.by_cause.emplace_back(kCauseNames[c], ns);
-  }
-  std::stable_sort(result.by_cause.begin(), result.by_cause.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  return blamed;
+}
 
-  // Gap lengths: histogram and the longest ones with their step and cause.
-  for (const auto& [label, upper] : kBuckets) result.histogram.push_back({label, upper, 0, 0});
+// Gap lengths: histogram and the longest ones with their step and cause;
+// idle time per step.
+void DescribeGaps(const IntervalSet& idle, const std::array<IntervalSet, kCauseCount>& blamed,
+                  std::vector<std::pair<IntervalSet::Span, int64_t>> steps,
+                  IdleBreakdown* result) {
+  for (const auto& [label, upper] : kBuckets) result->histogram.push_back({label, upper, 0, 0});
   std::vector<IntervalSet::Span> gaps = idle.spans();
   for (const auto& gap : gaps) {
     const TimestampNs length = gap.second - gap.first;
-    result.largest_gap_ns = std::max(result.largest_gap_ns, length);
-    for (GapBucket& bucket : result.histogram) {
+    result->largest_gap_ns = std::max(result->largest_gap_ns, length);
+    for (GapBucket& bucket : result->histogram) {
       if (length < bucket.upper_ns) {
         ++bucket.count;
         bucket.total_ns += length;
@@ -166,25 +219,68 @@ IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_
         gap.cause = kCauseNames[c];
       }
     }
-    result.largest_gaps.push_back(gap);
+    result->largest_gaps.push_back(gap);
   }
-
   for (const auto& [span, index] : steps) {
-    result.idle_per_step.emplace_back(index, idle.LengthWithin(span.first, span.second));
+    result->idle_per_step.emplace_back(index, idle.LengthWithin(span.first, span.second));
   }
-  for (auto& [track, spans] : stream_spans) {
+}
+
+// Per device track, by (device, stream).
+void DescribeStreams(const Timeline& timeline, const IntervalSet& window,
+                     std::vector<TrackUnion>& tracks, IdleBreakdown* result) {
+  for (uint32_t track = 0; track < tracks.size(); ++track) {
+    if (tracks[track].count() == 0) continue;
     StreamActivity activity;
     activity.device = timeline.tracks()[track].pid;
     activity.stream = timeline.tracks()[track].tid;
-    activity.intervals = static_cast<int64_t>(spans.size());
-    activity.busy_ns = IntervalSet::FromUnsorted(std::move(spans)).Intersect(window).Length();
+    activity.intervals = tracks[track].count();
+    activity.busy_ns = tracks[track].out_of_order() ? TrackBusyNs(timeline, track, window)
+                                                    : tracks[track].Finish();
     activity.busy_share =
-        result.window_ns > 0 ? static_cast<double>(activity.busy_ns) / result.window_ns : 0;
-    result.streams.push_back(activity);
+        result->window_ns > 0 ? static_cast<double>(activity.busy_ns) / result->window_ns : 0;
+    result->streams.push_back(activity);
   }
-  std::sort(result.streams.begin(), result.streams.end(), [](const auto& a, const auto& b) {
+  std::sort(result->streams.begin(), result->streams.end(), [](const auto& a, const auto& b) {
     return std::tie(a.device, a.stream) < std::tie(b.device, b.stream);
   });
+}
+
+}  // namespace
+
+bool GapAnalyzer::IsBlockingCall(const std::string& name) {
+  if (name.find("Synchronize") != std::string::npos) return true;
+  const bool copy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0 ||
+                    name.rfind("cudaMemset", 0) == 0 || name.rfind("cuMemset", 0) == 0;
+  return copy && name.find("Async") == std::string::npos;
+}
+
+IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_start,
+                                   TimestampNs window_end) {
+  Extracted extracted = Extract(timeline, window_start, window_end);
+  const IntervalSet window = IntervalSet::Range(window_start, window_end);
+  const IntervalSet busy = std::move(extracted.busy).Build().Intersect(window);
+  const IntervalSet idle = window.Subtract(busy);
+  const IntervalSet in_steps = std::move(extracted.in_steps).Build();
+
+  IdleBreakdown result;
+  result.busy_source = extracted.has_device ? "device_activity" : "cpu_compute_phases";
+  result.window_ns = window.Length();
+  result.busy_ns = busy.Length();
+  result.idle_ns = idle.Length();
+  result.share = result.window_ns > 0 ? static_cast<double>(result.idle_ns) / result.window_ns : 0;
+  result.gaps = static_cast<int64_t>(idle.spans().size());
+
+  const std::array<IntervalSet, kCauseCount> blamed = Blame(idle, in_steps, extracted.causes);
+  for (int c = 0; c < kCauseCount; ++c) {
+    const TimestampNs ns = blamed[c].Length();
+    if (ns > 0) result.by_cause.emplace_back(kCauseNames[c], ns);
+  }
+  std::stable_sort(result.by_cause.begin(), result.by_cause.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+
+  DescribeGaps(idle, blamed, std::move(extracted.steps), &result);
+  DescribeStreams(timeline, window, extracted.tracks, &result);
   return result;
 }
 

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 namespace trainscope::analysis {
 namespace {
@@ -98,8 +102,12 @@ KernelClass ClassifyKernel(std::string_view name) {
   return KernelClass::kComputation;
 }
 
-HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& facts,
-                                 double consecutive_kernel_delay_us) {
+namespace {
+
+// The general path, for a timeline out of start order: HTA's steps as HTA
+// takes them (build the table, stable-sort it by start, sweep).
+HtaBreakdown ComputeWithSorts(const Timeline& timeline, const HtaTraceFacts& facts,
+                              double consecutive_kernel_delay_us) {
   auto start_of = [&](TimestampNs ns) { return facts.round_to_us ? CeilMicros(ns) : ns; };
   auto end_of = [&](TimestampNs ns) { return facts.round_to_us ? FloorMicros(ns) : ns; };
 
@@ -226,6 +234,270 @@ HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& 
     }
   }
   return result;
+}
+
+// ---- The one-pass path, for a timeline in start order (as ImportTrace
+// leaves it). Rounding starts up to whole microseconds keeps that order, so
+// HTA's stable sorts by start would leave its table as it is: every row can
+// be folded in as it is read (running unions, per-stream sums) and nothing
+// is stored or sorted. Results are bit for bit those of ComputeWithSorts:
+// the same additions in the same order.
+
+// One look at every interval: whether starts never decrease, and the launch
+// calls' count and largest correlation id (to size LaunchTable).
+struct CallScan {
+  bool sorted = true;
+  int64_t calls = 0;
+  int64_t max_id = -1;
+};
+CallScan ScanCalls(const Timeline& timeline) {
+  CallScan scan;
+  TimestampNs previous = std::numeric_limits<TimestampNs>::min();
+  for (const Interval& i : timeline.intervals()) {
+    scan.sorted &= i.start_ns >= previous;
+    previous = i.start_ns;
+    if (i.kind == IntervalKind::kRuntimeCall && i.value >= 0) {
+      ++scan.calls;
+      scan.max_id = std::max(scan.max_id, i.value);
+    }
+  }
+  return scan;
+}
+
+// The kept launch calls by correlation id: how many, and the start of the
+// last one in trace order. CUPTI's ids are dense, so a table indexed by id
+// when that costs little memory, else a hash map reserved up front.
+class LaunchTable {
+ public:
+  struct Launch {
+    int64_t kept = 0;
+    TimestampNs last_ns = 0;
+  };
+  explicit LaunchTable(const CallScan& scan)
+      : dense_(scan.max_id < 4 * scan.calls + 4096) {
+    if (dense_) {
+      table_.resize(static_cast<size_t>(scan.max_id + 1));
+    } else {
+      map_.reserve(static_cast<size_t>(scan.calls));
+    }
+  }
+  void Add(int64_t id, TimestampNs start) {  // id >= 0
+    Launch& launch = dense_ ? table_[static_cast<size_t>(id)] : map_[id];
+    ++launch.kept;
+    launch.last_ns = start;
+  }
+  // The launch with this id if a kept call has it, else null.
+  const Launch* Find(int64_t id) const {
+    if (id < 0) return nullptr;
+    if (dense_) {
+      if (static_cast<size_t>(id) >= table_.size()) return nullptr;
+      const Launch& launch = table_[static_cast<size_t>(id)];
+      return launch.kept > 0 ? &launch : nullptr;
+    }
+    auto it = map_.find(id);
+    return it == map_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  bool dense_;
+  std::vector<Launch> table_;
+  std::unordered_map<int64_t, Launch> map_;
+};
+
+// Per name id, computed once: a trace has few distinct kernel names, and
+// ClassifyKernel's string rules on every row cost a quarter of the time.
+class NameFacts {
+ public:
+  explicit NameFacts(const Timeline& timeline) : timeline_(timeline) {}
+  bool IsComputation(uint32_t id) { return Get(id) & kComputation; }
+  bool IsSyncName(uint32_t id) { return Get(id) & kSyncName; }  // "Event/Context Sync"
+
+ private:
+  static constexpr uint8_t kKnown = 1, kComputation = 2, kSyncName = 4;
+  uint8_t Get(uint32_t id) {
+    if (id >= bits_.size()) bits_.resize(id + 1, 0);
+    if (bits_[id] == 0) {
+      const std::string& name = timeline_.name(id);
+      bits_[id] = kKnown;
+      if (ClassifyKernel(name) == KernelClass::kComputation) bits_[id] |= kComputation;
+      if (name == "Event Sync" || name == "Context Sync") bits_[id] |= kSyncName;
+    }
+    return bits_[id];
+  }
+  const Timeline& timeline_;
+  std::vector<uint8_t> bits_;
+};
+
+// Union() fed one span at a time, in start order.
+class RunningUnion {
+ public:
+  void Add(TimestampNs start, TimestampNs end) {
+    if (empty_) {
+      empty_ = false;
+      first_start_ = group_start_ = start;
+      group_end_ = running_max_ = end;
+      return;
+    }
+    if (start > running_max_) {
+      covered_ += group_end_ - group_start_;
+      group_start_ = start;
+      group_end_ = end;
+    } else {
+      group_start_ = std::min(group_start_, start);
+      group_end_ = std::max(group_end_, end);
+    }
+    running_max_ = std::max(running_max_, end);
+  }
+  UnionResult Result() const {
+    UnionResult result;
+    if (empty_) return result;
+    return {first_start_, group_end_, covered_ + group_end_ - group_start_, false};
+  }
+
+ private:
+  bool empty_ = true;
+  TimestampNs first_start_ = 0, group_start_ = 0, group_end_ = 0, running_max_ = 0;
+  TimestampNs covered_ = 0;
+};
+
+// One stream's idle-time sweep (see ComputeWithSorts), a row at a time.
+struct StreamSweep {
+  int64_t stream = 0;
+  bool any = false;
+  TimestampNs previous_end = 0;  // of the previous row, not a running max
+  std::array<double, 3> sums = {0, 0, 0};           // host_wait, kernel_wait, other
+  std::array<bool, 3> seen = {false, false, true};  // the first kernel counts as "other"
+  void Add(TimestampNs start, TimestampNs end, std::optional<TimestampNs> launch_ns,
+           double delay_ns) {
+    if (any) {
+      const TimestampNs gap = start - previous_end;
+      int category = 2;
+      if (launch_ns && *launch_ns > previous_end) {
+        category = 0;
+      } else if (static_cast<double>(gap) < delay_ns) {
+        category = 1;
+      }
+      sums[category] += static_cast<double>(gap);
+      seen[category] = true;
+    }
+    any = true;
+    previous_end = end;
+  }
+};
+
+// The state of the one pass: every kept row goes through Emit.
+class OnePass {
+ public:
+  OnePass(const Timeline& timeline, double delay_ns)
+      : timeline_(timeline), delay_ns_(delay_ns), names_(timeline),
+        stream_of_track_(timeline.tracks().size(), -1) {}
+  NameFacts& names() { return names_; }
+  void Emit(const Interval& i, TimestampNs start, TimestampNs end,
+            std::optional<TimestampNs> launch_ns) {
+    ++rows_;
+    const int64_t stream = timeline_.tracks()[i.track].tid;
+    if (stream == -1) return;
+    all_.Add(start, end);
+    if (names_.IsComputation(i.name)) compute_.Add(start, end);
+    if (IsDeviceKind(i.kind)) SweepOf(i.track, stream).Add(start, end, launch_ns, delay_ns_);
+  }
+  HtaBreakdown Finish() const;
+
+ private:
+  // Tracks with the same stream id (on other devices) share one sweep, as
+  // HTA groups by stream alone; sweeps are in order of first kernel.
+  StreamSweep& SweepOf(uint32_t track, int64_t stream) {
+    int32_t& index = stream_of_track_[track];
+    if (index < 0) {
+      for (size_t k = 0; k < sweeps_.size() && index < 0; ++k) {
+        if (sweeps_[k].stream == stream) index = static_cast<int32_t>(k);
+      }
+      if (index < 0) {
+        index = static_cast<int32_t>(sweeps_.size());
+        sweeps_.push_back(StreamSweep{stream});
+      }
+    }
+    return sweeps_[static_cast<size_t>(index)];
+  }
+  const Timeline& timeline_;
+  double delay_ns_;
+  NameFacts names_;
+  std::vector<int32_t> stream_of_track_;
+  std::vector<StreamSweep> sweeps_;
+  RunningUnion all_, compute_;
+  int64_t rows_ = 0;
+};
+
+HtaBreakdown OnePass::Finish() const {
+  HtaBreakdown result;
+  result.rows = rows_;
+  const UnionResult busy = all_.Result();
+  if (!busy.empty) {
+    const double kernel_us = (busy.last_end - busy.first_start) / 1000.0;
+    const double idle_us = kernel_us - busy.covered / 1000.0;
+    const double compute_us = compute_.Result().covered / 1000.0;
+    result.temporal = {idle_us, compute_us, kernel_us - compute_us - idle_us, kernel_us};
+  }
+  constexpr std::array<const char*, 3> kNames = {"host_wait", "kernel_wait", "other"};
+  for (const StreamSweep& sweep : sweeps_) {
+    const double total = sweep.sums[0] + sweep.sums[1] + sweep.sums[2];
+    for (int c = 0; c < 3; ++c) {
+      if (!sweep.seen[c]) continue;
+      result.idle_by_stream.push_back({sweep.stream, kNames[c], Round2(sweep.sums[c] / 1000.0),
+                                       total != 0 ? sweep.sums[c] / total : 0});
+    }
+  }
+  return result;
+}
+
+HtaBreakdown ComputeInOnePass(const Timeline& timeline, const HtaTraceFacts& facts,
+                              double consecutive_kernel_delay_us, const CallScan& scan) {
+  auto start_of = [&](TimestampNs ns) { return facts.round_to_us ? CeilMicros(ns) : ns; };
+  auto end_of = [&](TimestampNs ns) { return facts.round_to_us ? FloorMicros(ns) : ns; };
+  const bool cut = facts.profiler_steps >= 2;
+  const TimestampNs last_step = start_of(facts.last_step_start_ns);
+  auto kept_host_row = [&](TimestampNs start) { return !cut || start < last_step; };
+  LaunchTable launches(scan);
+  for (const Interval& i : timeline.intervals()) {
+    if (i.kind != IntervalKind::kRuntimeCall || i.value < 0) continue;
+    const TimestampNs start = start_of(i.start_ns);
+    if (kept_host_row(start)) launches.Add(i.value, start);
+  }
+  const std::optional<TimestampNs> first_event =
+      facts.first_event_ns && kept_host_row(start_of(*facts.first_event_ns))
+          ? std::optional<TimestampNs>(start_of(*facts.first_event_ns))
+          : std::nullopt;
+  OnePass pass(timeline, consecutive_kernel_delay_us * 1000.0);
+  for (const Interval& i : timeline.intervals()) {
+    if (!IsDeviceKind(i.kind) && i.kind != IntervalKind::kSyncCall) continue;
+    const Track& track = timeline.tracks()[i.track];
+    if (track.kind != TrackKind::kDeviceStream) continue;
+    const TimestampNs start = start_of(i.start_ns);
+    const TimestampNs end = end_of(i.end_ns);
+    if (!((track.tid >= 0 && i.value >= 0) || pass.names().IsSyncName(i.name))) {
+      if (kept_host_row(start)) pass.Emit(i, start, end, std::nullopt);  // a host row to HTA
+      continue;
+    }
+    const LaunchTable::Launch* launch = launches.Find(i.value);
+    std::optional<TimestampNs> launch_ns;
+    if (launch) {
+      launch_ns = launch->last_ns;
+    } else if (i.value >= 0) {
+      launch_ns = first_event;  // HTA's fallback: the row of index 0
+    }
+    // HTA's iteration cut: a row survives once per kept launch call.
+    const int64_t copies = cut ? (launch ? launch->kept : 0) : 1;
+    for (int64_t c = 0; c < copies; ++c) pass.Emit(i, start, end, launch_ns);
+  }
+  return pass.Finish();
+}
+}  // namespace
+
+HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& facts,
+                                 double consecutive_kernel_delay_us) {
+  const CallScan scan = ScanCalls(timeline);
+  if (!scan.sorted) return ComputeWithSorts(timeline, facts, consecutive_kernel_delay_us);
+  return ComputeInOnePass(timeline, facts, consecutive_kernel_delay_us, scan);
 }
 
 }  // namespace trainscope::analysis

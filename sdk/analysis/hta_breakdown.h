@@ -78,7 +78,8 @@ struct HtaBreakdown {
 // The default consecutive_kernel_delay of HTA: 30 (trace units, microseconds).
 inline constexpr double kHtaConsecutiveKernelDelayUs = 30;
 
-// Computes both metrics for one rank's timeline. Pure; O(n log n).
+// Computes both metrics for one rank's timeline. Pure; O(n) on a sorted
+// timeline (one pass, nothing sorted), O(n log n) otherwise.
 HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& facts,
                                  double consecutive_kernel_delay_us = kHtaConsecutiveKernelDelayUs);
 

@@ -29,6 +29,32 @@ IntervalSet IntervalSet::FromUnsorted(std::vector<Span> spans) {
   return set;
 }
 
+void IntervalSet::Builder::Add(Span span) {
+  ++count_;
+  if (span.second <= span.first) return;
+  if (!merged_.empty() && span.first < last_start_) {
+    late_.push_back(span);
+    return;
+  }
+  last_start_ = span.first;
+  if (!merged_.empty() && span.first <= merged_.back().second) {
+    merged_.back().second = std::max(merged_.back().second, span.second);
+  } else {
+    merged_.push_back(span);
+  }
+}
+
+IntervalSet IntervalSet::Builder::Build() && {
+  if (late_.empty()) {
+    IntervalSet set;
+    set.spans_ = std::move(merged_);
+    return set;
+  }
+  // Rare (an unsorted timeline): the merged spans are a valid input too.
+  late_.insert(late_.end(), merged_.begin(), merged_.end());
+  return FromUnsorted(std::move(late_));
+}
+
 IntervalSet IntervalSet::Intersect(const IntervalSet& other) const {
   IntervalSet out;
   size_t i = 0;

@@ -5,6 +5,10 @@
 //
 //   IntervalSet busy = IntervalSet::FromUnsorted(spans);
 //   IntervalSet idle = IntervalSet::Range(t0, t1).Subtract(busy);
+//
+//   IntervalSet::Builder builder;  // spans read from a sorted timeline
+//   for (...) builder.Add(span);
+//   IntervalSet busy = std::move(builder).Build();
 #ifndef TRAINSCOPE_SDK_ANALYSIS_INTERVAL_SET_H_
 #define TRAINSCOPE_SDK_ANALYSIS_INTERVAL_SET_H_
 
@@ -23,8 +27,27 @@ class IntervalSet {
   IntervalSet() = default;
   // The set holding [start, end) (empty if end <= start).
   static IntervalSet Range(TimestampNs start, TimestampNs end);
-  // The union of arbitrary spans (any order, may overlap). O(n log n).
+  // The union of arbitrary spans (any order, may overlap). O(n log n);
+  // O(n) when they are already in start order.
   static IntervalSet FromUnsorted(std::vector<Span> spans);
+
+  // The union of spans added one by one, merged as they arrive: when they
+  // come in start order (as from a sorted Timeline) it stores only the
+  // merged result and never sorts. Spans that start before an earlier one
+  // are kept aside and sorted in by Build(), so any order is correct.
+  class Builder {
+   public:
+    void Add(Span span);
+    // Spans added, empty ones included.
+    int64_t count() const { return count_; }
+    IntervalSet Build() &&;
+
+   private:
+    std::vector<Span> merged_;  // as spans_: sorted, disjoint
+    std::vector<Span> late_;    // out-of-order spans, for Build()
+    TimestampNs last_start_ = 0;
+    int64_t count_ = 0;
+  };
 
   // Set operations, each linear in the sizes of both sets.
   IntervalSet Intersect(const IntervalSet& other) const;
