@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "sdk/analysis/hta_breakdown.h"
 #include "fmt/format.h"
@@ -240,6 +241,52 @@ TEST(TraceReaderTest, NotATraceIsRefused) {
       << c.status();
   auto missing = kineto::ImportTrace(dir.File("none.json"));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(TraceReaderTest, EscapedKeysAndArgsBeforeCatAreRead) {
+  TempDir dir;
+  const std::string path = WriteTrace(
+      dir, "t.json",
+      {R"({"p\u0068":"X","cat":"kern\u0065l","name":"k","pid":0,"tid":7,"ts":1,"dur":1,)"
+       R"("args":{"str\u0065am":7,"correlation":1}})",
+       R"({"args":{"stream":9,"correlation":4},"ph":"X","cat":"kernel","name":"k2","pid":0,)"
+       R"("tid":9,"ts":3,"dur":1})"});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->kernels, 2);
+  std::set<int64_t> streams;
+  for (const analysis::Track& t : trace->timeline.tracks()) {
+    if (t.kind == analysis::TrackKind::kDeviceStream) streams.insert(t.tid);
+  }
+  EXPECT_EQ(streams, (std::set<int64_t>{7, 9}));
+}
+
+TEST(TraceReaderTest, StrayBackslashIsAnErrorAtTheEvent) {
+  TempDir dir;
+  const std::string path =
+      WriteTrace(dir, "t.json", {Kernel("a", 0, 1, 7, 1), R"({"ph": "X", "ts": 5\"9, "dur": 1})"});
+  auto trace = kineto::ImportTrace(path);
+  ASSERT_FALSE(trace.ok());
+  const size_t offset = testing::ReadAll(path).find(R"({"ph": "X", "ts": 5\")");
+  // A quote outside a string opens one, so the scanner finds no end: the
+  // error still names the event's first byte.
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(trace.status().message()).find(fmt::format("byte {}: ", offset)),
+            std::string::npos)
+      << trace.status();
+}
+
+TEST(TraceReaderTest, LongFloatTimestampsKeepTheirMicroseconds) {
+  TempDir dir;
+  const std::string path = WriteTrace(
+      dir, "t.json",
+      {R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1682725898082212.000,)"
+       R"("dur":2,"args":{"stream":7,"correlation":1}})"});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_EQ(trace->timeline.size(), 1u);
+  EXPECT_EQ(trace->timeline.intervals()[0].start_ns, int64_t{1682725898082212000});
+  EXPECT_TRUE(trace->hta.round_to_us);  // a float literal: HTA rounds to whole µs
 }
 
 TEST(TraceReaderTest, CorruptGzipIsDataLoss) {

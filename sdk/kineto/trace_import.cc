@@ -30,6 +30,17 @@ class Importer {
  public:
   explicit Importer(ImportedTrace* out) : out_(out) {}
 
+  // Whether Visit needs e's args: for the categories it keeps, steps
+  // (args.samples), and every event up to HTA's first row (NoteHtaFacts tests
+  // its stream and correlation). The rest, most of a trace, skip them.
+  bool WantsArgs(const RawEvent& e) const {
+    if (!first_event_seen_) return true;
+    const std::string_view cat = e.cat;
+    return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "cuda_sync" ||
+           cat == "cuda_runtime" || cat == "cuda_driver" || cat == "trainscope" ||
+           e.name.substr(0, kStepPrefix.size()) == kStepPrefix;
+  }
+
   void Visit(const RawEvent& e) {
     NoteHtaFacts(e);
     if (e.ph != "X" || !e.has_ts) {
@@ -145,7 +156,9 @@ absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path) {
   trace.path = path;
   Importer importer(&trace);
   TraceReader reader;
-  absl::Status status = reader.Read(path, [&](const RawEvent& e) { importer.Visit(e); });
+  absl::Status status = reader.Read(
+      path, [&](const RawEvent& e) { importer.Visit(e); },
+      [&](const RawEvent& e) { return importer.WantsArgs(e); });
   if (!status.ok()) return status;
   trace.rank = reader.rank();
   trace.read = reader.stats();

@@ -5,7 +5,11 @@
 #include <simdjson.h>
 #include <unistd.h>
 #include <zlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -20,46 +24,154 @@ constexpr size_t kInitialBuffer = 4 << 20;
 constexpr size_t kPadding = simdjson::SIMDJSON_PADDING;
 constexpr size_t kIncomplete = static_cast<size_t>(-1);
 constexpr size_t kMaxTopLevelText = 64 << 10;
-
-// Bytes that change the scanner's state outside strings.
-struct StructuralTable {
-  bool is[256] = {};
-  constexpr StructuralTable() {
-    is[static_cast<unsigned char>('"')] = true;
-    is[static_cast<unsigned char>('{')] = true;
-    is[static_cast<unsigned char>('}')] = true;
-    is[static_cast<unsigned char>('[')] = true;
-    is[static_cast<unsigned char>(']')] = true;
-  }
-};
-constexpr StructuralTable kStructural;
+// ScanComposite reads whole 64-byte blocks.
+static_assert(kPadding >= 64);
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-// A number, or -1 for anything else (strings such as Kineto's named tracks).
-int64_t AsInt(simdjson::ondemand::value value) {
-  simdjson::ondemand::json_type type;
-  if (value.type().get(type) != simdjson::SUCCESS ||
-      type != simdjson::ondemand::json_type::number) {
-    return -1;
+// The structural scanner's state between bytes (or 64-byte blocks) of one
+// object or array.
+struct ScanState {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;     // the next byte is escaped (in a string)
+  bool backslash = false;   // the value has a backslash anywhere
+};
+
+// Byte-at-a-time scan of [i, stop): one past the bracket that closes the
+// value, or kIncomplete when it is not in these bytes.
+size_t ScanBytes(const char* data, size_t i, size_t stop, ScanState* s) {
+  for (; i < stop; ++i) {
+    const char c = data[i];
+    // Any backslash, even a stray one outside strings (which simdjson treats
+    // as an escape too): its keys must then be unescaped.
+    if (c == '\\') s->backslash = true;
+    if (s->escaped) {
+      s->escaped = false;
+    } else if (s->in_string) {
+      if (c == '\\') s->escaped = true;
+      s->in_string = c != '"';
+    } else if (c == '"') {
+      s->in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++s->depth;
+    } else if ((c == '}' || c == ']') && --s->depth == 0) {
+      return i + 1;
+    }
   }
-  double number = 0;
-  if (value.get_double().get(number) != simdjson::SUCCESS) return -1;
-  return static_cast<int64_t>(number);
+  return kIncomplete;
 }
 
-// A string's text, or "" for anything else.
-void GetString(simdjson::ondemand::value value, std::string_view* out) {
-  if (value.get_string().get(*out) != simdjson::SUCCESS) *out = {};
+#ifdef __SSE2__
+// Bit k set where p[k] == c, for the 64 bytes at p.
+uint64_t Mask64(const char* p, char c) {
+  const __m128i k = _mm_set1_epi8(c);
+  uint64_t mask = 0;
+  for (int part = 0; part < 4; ++part) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * part));
+    mask |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, k))))
+            << (16 * part);
+  }
+  return mask;
 }
 
-bool AsDouble(simdjson::ondemand::value value, double* out) {
+// Bit k = xor of bits 0..k: with quote bits in, the bits inside strings.
+uint64_t PrefixXor(uint64_t x) {
+  for (int shift = 1; shift < 64; shift *= 2) x ^= x << shift;
+  return x;
+}
+
+// Scans the 64 bytes at data + p (the first `valid` bits count) when they
+// hold no backslash: quotes become a string mask, and only the brackets
+// outside strings are walked.
+size_t ScanBlock(const char* data, size_t p, uint64_t valid, ScanState* s) {
+  const char* block = data + p;
+  const uint64_t strings =
+      PrefixXor(Mask64(block, '"') & valid) ^ (s->in_string ? ~uint64_t{0} : 0);
+  const uint64_t outside = valid & ~strings;
+  const uint64_t open = (Mask64(block, '{') | Mask64(block, '[')) & outside;
+  uint64_t brackets = open | ((Mask64(block, '}') | Mask64(block, ']')) & outside);
+  for (; brackets != 0; brackets &= brackets - 1) {
+    const int bit = __builtin_ctzll(brackets);
+    s->depth += (open >> bit) & 1 ? 1 : -1;
+    if (s->depth == 0) return p + bit + 1;
+  }
+  s->in_string = (strings >> 63) & 1;
+  return kIncomplete;
+}
+
+// One past the object or array starting at i, or kIncomplete. Reads up to
+// 63 bytes past `end` (the buffer's padding); bits there are masked off.
+size_t ScanComposite(const char* data, size_t i, size_t end, ScanState* s) {
+  for (size_t p = i; p < end; p += 64) {
+    const uint64_t valid = end - p >= 64 ? ~uint64_t{0} : (uint64_t{1} << (end - p)) - 1;
+    size_t stop = kIncomplete;
+    // Escapes are rare in traces: a block with one is scanned byte by byte.
+    if (s->escaped || (Mask64(data + p, '\\') & valid) != 0) {
+      stop = ScanBytes(data, p, std::min(end, p + 64), s);
+    } else {
+      stop = ScanBlock(data, p, valid, s);
+    }
+    if (stop != kIncomplete) return stop;
+  }
+  return kIncomplete;
+}
+#else
+size_t ScanComposite(const char* data, size_t i, size_t end, ScanState* s) {
+  return ScanBytes(data, i, end, s);
+}
+#endif
+
+// A member name as text. Without a backslash in the event, the raw name is
+// the name, and reading it in place skips unescaped_key()'s copy.
+simdjson::error_code KeyOf(simdjson::ondemand::field& field, bool escapes,
+                           std::string_view* key) {
+  if (escapes) return field.unescaped_key().get(*key);
+  const char* raw = field.key().raw();
+  size_t length = 0;
+  while (raw[length] != '"') ++length;  // simdjson has checked the quote is there
+  *key = std::string_view(raw, length);
+  return simdjson::SUCCESS;
+}
+
+// A number; integers (most of Kineto's) are parsed once. A failed get_int64()
+// does not consume the value, so floats, integers past 64 bits and the rest
+// then take the old path.
+struct Number {
+  double value = 0;
+  bool is_float = false;  // a floating-point literal ("5.0", "5e3")
+};
+bool GetNumber(simdjson::ondemand::value value, Number* out) {
+  // Not get_number(): in simdjson 3.0.1 it reads some long floats wrong
+  // (1682725898082212.000 as 0) and accepts numbers that run into a stray
+  // byte ("5\"9"), which get_int64() and get_double() refuse.
+  int64_t integer = 0;
+  if (value.get_int64().get(integer) == simdjson::SUCCESS) {
+    out->is_float = false;
+    out->value = static_cast<double>(integer);
+    return true;
+  }
   simdjson::ondemand::json_type type;
   if (value.type().get(type) != simdjson::SUCCESS ||
       type != simdjson::ondemand::json_type::number) {
     return false;
   }
-  return value.get_double().get(*out) == simdjson::SUCCESS;
+  simdjson::ondemand::number_type number_type;
+  out->is_float = value.get_number_type().get(number_type) == simdjson::SUCCESS &&
+                  number_type == simdjson::ondemand::number_type::floating_point_number;
+  return value.get_double().get(out->value) == simdjson::SUCCESS;
+}
+
+// A number, or -1 for anything else (strings such as Kineto's named tracks).
+// Through the double, as before.
+int64_t AsInt(simdjson::ondemand::value value) {
+  Number number;
+  return GetNumber(value, &number) ? static_cast<int64_t>(number.value) : -1;
+}
+
+// A string's text, or "" for anything else.
+void GetString(simdjson::ondemand::value value, std::string_view* out) {
+  if (value.get_string().get(*out) != simdjson::SUCCESS) *out = {};
 }
 
 }  // namespace
@@ -139,8 +251,9 @@ struct TraceReader::Impl {
   }
 
   // Index one past the JSON value starting at i, kIncomplete if it runs past
-  // the bytes read so far. Scalars end at a delimiter.
-  size_t ScanValue(size_t i) const {
+  // the bytes read so far. Scalars end at a delimiter. `escapes`, when given,
+  // says whether an object or array has a backslash in it.
+  size_t ScanValue(size_t i, bool* escapes = nullptr) const {
     const char* data = buf.get();
     const char first = data[i];
     if (first == '"') return SkipString(i + 1);
@@ -148,24 +261,41 @@ struct TraceReader::Impl {
       while (i < end && !IsSpace(data[i]) && data[i] != ',' && data[i] != '}' && data[i] != ']') ++i;
       return i < end ? i : kIncomplete;
     }
-    int depth = 0;
-    while (i < end) {
-      while (i < end && !kStructural.is[static_cast<unsigned char>(data[i])]) ++i;
-      if (i >= end) break;
-      const char c = data[i];
-      if (c == '"') {
-        i = SkipString(i + 1);
-        if (i == kIncomplete) return kIncomplete;
-        continue;
-      }
-      depth += (c == '{' || c == '[') ? 1 : -1;
-      ++i;
-      if (depth == 0) return i;
-    }
-    return kIncomplete;
+    ScanState state;
+    const size_t stop = ScanComposite(data, i, end, &state);
+    if (escapes != nullptr) *escapes = state.backslash;
+    return stop;
   }
 
-  absl::Status ParseEvent(size_t start, size_t stop, const Visitor& visit) {
+  // The args members the analyses use.
+  simdjson::error_code ParseArgs(simdjson::ondemand::value value, bool escapes, RawEvent* event) {
+    simdjson::ondemand::object args;
+    if (value.get_object().get(args) != simdjson::SUCCESS) return simdjson::SUCCESS;
+    for (auto arg_member : args) {
+      simdjson::ondemand::field arg;
+      if (auto error = std::move(arg_member).get(arg)) return error;
+      std::string_view key;
+      if (auto error = KeyOf(arg, escapes, &key)) return error;
+      if (key == "stream") {
+        event->stream = AsInt(arg.value());
+      } else if (key == "correlation") {
+        event->correlation = AsInt(arg.value());
+      } else if (key == "device") {
+        event->device = AsInt(arg.value());
+      } else if (key == "step") {
+        event->step = AsInt(arg.value());
+      } else if (key == "samples") {
+        event->samples = AsInt(arg.value());
+      } else if (key == "phase") {
+        GetString(arg.value(), &event->phase);
+      }
+    }
+    return simdjson::SUCCESS;
+  }
+
+  // The event in [start, stop), which has a backslash in it if `escapes`.
+  absl::Status ParseEvent(size_t start, size_t stop, bool escapes, const Visitor& visit,
+                          const ArgsFilter& wants_args) {
     simdjson::ondemand::document doc;
     RawEvent event;
     event.offset = consumed + start;
@@ -177,51 +307,36 @@ struct TraceReader::Impl {
     }
     simdjson::ondemand::object object;
     if (auto error = doc.get_object().get(object)) return fail(error);
+    bool saw_cat = false, saw_name = false;
     for (auto member : object) {
       simdjson::ondemand::field field;
       if (auto error = std::move(member).get(field)) return fail(error);
       std::string_view key;
-      if (auto error = field.unescaped_key().get(key)) return fail(error);
+      if (auto error = KeyOf(field, escapes, &key)) return fail(error);
       simdjson::ondemand::value value = field.value();
+      Number number;
       if (key == "ph") {
         GetString(value, &event.ph);
       } else if (key == "cat") {
         GetString(value, &event.cat);
+        saw_cat = true;
       } else if (key == "name") {
         GetString(value, &event.name);
+        saw_name = true;
       } else if (key == "pid") {
         event.pid = AsInt(value);
       } else if (key == "tid") {
         event.tid = AsInt(value);
       } else if (key == "ts") {
-        simdjson::ondemand::number_type type;
-        event.ts_is_float = value.get_number_type().get(type) == simdjson::SUCCESS &&
-                            type == simdjson::ondemand::number_type::floating_point_number;
-        event.has_ts = AsDouble(value, &event.ts_us);
+        event.has_ts = GetNumber(value, &number);
+        event.ts_is_float = number.is_float;
+        if (event.has_ts) event.ts_us = number.value;
       } else if (key == "dur") {
-        event.has_dur = AsDouble(value, &event.dur_us);
+        event.has_dur = GetNumber(value, &number);
+        if (event.has_dur) event.dur_us = number.value;
       } else if (key == "args") {
-        simdjson::ondemand::object args;
-        if (value.get_object().get(args) != simdjson::SUCCESS) continue;
-        for (auto arg_member : args) {
-          simdjson::ondemand::field arg;
-          if (auto error = std::move(arg_member).get(arg)) return fail(error);
-          std::string_view arg_key;
-          if (auto error = arg.unescaped_key().get(arg_key)) return fail(error);
-          if (arg_key == "stream") {
-            event.stream = AsInt(arg.value());
-          } else if (arg_key == "correlation") {
-            event.correlation = AsInt(arg.value());
-          } else if (arg_key == "device") {
-            event.device = AsInt(arg.value());
-          } else if (arg_key == "step") {
-            event.step = AsInt(arg.value());
-          } else if (arg_key == "samples") {
-            event.samples = AsInt(arg.value());
-          } else if (arg_key == "phase") {
-            GetString(arg.value(), &event.phase);
-          }
-        }
+        if (wants_args && saw_cat && saw_name && !wants_args(event)) continue;
+        if (auto error = ParseArgs(value, escapes, &event)) return fail(error);
       }
     }
     ++stats.events;
@@ -229,15 +344,16 @@ struct TraceReader::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status Run(const Visitor& visit);
+  absl::Status Run(const Visitor& visit, const ArgsFilter& wants_args);
 };
 
-absl::Status TraceReader::Impl::Run(const Visitor& visit) {
+absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& wants_args) {
   enum class State { kStart, kKey, kColon, kValue, kAfterMember, kElement, kAfterElement, kDone };
   State state = State::kStart;
   std::string key;
   bool saw_events = false;
   bool first_element = true;
+  bool escapes = false;
   while (state != State::kDone) {
     while (begin < end && IsSpace(buf[begin])) ++begin;
     if (begin == end) {
@@ -310,9 +426,12 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit) {
         if (c != '{') {
           return Error(begin, fmt::format("traceEvents element {} is not an object", stats.events));
         }
-        stop = ScanValue(begin);
+        stop = ScanValue(begin, &escapes);
         if (stop == kIncomplete) break;
-        if (absl::Status status = ParseEvent(begin, stop, visit); !status.ok()) return status;
+        if (absl::Status status = ParseEvent(begin, stop, escapes, visit, wants_args);
+            !status.ok()) {
+          return status;
+        }
         begin = stop;
         first_element = false;
         state = State::kAfterElement;
@@ -349,7 +468,8 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit) {
 TraceReader::TraceReader() : impl_(std::make_unique<Impl>()) {}
 TraceReader::~TraceReader() = default;
 
-absl::Status TraceReader::Read(const std::string& path, const Visitor& visit) {
+absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
+                                const ArgsFilter& wants_args) {
   impl_ = std::make_unique<Impl>();
   Impl& s = *impl_;
   s.path = path;
@@ -363,7 +483,7 @@ absl::Status TraceReader::Read(const std::string& path, const Visitor& visit) {
   gzbuffer(s.file, 1 << 20);
   s.cap = kInitialBuffer;
   s.buf = std::make_unique<char[]>(s.cap);
-  absl::Status status = s.Run(visit);
+  absl::Status status = s.Run(visit, wants_args);
   if (!status.ok()) return status;
   for (const auto& [key, text] : s.top_level) {
     if (key != "distributedInfo") continue;
