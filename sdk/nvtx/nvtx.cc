@@ -65,7 +65,12 @@ Domain& GetDomain() {
 // Relaxed loads suffice: Session::Start stores it before its release store
 // of g_generation, which every scope loads with acquire first.
 std::atomic<Domain*> g_domain{nullptr};
-inline Domain& HotDomain() { return *g_domain.load(std::memory_order_relaxed); }
+// Falls back to GetDomain() when called before any Session::Start (a
+// benchmark calling the detail functions directly).
+inline Domain& HotDomain() {
+  Domain* domain = g_domain.load(std::memory_order_relaxed);
+  return TRAINSCOPE_LIKELY(domain != nullptr) ? *domain : GetDomain();
+}
 
 nvtxEventAttributes_t RangeAttributes(NameId name, Phase phase, int64_t step) {
   const Domain& domain = HotDomain();
