@@ -2,7 +2,9 @@
 #include "sdk/kineto/trace_reader.h"
 
 #include <fcntl.h>
+#include <libdeflate.h>
 #include <simdjson.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #ifdef __SSE2__
@@ -24,8 +26,23 @@ constexpr size_t kInitialBuffer = 4 << 20;
 constexpr size_t kPadding = simdjson::SIMDJSON_PADDING;
 constexpr size_t kIncomplete = static_cast<size_t>(-1);
 constexpr size_t kMaxTopLevelText = 64 << 10;
+// A gzip file whose member inflates to less is inflated at once with
+// libdeflate (several times faster than zlib); larger ones stream.
+constexpr size_t kMaxWholeGzip = 64 << 20;
+// About how many bytes of traceEvents elements one simdjson call parses.
+constexpr size_t kMaxBatch = 64 << 10;
 // ScanComposite reads whole 64-byte blocks.
 static_assert(kPadding >= 64);
+
+// The whole of the file at fd (of `size` bytes), or false.
+bool ReadAll(int fd, size_t size, char* out) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = pread(fd, out + done, size - done, static_cast<off_t>(done));
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -189,6 +206,11 @@ struct TraceReader::Impl {
   ReadStats stats;
   std::vector<std::pair<std::string, std::string>> top_level;
   std::optional<int64_t> rank;
+  struct Span {
+    size_t start, stop;
+    bool escapes;
+  };
+  std::vector<Span> spans;  // CutBatch's elements
 
   ~Impl() {
     if (file != nullptr) gzclose(file);
@@ -233,6 +255,47 @@ struct TraceReader::Impl {
     std::memset(buf.get() + end, 0, kPadding);
     stats.bytes += static_cast<uint64_t>(n);
     return absl::OkStatus();
+  }
+
+  // Inflates a small single-member gzip file at fd into buf with libdeflate
+  // and marks it all read. False, with nothing changed, for anything else
+  // (plain, multi-member, big or corrupt files): the streaming zlib path then
+  // reads it and reports any error.
+  bool InflateWhole(int fd) {
+    const auto started = std::chrono::steady_clock::now();
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 18 ||
+        static_cast<uint64_t>(st.st_size) > kMaxWholeGzip) {
+      return false;
+    }
+    const size_t size = static_cast<size_t>(st.st_size);
+    auto in = std::make_unique<unsigned char[]>(size);
+    if (!ReadAll(fd, size, reinterpret_cast<char*>(in.get())) || in[0] != 0x1f ||
+        in[1] != 0x8b) {
+      return false;
+    }
+    // ISIZE: the length mod 2^32. A longer output does not fit the buffer.
+    const size_t isize = in[size - 4] | in[size - 3] << 8 | in[size - 2] << 16 |
+                         static_cast<size_t>(in[size - 1]) << 24;
+    if (isize == 0 || isize > kMaxWholeGzip) return false;
+    auto out = std::make_unique<char[]>(isize + kPadding);
+    libdeflate_decompressor* inflater = libdeflate_alloc_decompressor();
+    if (inflater == nullptr) return false;
+    size_t in_used = 0, out_used = 0;
+    const libdeflate_result result = libdeflate_gzip_decompress_ex(
+        inflater, in.get(), size, out.get(), isize, &in_used, &out_used);
+    libdeflate_free_decompressor(inflater);
+    if (result != LIBDEFLATE_SUCCESS || in_used != size || out_used != isize) return false;
+    std::memset(out.get() + isize, 0, kPadding);
+    buf = std::move(out);
+    cap = isize + kPadding;
+    end = isize;
+    eof = true;
+    stats.compressed = true;
+    stats.bytes = isize;
+    stats.inflate_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return true;
   }
 
   // Index one past the closing quote of the string whose body starts at i.
@@ -293,54 +356,133 @@ struct TraceReader::Impl {
     return simdjson::SUCCESS;
   }
 
-  // The event in [start, stop), which has a backslash in it if `escapes`.
-  absl::Status ParseEvent(size_t start, size_t stop, bool escapes, const Visitor& visit,
-                          const ArgsFilter& wants_args) {
-    simdjson::ondemand::document doc;
-    RawEvent event;
-    event.offset = consumed + start;
-    auto fail = [&](simdjson::error_code error) {
-      return Error(start, fmt::format("event {}: {}", stats.events, simdjson::error_message(error)));
-    };
-    if (auto error = parser.iterate(buf.get() + start, stop - start, cap - start).get(doc)) {
-      return fail(error);
-    }
-    simdjson::ondemand::object object;
-    if (auto error = doc.get_object().get(object)) return fail(error);
+  // The fields of one event object, into `event`.
+  simdjson::error_code ParseObject(simdjson::ondemand::object object, bool escapes,
+                                   const ArgsFilter& wants_args, RawEvent* event) {
     bool saw_cat = false, saw_name = false;
     for (auto member : object) {
       simdjson::ondemand::field field;
-      if (auto error = std::move(member).get(field)) return fail(error);
+      if (auto error = std::move(member).get(field)) return error;
       std::string_view key;
-      if (auto error = KeyOf(field, escapes, &key)) return fail(error);
+      if (auto error = KeyOf(field, escapes, &key)) return error;
       simdjson::ondemand::value value = field.value();
       Number number;
       if (key == "ph") {
-        GetString(value, &event.ph);
+        GetString(value, &event->ph);
       } else if (key == "cat") {
-        GetString(value, &event.cat);
+        GetString(value, &event->cat);
         saw_cat = true;
       } else if (key == "name") {
-        GetString(value, &event.name);
+        GetString(value, &event->name);
         saw_name = true;
       } else if (key == "pid") {
-        event.pid = AsInt(value);
+        event->pid = AsInt(value);
       } else if (key == "tid") {
-        event.tid = AsInt(value);
+        event->tid = AsInt(value);
       } else if (key == "ts") {
-        event.has_ts = GetNumber(value, &number);
-        event.ts_is_float = number.is_float;
-        if (event.has_ts) event.ts_us = number.value;
+        event->has_ts = GetNumber(value, &number);
+        event->ts_is_float = number.is_float;
+        if (event->has_ts) event->ts_us = number.value;
       } else if (key == "dur") {
-        event.has_dur = GetNumber(value, &number);
-        if (event.has_dur) event.dur_us = number.value;
+        event->has_dur = GetNumber(value, &number);
+        if (event->has_dur) event->dur_us = number.value;
       } else if (key == "args") {
-        if (wants_args && saw_cat && saw_name && !wants_args(event)) continue;
-        if (auto error = ParseArgs(value, escapes, &event)) return fail(error);
+        if (wants_args && saw_cat && saw_name && !wants_args(*event)) continue;
+        if (auto error = ParseArgs(value, escapes, event)) return error;
       }
+    }
+    return simdjson::SUCCESS;
+  }
+
+  // The event in [start, stop), which has a backslash in it if `escapes`,
+  // parsed on its own: errors name this event and its first byte.
+  absl::Status ParseEvent(size_t start, size_t stop, bool escapes, const Visitor& visit,
+                          const ArgsFilter& wants_args) {
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::object object;
+    RawEvent event;
+    event.offset = consumed + start;
+    simdjson::error_code error =
+        parser.iterate(buf.get() + start, stop - start, cap - start).get(doc);
+    if (!error) error = doc.get_object().get(object);
+    if (!error) error = ParseObject(object, escapes, wants_args, &event);
+    if (error) {
+      return Error(start, fmt::format("event {}: {}", stats.events, simdjson::error_message(error)));
     }
     ++stats.events;
     visit(event);
+    return absl::OkStatus();
+  }
+
+  // Cuts out the run of complete elements that starts at `begin` (a '{'):
+  // each one must end before `end` and all but the last be followed by
+  // ",{" (with any spaces). At most about kMaxBatch bytes.
+  void CutBatch() {
+    const char* data = buf.get();
+    spans.clear();
+    size_t i = begin;
+    while (true) {
+      bool escapes = false;
+      const size_t stop = ScanValue(i, &escapes);
+      if (stop == kIncomplete || stop >= end) break;
+      spans.push_back({i, stop, escapes});
+      if (stop - begin >= kMaxBatch) break;
+      size_t j = stop;
+      while (j < end && IsSpace(data[j])) ++j;
+      if (j >= end || data[j] != ',') break;
+      for (++j; j < end && IsSpace(data[j]);) ++j;
+      if (j >= end || data[j] != '{') break;
+      i = j;
+    }
+  }
+
+  // Parses the spans as one array in one simdjson call, in place: the byte
+  // before the first and the one after the last are '[' and ']' meanwhile.
+  // Returns how many events were visited; it stops at the first error, or
+  // where simdjson's elements and the spans disagree.
+  size_t IterateBatch(const Visitor& visit, const ArgsFilter& wants_args) {
+    char* data = buf.get();
+    const size_t first = spans.front().start - 1, last = spans.back().stop;
+    const char saved_first = data[first], saved_last = data[last];
+    data[first] = '[';
+    data[last] = ']';
+    size_t done = 0;
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::array array;
+    if (!parser.iterate(data + first, last + 1 - first, cap - first).get(doc) &&
+        !doc.get_array().get(array)) {
+      for (auto element : array) {
+        simdjson::ondemand::value value;
+        simdjson::ondemand::object object;
+        if (done == spans.size() || std::move(element).get(value)) break;
+        if (value.raw_json_token().data() != data + spans[done].start) break;
+        RawEvent event;
+        event.offset = consumed + spans[done].start;
+        if (value.get_object().get(object) ||
+            ParseObject(object, spans[done].escapes, wants_args, &event)) {
+          break;
+        }
+        ++stats.events;
+        visit(event);
+        ++done;
+      }
+    }
+    data[first] = saved_first;
+    data[last] = saved_last;
+    return done;
+  }
+
+  // The spans' events: as one batch, and what it did not visit (after an
+  // error) one by one, so that an error names the right event and byte.
+  absl::Status ParseBatch(const Visitor& visit, const ArgsFilter& wants_args) {
+    const size_t done = spans.size() > 1 ? IterateBatch(visit, wants_args) : 0;
+    for (size_t k = done; k < spans.size(); ++k) {
+      const Span& span = spans[k];
+      if (absl::Status status = ParseEvent(span.start, span.stop, span.escapes, visit, wants_args);
+          !status.ok()) {
+        return status;
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -426,6 +568,16 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
         if (c != '{') {
           return Error(begin, fmt::format("traceEvents element {} is not an object", stats.events));
         }
+        if (begin > 0) {  // the batch needs the byte before the element
+          CutBatch();
+          if (!spans.empty()) {
+            if (absl::Status status = ParseBatch(visit, wants_args); !status.ok()) return status;
+            begin = spans.back().stop;
+            first_element = false;
+            state = State::kAfterElement;
+            break;
+          }
+        }
         stop = ScanValue(begin, &escapes);
         if (stop == kIncomplete) break;
         if (absl::Status status = ParseEvent(begin, stop, escapes, visit, wants_args);
@@ -475,14 +627,18 @@ absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
   s.path = path;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return core::ErrnoStatus(errno, fmt::format("cannot open trace {}", path));
-  s.file = gzdopen(fd, "rb");
-  if (s.file == nullptr) {
+  if (s.InflateWhole(fd)) {
     close(fd);
-    return absl::ResourceExhaustedError(fmt::format("{}: cannot start zlib", path));
+  } else {
+    s.file = gzdopen(fd, "rb");
+    if (s.file == nullptr) {
+      close(fd);
+      return absl::ResourceExhaustedError(fmt::format("{}: cannot start zlib", path));
+    }
+    gzbuffer(s.file, 1 << 20);
+    s.cap = kInitialBuffer;
+    s.buf = std::make_unique<char[]>(s.cap);
   }
-  gzbuffer(s.file, 1 << 20);
-  s.cap = kInitialBuffer;
-  s.buf = std::make_unique<char[]>(s.cap);
   absl::Status status = s.Run(visit, wants_args);
   if (!status.ok()) return status;
   for (const auto& [key, text] : s.top_level) {
