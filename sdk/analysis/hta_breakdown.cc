@@ -20,16 +20,6 @@ bool Contains(std::string_view s, std::string_view part) {
   return s.find(part) != std::string_view::npos;
 }
 
-// One row of HTA's table that the breakdowns read.
-struct Row {
-  TimestampNs start_ns;
-  TimestampNs end_ns;
-  int64_t stream;
-  int64_t correlation;
-  uint32_t name;
-  IntervalKind kind;
-};
-
 TimestampNs CeilMicros(TimestampNs ns) {
   const TimestampNs q = ns / 1000;
   return (ns % 1000 > 0 ? q + 1 : q) * 1000;
@@ -39,41 +29,14 @@ TimestampNs FloorMicros(TimestampNs ns) {
   return (ns % 1000 < 0 ? q - 1 : q) * 1000;
 }
 
-// Union length and span in HTA's way: sort by start; a row opens a new
-// group only if it starts after every earlier row's end.
+// A union in HTA's way (a row opens a new group only if it starts after
+// every earlier row's end): its span and covered time.
 struct UnionResult {
   TimestampNs first_start = 0;
   TimestampNs last_end = 0;
   TimestampNs covered = 0;
   bool empty = true;
 };
-UnionResult Union(std::vector<std::pair<TimestampNs, TimestampNs>> spans) {
-  UnionResult result;
-  if (spans.empty()) return result;
-  auto by_start = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (!std::is_sorted(spans.begin(), spans.end(), by_start)) {  // a sorted Timeline's are
-    std::stable_sort(spans.begin(), spans.end(), by_start);
-  }
-  result.empty = false;
-  TimestampNs group_start = spans[0].first;
-  TimestampNs group_end = spans[0].second;
-  TimestampNs running_max = spans[0].second;
-  result.first_start = group_start;
-  for (size_t i = 1; i < spans.size(); ++i) {
-    if (spans[i].first > running_max) {
-      result.covered += group_end - group_start;
-      group_start = spans[i].first;
-      group_end = spans[i].second;
-    } else {
-      group_start = std::min(group_start, spans[i].first);
-      group_end = std::max(group_end, spans[i].second);
-    }
-    running_max = std::max(running_max, spans[i].second);
-  }
-  result.covered += group_end - group_start;
-  result.last_end = group_end;
-  return result;
-}
 
 double Round2(double v) { return std::round(v * 100.0) / 100.0; }
 
@@ -104,144 +67,12 @@ KernelClass ClassifyKernel(std::string_view name) {
 
 namespace {
 
-// The general path, for a timeline out of start order: HTA's steps as HTA
-// takes them (build the table, stable-sort it by start, sweep).
-HtaBreakdown ComputeWithSorts(const Timeline& timeline, const HtaTraceFacts& facts,
-                              double consecutive_kernel_delay_us) {
-  auto start_of = [&](TimestampNs ns) { return facts.round_to_us ? CeilMicros(ns) : ns; };
-  auto end_of = [&](TimestampNs ns) { return facts.round_to_us ? FloorMicros(ns) : ns; };
-
-  // Device rows (on stream tracks) and launch calls (host runtime rows).
-  std::vector<Row> device;
-  struct Launch {
-    int64_t kept = 0;          // kept calls with this correlation id
-    TimestampNs last_ns = 0;   // start of the last one (in trace order)
-    bool any = false;
-  };
-  std::unordered_map<int64_t, Launch> launches;
-  const bool cut = facts.profiler_steps >= 2;
-  const TimestampNs last_step = start_of(facts.last_step_start_ns);
-  auto kept_host_row = [&](TimestampNs start) { return !cut || start < last_step; };
-  for (const Interval& i : timeline.intervals()) {
-    const TimestampNs start = start_of(i.start_ns);
-    const TimestampNs end = end_of(i.end_ns);
-    if (i.kind == IntervalKind::kRuntimeCall) {
-      if (i.value < 0 || !kept_host_row(start)) continue;
-      Launch& launch = launches[i.value];
-      ++launch.kept;
-      launch.last_ns = start;
-      launch.any = true;
-      continue;
-    }
-    if (!IsDeviceKind(i.kind) && i.kind != IntervalKind::kSyncCall) continue;
-    const Track& track = timeline.tracks()[i.track];
-    if (track.kind != TrackKind::kDeviceStream) continue;
-    device.push_back(Row{start, end, track.tid, i.value, i.name, i.kind});
-  }
-
-  // HTA's iteration cut: device rows survive once per kept launch call.
-  auto is_gpu_row = [&](const Row& r) {
-    const std::string& name = timeline.name(r.name);
-    return (r.stream >= 0 && r.correlation >= 0) || name == "Event Sync" ||
-           name == "Context Sync";
-  };
-  struct KeptRow {
-    Row row;
-    std::optional<TimestampNs> launch_ns;
-  };
-  std::vector<KeptRow> kept;
-  const std::optional<TimestampNs> first_event =
-      facts.first_event_ns && kept_host_row(start_of(*facts.first_event_ns))
-          ? std::optional<TimestampNs>(start_of(*facts.first_event_ns))
-          : std::nullopt;
-  for (const Row& r : device) {
-    if (!is_gpu_row(r)) {  // HTA treats it as a host row
-      if (kept_host_row(r.start_ns)) kept.push_back({r, std::nullopt});
-      continue;
-    }
-    auto it = launches.find(r.correlation);
-    const bool matched = it != launches.end() && it->second.any;
-    std::optional<TimestampNs> launch_ns;
-    if (matched) {
-      launch_ns = it->second.last_ns;
-    } else if (r.correlation >= 0) {
-      launch_ns = first_event;  // HTA's fallback: the row of index 0
-    }
-    const int64_t copies = cut ? (matched ? it->second.kept : 0) : 1;
-    for (int64_t c = 0; c < copies; ++c) kept.push_back({r, launch_ns});
-  }
-
-  HtaBreakdown result;
-  result.rows = static_cast<int64_t>(kept.size());
-
-  // Temporal breakdown over every kept row on a stream.
-  std::vector<std::pair<TimestampNs, TimestampNs>> all;
-  std::vector<std::pair<TimestampNs, TimestampNs>> compute;
-  for (const KeptRow& k : kept) {
-    if (k.row.stream == -1) continue;
-    all.emplace_back(k.row.start_ns, k.row.end_ns);
-    if (ClassifyKernel(timeline.name(k.row.name)) == KernelClass::kComputation) {
-      compute.emplace_back(k.row.start_ns, k.row.end_ns);
-    }
-  }
-  const UnionResult busy = Union(std::move(all));
-  if (!busy.empty) {
-    const double kernel_us = (busy.last_end - busy.first_start) / 1000.0;
-    const double idle_us = kernel_us - busy.covered / 1000.0;
-    const double compute_us = Union(std::move(compute)).covered / 1000.0;
-    result.temporal = {idle_us, compute_us, kernel_us - compute_us - idle_us, kernel_us};
-  }
-
-  // Idle-time breakdown per stream: kernels, copies and sets only.
-  std::vector<int64_t> streams;
-  std::unordered_map<int64_t, std::vector<const KeptRow*>> by_stream;
-  for (const KeptRow& k : kept) {
-    if (k.row.stream == -1 || !IsDeviceKind(k.row.kind)) continue;
-    auto [it, added] = by_stream.try_emplace(k.row.stream);
-    if (added) streams.push_back(k.row.stream);
-    it->second.push_back(&k);
-  }
-  const auto delay_ns = consecutive_kernel_delay_us * 1000.0;
-  for (int64_t stream : streams) {
-    std::vector<const KeptRow*>& rows = by_stream[stream];
-    auto by_start = [](const KeptRow* a, const KeptRow* b) {
-      return a->row.start_ns < b->row.start_ns;
-    };
-    if (!std::is_sorted(rows.begin(), rows.end(), by_start)) {
-      std::stable_sort(rows.begin(), rows.end(), by_start);
-    }
-    std::array<double, 3> sums = {0, 0, 0};  // host_wait, kernel_wait, other (ns)
-    std::array<bool, 3> seen = {false, false, true};  // the first kernel counts as "other"
-    for (size_t i = 1; i < rows.size(); ++i) {
-      const TimestampNs previous_end = rows[i - 1]->row.end_ns;
-      const TimestampNs gap = rows[i]->row.start_ns - previous_end;
-      int category = 2;
-      if (rows[i]->launch_ns && *rows[i]->launch_ns > previous_end) {
-        category = 0;
-      } else if (static_cast<double>(gap) < delay_ns) {
-        category = 1;
-      }
-      sums[category] += static_cast<double>(gap);
-      seen[category] = true;
-    }
-    const double total = sums[0] + sums[1] + sums[2];
-    constexpr std::array<const char*, 3> kNames = {"host_wait", "kernel_wait", "other"};
-    for (int c = 0; c < 3; ++c) {
-      if (!seen[c]) continue;
-      const double idle_us = sums[c] / 1000.0;
-      result.idle_by_stream.push_back(
-          {stream, kNames[c], Round2(idle_us), total != 0 ? sums[c] / total : 0});
-    }
-  }
-  return result;
-}
-
 // ---- The one-pass path, for a timeline in start order (as ImportTrace
 // leaves it). Rounding starts up to whole microseconds keeps that order, so
 // HTA's stable sorts by start would leave its table as it is: every row can
 // be folded in as it is read (running unions, per-stream sums) and nothing
-// is stored or sorted. Results are bit for bit those of ComputeWithSorts:
-// the same additions in the same order.
+// is stored or sorted. A timeline out of start order is stable-sorted by
+// start first, which is the order HTA's own stable sorts give its table.
 
 // One look at every interval: whether starts never decrease, and the launch
 // calls' count and largest correlation id (to size LaunchTable).
@@ -496,8 +327,11 @@ HtaBreakdown ComputeInOnePass(const Timeline& timeline, const HtaTraceFacts& fac
 HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& facts,
                                  double consecutive_kernel_delay_us) {
   const CallScan scan = ScanCalls(timeline);
-  if (!scan.sorted) return ComputeWithSorts(timeline, facts, consecutive_kernel_delay_us);
-  return ComputeInOnePass(timeline, facts, consecutive_kernel_delay_us, scan);
+  if (scan.sorted) return ComputeInOnePass(timeline, facts, consecutive_kernel_delay_us, scan);
+  Timeline sorted = timeline;
+  std::stable_sort(sorted.mutable_intervals().begin(), sorted.mutable_intervals().end(),
+                   [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
+  return ComputeInOnePass(sorted, facts, consecutive_kernel_delay_us, ScanCalls(sorted));
 }
 
 }  // namespace trainscope::analysis
