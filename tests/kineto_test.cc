@@ -9,10 +9,14 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
+
+#include <sys/stat.h>
 
 #include "sdk/analysis/hta_breakdown.h"
 #include "fmt/format.h"
 #include "sdk/export/trace_writer.h"
+#include "sdk/kineto/json_scanner.h"
 #include "sdk/kineto/trace_import.h"
 #include "tests/test_util.h"
 #include "trainscope/trainscope.h"
@@ -315,6 +319,109 @@ TEST(TraceReaderTest, EventsLargerThanTheChunkBufferAreRead) {
   absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->kernels, 2);
+}
+
+TEST(JsonScannerTest, ElementsEndAtTheirMatchingBracketPastStringsAndEscapes) {
+  // Braces and brackets inside strings, escaped quotes and backslashes, a
+  // nested array, and elements that straddle 64-byte blocks.
+  const std::string json = std::string(R"({"a": "}{]["}, {"b": [1, {"c": "x\"}"}]},)") +
+                           R"( [2, "\\"], {"d": ")" + std::string(100, 'y') + R"("} ])";
+  std::string padded = json + std::string(64, '\0');
+  std::vector<kineto::ElementSpan> spans;
+  kineto::ScanElements(padded.data(), 0, json.size(), 1 << 20, &spans);
+  ASSERT_EQ(spans.size(), 4u);
+  const std::vector<std::string> want = {R"({"a": "}{]["})", R"({"b": [1, {"c": "x\"}"}]})",
+                                         R"([2, "\\"])",
+                                         R"({"d": ")" + std::string(100, 'y') + R"("})"};
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(json.substr(spans[k].start, spans[k].stop - spans[k].start), want[k]) << k;
+  }
+  EXPECT_FALSE(spans[0].escapes);
+  EXPECT_TRUE(spans[1].escapes);
+  EXPECT_TRUE(spans[2].escapes);
+  // An element that does not close in the bytes is left out; max_bytes
+  // stops after the element that reaches it.
+  spans.clear();
+  kineto::ScanElements(padded.data(), 0, json.size() - 10, 1 << 20, &spans);
+  EXPECT_EQ(spans.size(), 3u);
+  spans.clear();
+  kineto::ScanElements(padded.data(), 0, json.size(), 20, &spans);
+  EXPECT_EQ(spans.size(), 2u);
+}
+
+// Text between events, or an element that is not an object, in the middle of
+// a run of events that is parsed as one batch: the error still names the
+// element and its byte.
+TEST(TraceReaderTest, StrayTextBetweenEventsInABatchNamesTheElement) {
+  TempDir dir;
+  std::vector<std::string> events;
+  for (int k = 0; k < 20; ++k) events.push_back(Kernel("k", 2 * k, 1, 7, k));
+  std::vector<std::string> stray = events;
+  stray[5] += " x";
+  const std::string path = WriteTrace(dir, "stray.json", stray);
+  auto trace = kineto::ImportTrace(path);
+  ASSERT_FALSE(trace.ok());
+  const size_t x = testing::ReadAll(path).find("} x") + 2;
+  EXPECT_NE(std::string(trace.status().message())
+                .find(fmt::format("byte {}: expected ',' or ']' after traceEvents element 5", x)),
+            std::string::npos)
+      << trace.status();
+
+  for (const std::string element : {"[1, 2]", "\"s\"", "7"}) {
+    std::vector<std::string> odd = events;
+    odd.insert(odd.begin() + 9, element);
+    const std::string odd_path = WriteTrace(dir, "odd.json", odd);
+    auto odd_trace = kineto::ImportTrace(odd_path);
+    ASSERT_FALSE(odd_trace.ok()) << element;
+    const size_t at = testing::ReadAll(odd_path).find(",\n" + element) + 2;
+    EXPECT_NE(std::string(odd_trace.status().message())
+                  .find(fmt::format("byte {}: traceEvents element 9 is not an object", at)),
+              std::string::npos)
+        << element << ": " << odd_trace.status();
+  }
+  ASSERT_TRUE(kineto::ImportTrace(WriteTrace(dir, "good.json", events)).ok());
+}
+
+// Plain files are mapped; a pipe streams through the buffered reader. Both
+// give the same timeline and the same errors. Sizes around a page multiple
+// check the padding after a mapped file's last byte.
+TEST(TraceReaderTest, PipedAndMappedTracesReadTheSame) {
+  TempDir dir;
+  std::vector<std::string> events = {Kernel(std::string(5 << 20, 'k'), 0, 1, 7, 1)};
+  for (int k = 0; k < 2000; ++k) events.push_back(Kernel("k", 2 * k + 3, 1, 7 + k % 3, k + 2));
+  std::string text = testing::ReadAll(WriteTrace(dir, "t.json", events));
+  for (const size_t size : {size_t{0}, size_t{4096 * 2000}, text.size() - 40}) {
+    std::string body = text;
+    if (size == 4096 * 2000) {  // pad with spaces before the final brace to a page multiple
+      ASSERT_LT(body.size(), size);
+      body.insert(body.size() - 2, size - body.size(), ' ');
+      ASSERT_EQ(body.size(), size);
+    } else if (size != 0) {
+      body.resize(size);
+    }
+    const std::string file = dir.File("f.json");
+    testing::WriteAll(file, body);
+    const std::string fifo = dir.File("p.json");
+    std::remove(fifo.c_str());
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] { testing::WriteAll(fifo, body); });
+    auto piped = kineto::ImportTrace(fifo);
+    writer.join();
+    auto mapped = kineto::ImportTrace(file);
+    ASSERT_EQ(piped.ok(), mapped.ok()) << piped.status() << " / " << mapped.status();
+    if (!mapped.ok()) {
+      std::string a(piped.status().message()), b(mapped.status().message());
+      EXPECT_EQ(a.substr(a.find(": byte")), b.substr(b.find(": byte")));
+      EXPECT_NE(b.find("is cut off"), std::string::npos) << b;
+      continue;
+    }
+    EXPECT_EQ(mapped->kernels, 2001);
+    ASSERT_EQ(piped->timeline.size(), mapped->timeline.size());
+    for (size_t k = 0; k < mapped->timeline.size(); ++k) {
+      EXPECT_EQ(piped->timeline.intervals()[k].start_ns, mapped->timeline.intervals()[k].start_ns);
+      EXPECT_EQ(piped->timeline.intervals()[k].track, mapped->timeline.intervals()[k].track);
+    }
+  }
 }
 
 TEST(TraceReaderTest, DeviceIntervalsWrittenByTrainscopeReadBackWithTheSameBreakdown) {

@@ -21,7 +21,7 @@ uint32_t Timeline::FindOrAddTrack(TrackKind kind, int64_t pid, int64_t tid,
 }
 
 uint32_t NameTable::Intern(std::string_view name) {
-  auto it = ids_.find(std::string(name));
+  auto it = ids_.find(absl::string_view(name.data(), name.size()));
   if (it != ids_.end()) return it->second;
   const auto id = static_cast<uint32_t>(names_.size());
   names_.emplace_back(name);

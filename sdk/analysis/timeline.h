@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "trainscope/clock.h"
 #include "trainscope/phase.h"
 
@@ -72,14 +73,16 @@ struct Interval {
 // Interned strings: the same text always gets the same small id.
 class NameTable {
  public:
-  // The id of `name`, added on first use. Cost: one hash lookup.
+  // The id of `name`, added on first use. Cost: one hash lookup; a copy of
+  // the text only the first time.
   uint32_t Intern(std::string_view name);
   const std::string& name(uint32_t id) const { return names_[id]; }
   size_t size() const { return names_.size(); }
 
  private:
   std::vector<std::string> names_;
-  std::unordered_map<std::string, uint32_t> ids_;
+  // Looked up by a view of the text (absl's string hash is transparent): no copy.
+  absl::flat_hash_map<std::string, uint32_t> ids_;
 };
 
 class Timeline {

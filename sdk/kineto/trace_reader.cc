@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <libdeflate.h>
 #include <simdjson.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -101,7 +102,11 @@ void GetString(simdjson::ondemand::value value, std::string_view* out) {
 struct TraceReader::Impl {
   std::string path;
   gzFile file = nullptr;
-  std::unique_ptr<char[]> buf;
+  std::unique_ptr<char[]> buf;  // the bytes, when read or inflated
+  char* data = nullptr;         // buf, or the mapping of a plain file
+  void* map = nullptr;          // MapWhole's mapping, when there is one
+  size_t map_size = 0;
+  size_t released = 0;          // mapped bytes before this were handed back
   size_t cap = 0;
   size_t begin = 0;  // first unconsumed byte
   size_t end = 0;    // one past the last byte read
@@ -111,14 +116,11 @@ struct TraceReader::Impl {
   ReadStats stats;
   std::vector<std::pair<std::string, std::string>> top_level;
   std::optional<int64_t> rank;
-  struct Span {
-    size_t start, stop;
-    bool escapes;
-  };
-  std::vector<Span> spans;  // CutBatch's elements
+  std::vector<ElementSpan> spans;  // CutBatch's elements
 
   ~Impl() {
     if (file != nullptr) gzclose(file);
+    if (map != nullptr) munmap(map, map_size);
   }
 
   absl::Status Error(size_t index, std::string_view what) const {
@@ -130,7 +132,7 @@ struct TraceReader::Impl {
   // full, and reads more. Sets eof at the end of the file.
   absl::Status Fill() {
     if (begin > 0) {
-      std::memmove(buf.get(), buf.get() + begin, end - begin);
+      std::memmove(data, data + begin, end - begin);
       consumed += begin;
       end -= begin;
       begin = 0;
@@ -138,12 +140,13 @@ struct TraceReader::Impl {
     if (end + kPadding + (64 << 10) > cap) {
       const size_t grown = cap * 2;
       auto bigger = std::make_unique<char[]>(grown);
-      std::memcpy(bigger.get(), buf.get(), end);
+      std::memcpy(bigger.get(), data, end);
       buf = std::move(bigger);
+      data = buf.get();
       cap = grown;
     }
     const auto started = std::chrono::steady_clock::now();
-    const int n = gzread(file, buf.get() + end, static_cast<unsigned>(cap - end - kPadding));
+    const int n = gzread(file, data + end, static_cast<unsigned>(cap - end - kPadding));
     if (!stats.compressed && gzdirect(file) == 0) stats.compressed = true;
     if (stats.compressed) {
       stats.inflate_s +=
@@ -157,7 +160,7 @@ struct TraceReader::Impl {
     }
     if (n == 0) eof = true;
     end += static_cast<size_t>(n);
-    std::memset(buf.get() + end, 0, kPadding);
+    std::memset(data + end, 0, kPadding);
     stats.bytes += static_cast<uint64_t>(n);
     return absl::OkStatus();
   }
@@ -174,11 +177,10 @@ struct TraceReader::Impl {
       return false;
     }
     const size_t size = static_cast<size_t>(st.st_size);
+    unsigned char magic[2];
+    if (pread(fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) return false;
     auto in = std::make_unique<unsigned char[]>(size);
-    if (!ReadAll(fd, size, reinterpret_cast<char*>(in.get())) || in[0] != 0x1f ||
-        in[1] != 0x8b) {
-      return false;
-    }
+    if (!ReadAll(fd, size, reinterpret_cast<char*>(in.get()))) return false;
     // ISIZE: the length mod 2^32. A longer output does not fit the buffer.
     const size_t isize = in[size - 4] | in[size - 3] << 8 | in[size - 2] << 16 |
                          static_cast<size_t>(in[size - 1]) << 24;
@@ -193,6 +195,7 @@ struct TraceReader::Impl {
     if (result != LIBDEFLATE_SUCCESS || in_used != size || out_used != isize) return false;
     std::memset(out.get() + isize, 0, kPadding);
     buf = std::move(out);
+    data = buf.get();
     cap = isize + kPadding;
     end = isize;
     eof = true;
@@ -203,9 +206,55 @@ struct TraceReader::Impl {
     return true;
   }
 
+  // Maps a plain (not gzip) regular file at fd whole, copy-on-write, with
+  // zeroed padding after it, and marks it all read: no copy into a buffer.
+  // False, with nothing changed, when it is not such a file or mmap fails;
+  // the streaming path then reads it. Release() hands the pages already
+  // parsed back, so the resident set stays bounded.
+  bool MapWhole(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 2) {
+      return false;
+    }
+    unsigned char magic[2];
+    if (pread(fd, magic, 2, 0) != 2 || (magic[0] == 0x1f && magic[1] == 0x8b)) return false;
+    const size_t size = static_cast<size_t>(st.st_size);
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t file_pages = (size + page - 1) / page * page;
+    const size_t reserve = file_pages + (kPadding + page - 1) / page * page;
+    // Anonymous zero pages first, so the padding past the file's last page
+    // is readable; the file is mapped over their start.
+    void* area = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED) return false;
+    if (mmap(area, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED) {
+      munmap(area, reserve);
+      return false;
+    }
+    madvise(area, size, MADV_SEQUENTIAL);
+    map = area;
+    map_size = reserve;
+    data = static_cast<char*>(area);
+    cap = size + kPadding;
+    end = size;
+    eof = true;
+    stats.bytes = size;
+    return true;
+  }
+
+  // With a mapped file: hands back the pages wholly before `before` once
+  // kReleaseEvery bytes have piled up. Nothing before it is read again.
+  void Release(size_t before) {
+    constexpr size_t kReleaseEvery = 8 << 20;
+    if (map == nullptr || before < released + kReleaseEvery) return;
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t upto = (before - page) / page * page;  // keep the page before `before`
+    if (upto <= released) return;
+    madvise(data + released, upto - released, MADV_DONTNEED);
+    released = upto;
+  }
+
   // Index one past the closing quote of the string whose body starts at i.
   size_t SkipString(size_t i) const {
-    const char* data = buf.get();
     while (i < end) {
       const void* quote = std::memchr(data + i, '"', end - i);
       if (quote == nullptr) return kIncomplete;
@@ -222,7 +271,6 @@ struct TraceReader::Impl {
   // the bytes read so far. Scalars end at a delimiter. `escapes`, when given,
   // says whether an object or array has a backslash in it.
   size_t ScanValue(size_t i, bool* escapes = nullptr) const {
-    const char* data = buf.get();
     const char first = data[i];
     if (first == '"') return SkipString(i + 1);
     if (first != '{' && first != '[') {
@@ -308,7 +356,7 @@ struct TraceReader::Impl {
     RawEvent event;
     event.offset = consumed + start;
     simdjson::error_code error =
-        parser.iterate(buf.get() + start, stop - start, cap - start).get(doc);
+        parser.iterate(data + start, stop - start, cap - start).get(doc);
     if (!error) error = doc.get_object().get(object);
     if (!error) error = ParseObject(object, escapes, wants_args, &event);
     if (error) {
@@ -319,26 +367,13 @@ struct TraceReader::Impl {
     return absl::OkStatus();
   }
 
-  // Cuts out the run of complete elements that starts at `begin` (a '{'):
-  // each one must end before `end` and all but the last be followed by
-  // ",{" (with any spaces). At most about kMaxBatch bytes.
+  // Finds the run of complete elements that starts at `begin` (a '{'), of
+  // about kMaxBatch bytes, in one pass. The last must end before `end` (its
+  // next byte becomes ']' while it is parsed).
   void CutBatch() {
-    const char* data = buf.get();
     spans.clear();
-    size_t i = begin;
-    while (true) {
-      bool escapes = false;
-      const size_t stop = ScanValue(i, &escapes);
-      if (stop == kIncomplete || stop >= end) break;
-      spans.push_back({i, stop, escapes});
-      if (stop - begin >= kMaxBatch) break;
-      size_t j = stop;
-      while (j < end && IsSpace(data[j])) ++j;
-      if (j >= end || data[j] != ',') break;
-      for (++j; j < end && IsSpace(data[j]);) ++j;
-      if (j >= end || data[j] != '{') break;
-      i = j;
-    }
+    ScanElements(data, begin, end, kMaxBatch, &spans);
+    if (!spans.empty() && spans.back().stop >= end) spans.pop_back();
   }
 
   // Parses the spans as one array in one simdjson call, in place: the byte
@@ -346,7 +381,6 @@ struct TraceReader::Impl {
   // Returns how many events were visited; it stops at the first error, or
   // where simdjson's elements and the spans disagree.
   size_t IterateBatch(const Visitor& visit, const ArgsFilter& wants_args) {
-    char* data = buf.get();
     const size_t first = spans.front().start - 1, last = spans.back().stop;
     const char saved_first = data[first], saved_last = data[last];
     data[first] = '[';
@@ -377,20 +411,6 @@ struct TraceReader::Impl {
     return done;
   }
 
-  // The spans' events: as one batch, and what it did not visit (after an
-  // error) one by one, so that an error names the right event and byte.
-  absl::Status ParseBatch(const Visitor& visit, const ArgsFilter& wants_args) {
-    const size_t done = spans.size() > 1 ? IterateBatch(visit, wants_args) : 0;
-    for (size_t k = done; k < spans.size(); ++k) {
-      const Span& span = spans[k];
-      if (absl::Status status = ParseEvent(span.start, span.stop, span.escapes, visit, wants_args);
-          !status.ok()) {
-        return status;
-      }
-    }
-    return absl::OkStatus();
-  }
-
   absl::Status Run(const Visitor& visit, const ArgsFilter& wants_args);
 };
 
@@ -399,10 +419,9 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
   State state = State::kStart;
   std::string key;
   bool saw_events = false;
-  bool first_element = true;
   bool escapes = false;
   while (state != State::kDone) {
-    while (begin < end && IsSpace(buf[begin])) ++begin;
+    while (begin < end && IsSpace(data[begin])) ++begin;
     if (begin == end) {
       if (eof) {
         return Error(begin, saw_events ? "unexpected end of file inside the trace (truncated?)"
@@ -411,7 +430,7 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
       if (absl::Status status = Fill(); !status.ok()) return status;
       continue;
     }
-    const char c = buf[begin];
+    const char c = data[begin];
     size_t stop = 0;
     switch (state) {
       case State::kStart:
@@ -428,7 +447,7 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
         if (c != '"') return Error(begin, fmt::format("expected a member name, found '{}'", c));
         stop = SkipString(begin + 1);
         if (stop == kIncomplete) break;
-        key.assign(buf.get() + begin + 1, stop - begin - 2);
+        key.assign(data + begin + 1, stop - begin - 2);
         begin = stop;
         state = State::kColon;
         break;
@@ -442,14 +461,13 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
           if (c != '[') return Error(begin, "traceEvents is not an array");
           ++begin;
           saw_events = true;
-          first_element = true;
           state = State::kElement;
           break;
         }
         stop = ScanValue(begin);
         if (stop == kIncomplete) break;
         if (stop - begin < kMaxTopLevelText) {
-          top_level.emplace_back(key, std::string(buf.get() + begin, stop - begin));
+          top_level.emplace_back(key, std::string(data + begin, stop - begin));
         }
         begin = stop;
         state = State::kAfterMember;
@@ -473,14 +491,22 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
         if (c != '{') {
           return Error(begin, fmt::format("traceEvents element {} is not an object", stats.events));
         }
-        if (begin > 0) {  // the batch needs the byte before the element
+        // A batch of elements in one simdjson call (it needs the byte before
+        // the first). Where it stops short (an error, or text between the
+        // elements that is not ", "), the states below take over from the
+        // last element it visited: an error then names its element and byte
+        // exactly (a batch that fails at its first element falls through to
+        // the element on its own).
+        if (begin > 0) {
           CutBatch();
-          if (!spans.empty()) {
-            if (absl::Status status = ParseBatch(visit, wants_args); !status.ok()) return status;
-            begin = spans.back().stop;
-            first_element = false;
-            state = State::kAfterElement;
-            break;
+          if (spans.size() > 1) {
+            const size_t done = IterateBatch(visit, wants_args);
+            if (done > 0) {
+              begin = spans[done - 1].stop;
+              Release(begin);
+              state = State::kAfterElement;
+              break;
+            }
           }
         }
         stop = ScanValue(begin, &escapes);
@@ -490,7 +516,6 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
           return status;
         }
         begin = stop;
-        first_element = false;
         state = State::kAfterElement;
         break;
       case State::kAfterElement:
@@ -517,7 +542,6 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
       if (absl::Status status = Fill(); !status.ok()) return status;
     }
   }
-  (void)first_element;
   if (!saw_events) return Error(begin, "the trace has no traceEvents array");
   return absl::OkStatus();
 }
@@ -532,7 +556,7 @@ absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
   s.path = path;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return core::ErrnoStatus(errno, fmt::format("cannot open trace {}", path));
-  if (s.InflateWhole(fd)) {
+  if (s.MapWhole(fd) || s.InflateWhole(fd)) {
     close(fd);
   } else {
     s.file = gzdopen(fd, "rb");
@@ -543,6 +567,7 @@ absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
     gzbuffer(s.file, 1 << 20);
     s.cap = kInitialBuffer;
     s.buf = std::make_unique<char[]>(s.cap);
+    s.data = s.buf.get();
   }
   absl::Status status = s.Run(visit, wants_args);
   if (!status.ok()) return status;
