@@ -75,6 +75,7 @@
 #include "trainscope/recorder.h"
 #include "trainscope/scope.h"
 #include "trainscope/session.h"
+#include "trainscope/torch/loader.h"
 #include "trainscope/types.h"
 
 namespace {
@@ -161,8 +162,13 @@ class RecordedSession {
   enum class Drainer { kOtherCpus, kAnyCpu };
 
   RecordedSession(benchmark::State& state, const char* name, bool nvtx,
-                  Drainer drainer = Drainer::kOtherCpus)
-      : state_(state), name_(name), nvtx_(nvtx) {
+                  Drainer drainer = Drainer::kOtherCpus, int events_per_iteration = 1,
+                  int extra_events = 0)
+      : state_(state),
+        name_(name),
+        nvtx_(nvtx),
+        events_per_iteration_(events_per_iteration),
+        extra_events_(extra_events) {
     trainscope::Options options;
     options.run_name = "trainscope_bench";
     options.sinks = trainscope::kSinkNone;
@@ -210,7 +216,7 @@ class RecordedSession {
     }
     Tally& tally = Tallies()[name_];
     tally.sessions += 1;
-    tally.iterations += state_.iterations();
+    tally.iterations += state_.iterations() * events_per_iteration_ + extra_events_;
     tally.recorded += report->events.recorded;
     tally.dropped += report->events.dropped;
     tally.drainer_cpu_ns += static_cast<double>(others_cpu);
@@ -222,6 +228,8 @@ class RecordedSession {
   benchmark::State& state_;
   const char* name_;
   bool nvtx_;
+  int events_per_iteration_;
+  int extra_events_;
   bool nvtx_on_ = false;
   std::optional<trainscope::Session> session_;
   int64_t process_cpu0_ = 0;
@@ -330,6 +338,45 @@ void BM_recorded_async_range(benchmark::State& state) {
   rs.Finish();
 }
 
+// ---- the loader wrapper (trainscope/torch/loader.h; needs no LibTorch) ------
+
+// More batches than a recorded repetition takes: no epoch ends inside one.
+std::vector<int64_t>& LoaderBatches() {
+  static std::vector<int64_t> batches(kRecordedIterations + 2, 1);
+  return batches;
+}
+
+// The baseline: a bare iterator over the batches.
+void BM_bare_iterator(benchmark::State& state) {
+  std::vector<int64_t>& batches = LoaderBatches();
+  auto it = batches.begin();
+  int64_t sum = 0;
+  for (auto _ : state) {
+    if (++it == batches.end()) it = batches.begin();
+    sum += *it;
+    benchmark::DoNotOptimize(sum);
+  }
+}
+
+// The same iterator through InstrumentedLoader, recording: each advance is a
+// kDataWait range and a loader.batch counter (two events; begin() adds two).
+void BM_instrumented_loader(benchmark::State& state) {
+  RecordedSession rs(state, "BM_instrumented_loader", /*nvtx=*/true,
+                     RecordedSession::Drainer::kOtherCpus, /*events_per_iteration=*/2,
+                     /*extra_events=*/2);
+  if (!rs.ok()) return;
+  std::vector<int64_t>& batches = LoaderBatches();
+  auto loader = trainscope::torch::Instrument(batches);
+  auto it = loader.begin();
+  int64_t sum = 0;
+  for (auto _ : state) {
+    ++it;
+    sum += *it;
+    benchmark::DoNotOptimize(sum);
+  }
+  rs.Finish();
+}
+
 // ---- disabled scopes (no session) -----------------------------------------
 
 void BM_disabled_phase_scope(benchmark::State& state) {
@@ -394,6 +441,8 @@ void BM_ring_push_64mib(benchmark::State& state) {
       Repetitions(kRepetitions)->ReportAggregatesOnly(true)
 
 TS_UNRECORDED(BM_loop_overhead);
+TS_UNRECORDED(BM_bare_iterator);
+TS_RECORDED(BM_instrumented_loader);
 TS_UNRECORDED(BM_one_clock_read);
 TS_UNRECORDED(BM_two_clock_reads);
 TS_UNRECORDED(BM_clock_monotonic_raw);
@@ -528,7 +577,7 @@ void PrintSummary(const MedianReporter& r) {
         "BM_recorded_phase_scope_shared_cpu", "BM_recorded_phase_scope_nvtx_off", "BM_recorded_range_macro",
         "BM_recorded_step_scope", "BM_recorded_async_range", "BM_disabled_phase_scope",
         "BM_disabled_range_macro", "BM_nvtx_push_pop_no_tool", "BM_ring_push_hot",
-        "BM_ring_push_64mib"}) {
+        "BM_ring_push_64mib", "BM_bare_iterator", "BM_instrumented_loader"}) {
     preempted = PrintFigure(r, name) || preempted;
   }
   if (preempted) {
@@ -557,6 +606,15 @@ void PrintSummary(const MedianReporter& r) {
     printf("disabled_phase_scope = n/a\n");
   }
   PrintRatio(r, "BM_disabled_phase_scope", "BM_one_clock_read", 0);
+  if (const auto wrapped = r.Median("BM_instrumented_loader"), bare = r.Median("BM_bare_iterator");
+      wrapped && bare) {
+    const double added = *wrapped - *bare;
+    printf("loader wrapper adds %.1f ns per batch over a bare iterator (%.1f vs %.1f ns; "
+           "target <= 1000 ns) %s\n",
+           added, *wrapped, *bare, added <= 1000 ? "PASS" : "MISS");
+  } else {
+    printf("loader wrapper = n/a\n");
+  }
   printf("other ratios:\n");
   PrintRatio(r, "BM_recorded_range_macro", "BM_two_clock_reads", 0);
   PrintRatio(r, "BM_recorded_step_scope", "BM_two_clock_reads", 0);

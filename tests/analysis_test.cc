@@ -10,6 +10,7 @@
 #include "sdk/analysis/phase_stats.h"
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/step_analysis.h"
+#include "sdk/analysis/straggler.h"
 
 namespace trainscope::analysis {
 namespace {
@@ -382,6 +383,58 @@ TEST(RunAnalysisTest, InputBoundRunRecommendsTheLoader) {
   EXPECT_DOUBLE_EQ(report.timing.total_s, 0.035);
   EXPECT_NE(report.recommendation.find("36% of step time waits on input"), std::string::npos)
       << report.recommendation;
+}
+
+// Three ranks, 10 steps of 100 ms each (synchronous: all alike). Rank 2
+// computes 30 ms longer; ranks 0 and 1 wait those 30 ms (plus 5 ms of
+// all-reduce that everyone pays) in sync. Values worked out by hand.
+TEST(StragglerTest, TheRankThatMakesTheOthersWaitIsNamedWithItsLagAndTheWait) {
+  std::vector<RankSteps> ranks(3);
+  for (int r = 0; r < 3; ++r) {
+    ranks[r].rank = r;
+    ranks[r].world_size = 3;
+    for (int i = 0; i < 10; ++i) {
+      Report::Step step;
+      step.index = i;
+      step.duration_ms = 100;
+      step.sync_ms = r == 2 ? 5 : 35;
+      ranks[r].steps.push_back(step);
+    }
+  }
+  const StragglerReport report = AnalyzeStragglers(ranks);
+  EXPECT_EQ(report.slowest_rank, 2);
+  EXPECT_TRUE(report.straggler);
+  EXPECT_DOUBLE_EQ(report.lag_ms, 30.0);  // compute 95 vs 65
+  EXPECT_DOUBLE_EQ(report.wait_caused_s, 2 * 10 * 0.030);
+  EXPECT_DOUBLE_EQ(report.wait_share, 0.6 / 2.0);  // of the others' 2 s of steps
+  EXPECT_EQ(report.common_steps, 10);
+  ASSERT_EQ(report.ranks.size(), 3u);
+  EXPECT_EQ(report.ranks[2].times_slowest, 10);
+  EXPECT_DOUBLE_EQ(report.ranks[0].median_compute_ms, 65.0);
+  EXPECT_TRUE(report.missing_ranks.empty());
+
+  // Balanced ranks: one is still the slowest, but it is no straggler.
+  std::vector<RankSteps> balanced = ranks;
+  for (RankSteps& r : balanced) {
+    for (Report::Step& step : r.steps) step.sync_ms = r.rank == 1 ? 4.5 : 5;
+  }
+  const StragglerReport even = AnalyzeStragglers(balanced);
+  EXPECT_EQ(even.slowest_rank, 1);  // 95.5 ms of compute against 95
+  EXPECT_FALSE(even.straggler) << "0.5 ms is under 5% of a 100 ms step";
+
+  // A rank without a report, and one a survivor saw fail, are missing.
+  ranks[0].missing_ranks = {3};
+  ranks[0].world_size = 5;
+  ranks[0].error = "allreduce failed";
+  const StragglerReport partial = AnalyzeStragglers(ranks);
+  EXPECT_EQ(partial.missing_ranks, (std::vector<int>{3, 4}));
+  ASSERT_EQ(partial.errors.size(), 1u);
+  EXPECT_EQ(partial.errors[0], "rank 0: allreduce failed");
+
+  // Steps only some ranks reached are not compared.
+  ranks[1].steps.resize(4);
+  EXPECT_EQ(AnalyzeStragglers(ranks).common_steps, 4);
+  EXPECT_EQ(AnalyzeStragglers({ranks[0]}).slowest_rank, -1) << "one rank: nobody to lag";
 }
 
 }  // namespace

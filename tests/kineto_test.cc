@@ -432,7 +432,7 @@ TEST(TraceReaderTest, DeviceIntervalsWrittenByTrainscopeReadBackWithTheSameBreak
   ASSERT_TRUE(source.ok());
   TempDir dir;
   {
-    auto writer = exporter::TraceWriter::Open(dir.path(), "roundtrip", 1);
+    auto writer = exporter::TraceWriter::Open(dir.path(), "trace.json", "roundtrip", 1);
     ASSERT_TRUE(writer.ok()) << writer.status();
     ASSERT_TRUE((*writer)->AppendDeviceIntervals(source->timeline).ok());
     ASSERT_TRUE((*writer)->Publish(true).ok());

@@ -2,9 +2,12 @@
 // slower loader must show up as a larger idle share blamed on data_wait.
 // Runs the real train_mlp sample as a process and reads its report.json.
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include "sdk/export/report_json.h"
 #include "tests/test_util.h"
+
+#include <filesystem>
 
 namespace trainscope {
 namespace {
@@ -50,6 +53,108 @@ TEST(TrainMlpSampleTest, UnwritableOutputDirectoryFailsWithItsName) {
       testing::RunProcess({TRAIN_MLP_PATH, "--steps=2", "--out=" + dir.File("file") + "/sub"});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.err.find(dir.File("file") + "/sub"), std::string::npos) << run.err;
+}
+
+// `trainscope ranks --format=json DIR`, parsed.
+simdjson::dom::element RanksJson(simdjson::dom::parser& parser, const std::string& dir) {
+  const testing::ProcessResult ranks =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "ranks", "--format=json", dir});
+  EXPECT_EQ(ranks.exit_code, 0) << ranks.err;
+  simdjson::dom::element root;
+  EXPECT_EQ(parser.parse(ranks.out).get(root), simdjson::SUCCESS) << ranks.out;
+  return root;
+}
+
+// Three real ranks (processes) on loopback, c10d Gloo over a FileStore; rank
+// 1's forward pass is slowed by 15 ms a step. Every rank's step takes as long
+// (the all-reduce waits for the slowest), so the report must find rank 1
+// from how the steps split.
+TEST(TrainMlpSampleTest, ThreeGlooRanksNameTheDelayedOne) {
+  testing::TempDir dir;
+  const std::string out = dir.File("ddp");
+  const testing::ProcessResult run = testing::RunProcess(
+      {TRAIN_MLP_PATH, "--world_size=3", "--slow_rank=1", "--slow_rank_ms=15", "--steps=30",
+       "--batch_size=16", "--hidden=32", "--out=" + out});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("slowest rank: 1 "), std::string::npos) << run.out;
+  for (int r = 0; r < 3; ++r) {
+    absl::StatusOr<Report> report =
+        exporter::ReadReportFile(out + "/report-rank" + std::to_string(r) + ".json");
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->run.rank, r);
+    EXPECT_EQ(report->run.world_size, 3);
+    EXPECT_EQ(report->distributed.backend, "gloo");
+    EXPECT_TRUE(report->distributed.missing_ranks.empty());
+    EXPECT_EQ(report->steps.size(), 30u);
+    EXPECT_TRUE(std::filesystem::exists(out + "/trace-rank" + std::to_string(r) + ".json"));
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element json = RanksJson(parser, out);
+  int64_t slowest = -1;
+  double lag_ms = 0, wait_caused_s = 0;
+  ASSERT_EQ(json["slowest_rank"].get_int64().get(slowest), simdjson::SUCCESS);
+  EXPECT_EQ(slowest, 1);
+  bool straggler = false;
+  ASSERT_EQ(json["straggler"].get_bool().get(straggler), simdjson::SUCCESS);
+  EXPECT_TRUE(straggler);
+  ASSERT_EQ(json["lag_ms"].get_double().get(lag_ms), simdjson::SUCCESS);
+  EXPECT_GT(lag_ms, 10) << "about the 15 ms of delay";
+  ASSERT_EQ(json["wait_caused_s"].get_double().get(wait_caused_s), simdjson::SUCCESS);
+  EXPECT_GT(wait_caused_s, 2 * 30 * 0.010) << "two ranks wait most of 15 ms a step";
+  simdjson::dom::array missing;
+  ASSERT_EQ(json["missing_ranks"].get_array().get(missing), simdjson::SUCCESS);
+  EXPECT_EQ(missing.size(), 0u);
+}
+
+// Rank 2 is killed (SIGKILL) at step 5: the others' all-reduce fails instead
+// of hanging, they report rank 2 missing, and the launcher exits non-zero.
+TEST(TrainMlpSampleTest, ADeadRankIsReportedMissingByTheSurvivors) {
+  testing::TempDir dir;
+  const std::string out = dir.File("dead");
+  const testing::ProcessResult run = testing::RunProcess(
+      {TRAIN_MLP_PATH, "--world_size=3", "--die_rank=2", "--die_at_step=5", "--steps=30",
+       "--batch_size=16", "--hidden=32", "--dist_timeout_s=20", "--out=" + out});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.err.find("rank 2 exited with 137"), std::string::npos) << run.err;
+  for (int r = 0; r < 2; ++r) {
+    absl::StatusOr<Report> report =
+        exporter::ReadReportFile(out + "/report-rank" + std::to_string(r) + ".json");
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->distributed.missing_ranks, std::vector<int>{2}) << report->distributed.error;
+    EXPECT_NE(report->distributed.error.find("allreduce"), std::string::npos)
+        << report->distributed.error;
+    EXPECT_LE(report->steps.size(), 6u);
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element json = RanksJson(parser, out);
+  simdjson::dom::array missing;
+  ASSERT_EQ(json["missing_ranks"].get_array().get(missing), simdjson::SUCCESS);
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_EQ(int64_t(missing.at(0)), 2);
+}
+
+TEST(TrainMlpSampleTest, MixedPrecisionRunsAndReachesTheTarget) {
+  testing::TempDir dir;
+  for (const std::string amp : {"bf16", "fp16"}) {
+    const std::string out = dir.File(amp);
+    const testing::ProcessResult run =
+        testing::RunProcess({TRAIN_MLP_PATH, "--steps=300", "--batch_size=32", "--hidden=64",
+                             "--amp=" + amp, "--loader_workers=2", "--out=" + out});
+    ASSERT_EQ(run.exit_code, 0) << amp << ": " << run.err;
+    absl::StatusOr<Report> report = exporter::ReadReportFile(out + "/report.json");
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->acceptance.passed, std::optional<bool>(true))
+        << amp << ": eval_mse " << report->acceptance.value.value_or(-1);
+    EXPECT_EQ(report->memory.source, "process_rss");
+    if (amp == "fp16") {  // the scaler's state lands in the report's config
+      bool has_scale = false;
+      for (const auto& [key, value] : report->config) has_scale |= key == "amp.final_scale";
+      EXPECT_TRUE(has_scale);
+    }
+    bool has_depth = false;
+    for (const Report::Counter& c : report->counters) has_depth |= c.name == "loader.queue_depth";
+    EXPECT_TRUE(has_depth);
+  }
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ set -euo pipefail
 
 packages=(cmake make g++ git python3 python3-pip pkg-config
           libabsl-dev libfmt-dev libsimdjson-dev libxxhash-dev zlib1g-dev libdeflate-dev
-          libgtest-dev libgmock-dev libbenchmark-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

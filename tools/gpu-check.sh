@@ -50,7 +50,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINSCOPE_TORCH=ON \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" >"$out/configure.log" 2>&1 ||
   { tail -40 "$out/configure.log"; exit 1; }
 grep -E "^-- trainscope:" "$out/configure.log" || true
-cmake --build build-gpu -j "$jobs" --target train_mlp trainscope_cli cupti_test >"$out/build.log" 2>&1 ||
+cmake --build build-gpu -j "$jobs" --target train_mlp trainscope_cli cupti_test torch_test >"$out/build.log" 2>&1 ||
   { tail -40 "$out/build.log"; exit 1; }
 echo "built in $((SECONDS - start)) s"
 
@@ -89,6 +89,17 @@ print(f"trainscope with CUPTI: {1e3 / on:.3f} ms/step, without: {1e3 / off:.3f} 
 PY
 python3 tools/torch_profiler_overhead.py --steps "$steps" --batch 512 --hidden 4096 \
   --trace "$out/torch_profiler_trace.json"
+
+say "trainscope::torch on CUDA: AMP, prefetcher, memory, two ranks"
+build-gpu/tests/torch_test 2>&1 | tail -3 || true
+build-gpu/bin/train_mlp "${model[@]}" --amp=fp16 --out="$out/fp16" >"$out/fp16.log" 2>&1 || true
+grep -hE "^acceptance|amp" "$out/fp16.log" "$out/fp16/report.json" | head -5 || true
+build-gpu/bin/train_mlp "${model[@]}" --amp=bf16 --out="$out/bf16" >"$out/bf16.log" 2>&1 || true
+grep -h "^acceptance" "$out/bf16.log" || true
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('memory', r['memory'])" \
+  "$out/fp16/report.json" || true
+build-gpu/bin/train_mlp "${model[@]}" --world_size=2 --slow_rank=1 --slow_rank_ms=5 \
+  --out="$out/ddp" 2>&1 | tail -8 || true
 
 say "trainscope analyze on the PyTorch profiler's trace"
 build-gpu/bin/trainscope analyze "$out/torch_profiler_trace.json" | head -20

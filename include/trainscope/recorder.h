@@ -43,6 +43,7 @@ enum class EventKind : uint8_t {
   kRange = 0,  // a phase or named range that began and ended on this thread
   kStep = 1,   // a training step; `value` holds the sample count
   kAsync = 2,  // a range that may have ended on another thread than it began
+  kCounter = 3,  // a sample of a named value: start_ns = time, end_ns = the value
 };
 
 // One recorded range, written once when the range ends. 32 bytes.
@@ -186,6 +187,21 @@ NameId InternName(std::string_view name);
 // The text of an interned name or a phase/step name id; "" if unknown.
 // Thread-safe; the view stays valid for the life of the process.
 std::string_view LookupName(NameId id);
+
+// Records `value` for the counter `name` (from InternName) at this moment:
+// a counter track in trace.json ("ph":"C") and min/mean/max in the report's
+// `counters`. For queue depths, batch indices, bytes in flight. Cost: one
+// clock read and a push, like a scope; nothing without an active session.
+inline void RecordCounter(NameId name, int64_t value) noexcept {
+#ifdef TRAINSCOPE_DISABLE
+  static_cast<void>(name);
+  static_cast<void>(value);
+  return;
+#endif
+  ThreadBuffer* buffer = ActiveBuffer();
+  if (buffer == nullptr) return;
+  buffer->Push(Event{NowNs(), value, CurrentStep(), name, EventKind::kCounter, Phase::kOther, 0});
+}
 
 // Names the calling thread ("loader/0") in trace.json and in NVTX
 // (nvtxNameOsThreadA), as Nsight Systems shows it. Registers the thread with

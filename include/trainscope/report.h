@@ -50,7 +50,8 @@ struct Report {
     std::string started_at;     // ISO 8601, UTC, of process start
     std::string host;
     int64_t pid = 0;
-    int rank = 0;
+    int rank = 0;        // Options::rank (torch.distributed rank)
+    int world_size = 1;  // Options::world_size
   } run;
 
   struct Environment {
@@ -133,6 +134,40 @@ struct Report {
     double per_scope_ns = 0;  // measured at Session::Start
     double estimated_share = 0;  // recorded scopes x per_scope_ns / total
   } overhead;
+
+  // One entry per recorded step, by index: what the cross-rank straggler
+  // report (`trainscope ranks DIR`) compares.
+  struct Step {
+    int64_t index = 0;
+    double start_s = 0;        // since process start
+    double duration_ms = 0;
+    double sync_ms = 0;        // in kSync ranges of the step (collectives, device syncs)
+    double data_wait_ms = 0;   // in kDataWait ranges of the step
+    int64_t memory_bytes = -1;       // allocated at the step's end (-1: not sampled)
+    int64_t peak_memory_bytes = -1;  // peak during the step (-1: not sampled)
+  };
+  std::vector<Step> steps;
+  // Session::RecordStepMemory's samples, summed up.
+  struct Memory {
+    std::string source;  // "cuda_caching_allocator", "process_rss", "" if never sampled
+    int64_t peak_bytes = -1;
+    int64_t last_bytes = -1;
+  } memory;
+  // RecordCounter's values, by name.
+  struct Counter {
+    std::string name;
+    int64_t samples = 0;
+    int64_t min = 0;
+    int64_t max = 0;
+    double mean = 0;
+  };
+  std::vector<Counter> counters;
+  // A torch.distributed run (Options::world_size > 1).
+  struct Distributed {
+    std::string backend;             // "gloo", "nccl"; "" when not distributed
+    std::vector<int> missing_ranks;  // ranks this one saw fail or vanish
+    std::string error;               // the failed collective's error, if any
+  } distributed;
 
   Acceptance acceptance;
 

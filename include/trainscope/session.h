@@ -93,6 +93,12 @@ struct Options {
   Report::ResourceRequest resource_request;
   // The run's configuration as key/value pairs, copied into the report.
   std::vector<std::pair<std::string, std::string>> config;
+  // This process's torch.distributed rank and the number of ranks. -1 reads
+  // the RANK / WORLD_SIZE environment variables (torchrun sets them), else 0
+  // and 1. With world_size > 1 the outputs are trace-rank<R>.json and
+  // report-rank<R>.json, so that all ranks can share one output directory.
+  int rank = -1;
+  int world_size = -1;
 };
 
 // One active profiling run. Movable, not copyable. Methods are thread-safe
@@ -121,6 +127,22 @@ class Session {
   // `target` (at least, or at most when !higher_is_better).
   void SetAcceptance(std::string_view metric, double target, double value,
                      bool higher_is_better);
+
+  // Records the memory in use at the end of step `step` and its peak during
+  // the step (bytes; `source` says what was measured, e.g.
+  // "cuda_caching_allocator" or "process_rss"). trainscope::torch's
+  // RecordStepMemory fills these from LibTorch. Cost: a lock; once a step.
+  void RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak_bytes,
+                        std::string_view source);
+  // Notes the torch.distributed backend in the report ("gloo", "nccl").
+  void SetDistributedBackend(std::string_view backend);
+  // Notes ranks that this one saw fail or vanish, and the error it got.
+  // They appear in report.distributed and in `trainscope ranks`.
+  void NoteMissingRanks(const std::vector<int>& ranks, std::string_view error);
+  // The output file names: "trace.json" and "report.json", or with
+  // "-rank<R>" before ".json" when world_size > 1.
+  std::string trace_file() const;
+  std::string report_file() const;
 
   // Stops recording, drains every thread, analyses the timeline, writes the
   // outputs selected by Options::sinks and prints the summary. Events that

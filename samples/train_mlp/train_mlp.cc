@@ -5,17 +5,42 @@
 //
 // Prints the trainscope summary and writes out/train_mlp/{trace.json,report.json}.
 // --loader_delay_ms simulates a slow input pipeline (decode, storage): the
-// report's idle share rises with it, and its top cause becomes data_wait.
+// report's idle share rises with it, and its top cause becomes data_wait;
+// --loader_workers=N moves it onto N prefetching threads.
+//
+//   train_mlp --world_size=2 --out=out/ddp          # two Gloo ranks on this machine
+//   train_mlp --world_size=3 --slow_rank=1 --slow_rank_ms=20
+//
+// With --world_size=N (and no --rank) it starts N copies of itself as ranks
+// 0..N-1 (c10d over a FileStore in --out), each writing
+// trace-rank<R>.json and report-rank<R>.json, waits for them and prints the
+// straggler report (`trainscope ranks --out` prints it again). Gradients are
+// averaged with one all-reduce per step. A rank whose collective fails (a
+// peer died or timed out) stops, writes its report naming the missing ranks
+// and exits with 3.
+#include <signal.h>
+#include <sys/wait.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include <filesystem>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "trainscope/ranks.h"
+#include "trainscope/torch/amp.h"
+#include "trainscope/torch/device.h"
+#include "trainscope/torch/distributed.h"
+#include "trainscope/torch/loader.h"
 #include "trainscope/torch/torch.h"
 #include "trainscope/trainscope.h"
 
@@ -34,6 +59,22 @@ ABSL_FLAG(bool, device_timeline, true,
 ABSL_FLAG(int, threads, 1,
           "LibTorch intra-op threads (0: LibTorch's default). One is fastest for this small "
           "model, and avoids OpenMP spinning when the machine is shared");
+ABSL_FLAG(int, loader_workers, 0,
+          "threads that prepare batches ahead (trainscope::torch::PrefetchLoader); 0: the "
+          "training thread loads each batch itself");
+ABSL_FLAG(int, queue_depth, 4, "with --loader_workers: batches prepared ahead, at most");
+ABSL_FLAG(std::string, amp, "off",
+          "mixed precision: off, bf16 (autocast, no scaler needed) or fp16 (autocast and "
+          "trainscope::torch::GradScaler)");
+ABSL_FLAG(int, world_size, 1, "ranks (torch.distributed, Gloo on CPU); > 1 starts them all");
+ABSL_FLAG(int, rank, -1, "this process's rank (set by the launcher; -1: launch the ranks)");
+ABSL_FLAG(int, slow_rank, -1, "this rank's forward pass is slowed down on purpose");
+ABSL_FLAG(int, slow_rank_ms, 0, "how much --slow_rank's forward is slowed, per step");
+ABSL_FLAG(int, dist_timeout_s, 30, "how long a collective waits for the other ranks");
+ABSL_FLAG(int, die_rank, -1, "fault injection: this rank kills itself (SIGKILL) ...");
+ABSL_FLAG(int64_t, die_at_step, -1, "... at the start of this step");
+
+constexpr int kExitCollectiveFailed = 3;
 
 namespace {
 
@@ -61,11 +102,12 @@ class SlowLoader {
   SlowLoader(const SyntheticData& data, int64_t batch_size, std::chrono::milliseconds delay)
       : data_(data), batch_size_(batch_size), delay_(delay) {}
 
-  std::pair<torch::Tensor, torch::Tensor> Next() {
+  // Batch `index` of a rank's shard (ranks interleave: batch i of rank r is
+  // slot i * world + r). Thread-safe.
+  std::vector<torch::Tensor> Load(int64_t index, int rank, int world) const {
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
     const int64_t n = data_.x.size(0);
-    const int64_t start = (cursor_ * batch_size_) % (n - batch_size_ + 1);
-    ++cursor_;
+    const int64_t start = ((index * world + rank) * batch_size_) % (n - batch_size_ + 1);
     return {data_.x.narrow(0, start, batch_size_), data_.y.narrow(0, start, batch_size_)};
   }
 
@@ -73,8 +115,53 @@ class SlowLoader {
   const SyntheticData& data_;
   int64_t batch_size_;
   std::chrono::milliseconds delay_;
-  int64_t cursor_ = 0;
 };
+
+// Starts --world_size copies of this program as ranks 0..N-1, waits for
+// them, and prints the straggler report. Returns the exit code.
+int LaunchRanks(int argc, char** argv, int world_size, const std::string& out) {
+  const std::string store = out + "/c10d.store";
+  std::error_code ignored;
+  std::filesystem::create_directories(out, ignored);
+  std::filesystem::remove(store, ignored);  // a stale store would confuse the rendezvous
+  for (int r = 0; r < world_size; ++r) {
+    std::filesystem::remove(out + "/report-rank" + std::to_string(r) + ".json", ignored);
+  }
+  std::vector<pid_t> children;
+  for (int r = 0; r < world_size; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("train_mlp: fork");
+      return 1;
+    }
+    if (pid == 0) {
+      std::vector<std::string> args(argv, argv + argc);
+      args.push_back("--rank=" + std::to_string(r));
+      std::vector<char*> raw;
+      for (std::string& a : args) raw.push_back(a.data());
+      raw.push_back(nullptr);
+      execv("/proc/self/exe", raw.data());
+      std::perror("train_mlp: exec");
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+  int worst = 0;
+  for (size_t r = 0; r < children.size(); ++r) {
+    int status = 0;
+    waitpid(children[r], &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0) std::fprintf(stderr, "train_mlp: rank %zu exited with %d\n", r, code);
+    worst = std::max(worst, code);
+  }
+  absl::StatusOr<std::string> report = trainscope::RanksReport(out, /*json=*/false);
+  if (report.ok()) {
+    std::printf("\n== ranks (trainscope ranks %s) ==\n%s", out.c_str(), report->c_str());
+  } else {
+    std::fprintf(stderr, "train_mlp: %s\n", report.status().ToString().c_str());
+  }
+  return worst == 0 ? 0 : 1;
+}
 
 torch::nn::Sequential MakeModel(int64_t hidden) {
   return torch::nn::Sequential(torch::nn::Linear(kFeatures, hidden), torch::nn::ReLU(),
@@ -87,11 +174,16 @@ torch::nn::Sequential MakeModel(int64_t hidden) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "train_mlp: an instrumented LibTorch training loop.\n"
-      "usage: train_mlp [--steps=N] [--batch_size=N] [--loader_delay_ms=MS] [--out=DIR]");
+      "usage: train_mlp [--steps=N] [--batch_size=N] [--loader_delay_ms=MS] [--out=DIR]\n"
+      "                 [--loader_workers=N] [--amp=off|bf16|fp16] [--world_size=N]\n"
+      "                 [--slow_rank=R --slow_rank_ms=MS]");
   absl::ParseCommandLine(argc, argv);
   const int64_t steps = absl::GetFlag(FLAGS_steps);
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
   const int64_t delay_ms = absl::GetFlag(FLAGS_loader_delay_ms);
+  const std::string amp = absl::GetFlag(FLAGS_amp);
+  const int world_size = absl::GetFlag(FLAGS_world_size);
+  const int rank_flag = absl::GetFlag(FLAGS_rank);
   if (steps <= 0 || batch_size <= 0 || delay_ms < 0 || absl::GetFlag(FLAGS_hidden) <= 0 ||
       absl::GetFlag(FLAGS_sync_every) <= 0) {
     std::fprintf(stderr,
@@ -99,12 +191,31 @@ int main(int argc, char** argv) {
                  "and --loader_delay_ms not negative\n");
     return 2;
   }
+  if (amp != "off" && amp != "bf16" && amp != "fp16") {
+    std::fprintf(stderr, "train_mlp: --amp=%s: expected off, bf16 or fp16\n", amp.c_str());
+    return 2;
+  }
+  if (world_size < 1 || world_size > 64 || rank_flag >= world_size ||
+      absl::GetFlag(FLAGS_loader_workers) < 0 || absl::GetFlag(FLAGS_queue_depth) < 1 ||
+      absl::GetFlag(FLAGS_slow_rank_ms) < 0 || absl::GetFlag(FLAGS_dist_timeout_s) < 1) {
+    std::fprintf(stderr,
+                 "train_mlp: need 1 <= --world_size <= 64, --rank < --world_size, "
+                 "--loader_workers >= 0, --queue_depth >= 1, --slow_rank_ms >= 0 and "
+                 "--dist_timeout_s >= 1\n");
+    return 2;
+  }
+  if (world_size > 1 && rank_flag < 0) {
+    return LaunchRanks(argc, argv, world_size, absl::GetFlag(FLAGS_out));
+  }
+  const int rank = rank_flag < 0 ? 0 : rank_flag;
 
   if (absl::GetFlag(FLAGS_threads) > 0) torch::set_num_threads(absl::GetFlag(FLAGS_threads));
 
   trainscope::Options options;
   options.output_dir = absl::GetFlag(FLAGS_out);
   options.run_name = "train_mlp";
+  options.rank = rank;
+  options.world_size = world_size;
   options.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   options.device_timeline = absl::GetFlag(FLAGS_device_timeline);
   options.data_version = "synthetic-regression-v1 (seed " +
@@ -112,9 +223,16 @@ int main(int argc, char** argv) {
   options.config = {{"steps", std::to_string(steps)},
                     {"batch_size", std::to_string(batch_size)},
                     {"loader_delay_ms", std::to_string(delay_ms)},
+                    {"loader_workers", std::to_string(absl::GetFlag(FLAGS_loader_workers))},
                     {"hidden", std::to_string(absl::GetFlag(FLAGS_hidden))},
                     {"lr", std::to_string(absl::GetFlag(FLAGS_lr))},
+                    {"amp", amp},
+                    {"world_size", std::to_string(world_size)},
                     {"threads", std::to_string(absl::GetFlag(FLAGS_threads))}};
+  if (absl::GetFlag(FLAGS_slow_rank) >= 0) {
+    options.config.emplace_back("slow_rank", std::to_string(absl::GetFlag(FLAGS_slow_rank)));
+    options.config.emplace_back("slow_rank_ms", std::to_string(absl::GetFlag(FLAGS_slow_rank_ms)));
+  }
   absl::StatusOr<trainscope::Session> session = trainscope::Session::Start(options);
   if (!session.ok()) {
     std::fprintf(stderr, "train_mlp: %s\n", session.status().ToString().c_str());
@@ -122,45 +240,114 @@ int main(int argc, char** argv) {
   }
   trainscope::torch::DescribeTorch(*session);
 
+  // One GPU per rank when there are enough (NCCL), else ranks share them
+  // (Gloo, which also reduces CUDA tensors).
+  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   const torch::Device device =
-      torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+      gpus > 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % gpus))
+               : torch::Device(torch::kCPU);
+  std::unique_ptr<trainscope::torch::ProcessGroup> group;
+  if (world_size > 1) {
+    trainscope::torch::DistributedOptions dist;
+    dist.rank = rank;
+    dist.world_size = world_size;
+    dist.store_path = absl::GetFlag(FLAGS_out) + "/c10d.store";
+    dist.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_dist_timeout_s));
+    dist.device = device;
+    dist.backend = gpus >= world_size && trainscope::torch::BuiltWithCuda() ? "auto" : "gloo";
+    absl::StatusOr<std::unique_ptr<trainscope::torch::ProcessGroup>> created =
+        trainscope::torch::ProcessGroup::Create(dist, &*session);
+    if (!created.ok()) {
+      std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, created.status().ToString().c_str());
+      return 1;
+    }
+    group = std::move(*created);
+  }
+
   const SyntheticData data = MakeData(batch_size * 64, absl::GetFlag(FLAGS_seed));
-  SlowLoader loader(data, batch_size, std::chrono::milliseconds(delay_ms));
+  SlowLoader source(data, batch_size, std::chrono::milliseconds(delay_ms));
+  // Batches: loaded on the training thread (a kDataWait range each), or by
+  // --loader_workers threads ahead of it.
+  std::unique_ptr<trainscope::torch::PrefetchLoader<std::vector<torch::Tensor>>> workers;
+  if (absl::GetFlag(FLAGS_loader_workers) > 0) {
+    trainscope::torch::PrefetchOptions prefetch;
+    prefetch.workers = absl::GetFlag(FLAGS_loader_workers);
+    prefetch.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+    workers = std::make_unique<trainscope::torch::PrefetchLoader<std::vector<torch::Tensor>>>(
+        [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
+          if (i >= steps) return std::nullopt;
+          return source.Load(i, rank, world_size);
+        },
+        prefetch);
+  }
+  static const trainscope::NameId load_name = trainscope::InternName("loader.next");
+  auto next_batch = [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
+    if (workers) return workers->Next();
+    trainscope::PhaseScope wait(trainscope::Phase::kDataWait, load_name);
+    return source.Load(i, rank, world_size);
+  };
+  // Host-to-device copies run one batch ahead (a kHostToDevice range each);
+  // on CPU the batches pass through.
+  trainscope::torch::DevicePrefetcher to_device(device);
+
+  torch::manual_seed(absl::GetFlag(FLAGS_seed));  // the same initial model on every rank
   torch::nn::Sequential model = MakeModel(absl::GetFlag(FLAGS_hidden));
   model->to(device);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
+  trainscope::torch::GradScalerOptions scaler_options;
+  scaler_options.enabled = amp == "fp16";
+  trainscope::torch::GradScaler scaler(scaler_options);
+  const at::ScalarType amp_dtype = amp == "fp16" ? torch::kHalf : torch::kBFloat16;
 
   double last_loss = 0;
+  int exit_code = 0;
+  to_device.Submit(next_batch(0));
   for (int64_t i = 0; i < steps; ++i) {
-    trainscope::StepScope step(*session, i, trainscope::Samples(batch_size));
-    std::pair<torch::Tensor, torch::Tensor> batch;
-    {
-      TRAINSCOPE_PHASE(kDataWait);
-      batch = loader.Next();
+    if (rank == absl::GetFlag(FLAGS_die_rank) && i == absl::GetFlag(FLAGS_die_at_step)) {
+      std::fprintf(stderr, "train_mlp: rank %d: dying at step %lld on purpose\n", rank,
+                   static_cast<long long>(i));
+      raise(SIGKILL);
     }
-    {
-      TRAINSCOPE_PHASE(kHostToDevice);
-      batch.first = batch.first.to(device, /*non_blocking=*/true);
-      batch.second = batch.second.to(device, /*non_blocking=*/true);
-    }
+    trainscope::StepScope step(*session, trainscope::StepIndex(i),
+                               trainscope::Samples(batch_size));
+    std::optional<std::vector<torch::Tensor>> batch = to_device.Next();
+    if (!batch) break;
+    if (i + 1 < steps) to_device.Submit(next_batch(i + 1));
     torch::Tensor loss;
     {
       TRAINSCOPE_PHASE(kForward);
-      loss = torch::mse_loss(model->forward(batch.first), batch.second);
+      if (rank == absl::GetFlag(FLAGS_slow_rank) && absl::GetFlag(FLAGS_slow_rank_ms) > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(absl::GetFlag(FLAGS_slow_rank_ms)));
+      }
+      std::optional<trainscope::torch::AutocastGuard> autocast;
+      if (amp != "off") autocast.emplace(device.type(), amp_dtype);
+      loss = torch::mse_loss(model->forward((*batch)[0]).to(torch::kFloat), (*batch)[1]);
     }
     {
       TRAINSCOPE_PHASE(kBackward);
       optimizer.zero_grad();
-      loss.backward();
+      scaler.Scale(loss).backward();
+    }
+    if (group) {
+      if (absl::Status synced = group->AverageGradients(*model); !synced.ok()) {
+        std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, synced.ToString().c_str());
+        exit_code = kExitCollectiveFailed;
+        break;
+      }
     }
     {
       TRAINSCOPE_PHASE(kOptimizer);
-      optimizer.step();
+      if (absl::StatusOr<bool> stepped = scaler.Step(optimizer); !stepped.ok()) {
+        std::fprintf(stderr, "train_mlp: %s\n", stepped.status().ToString().c_str());
+        return 1;
+      }
+      scaler.Update();
     }
     if ((i + 1) % absl::GetFlag(FLAGS_sync_every) == 0 || i + 1 == steps) {
       TRAINSCOPE_PHASE(kSync);
       last_loss = loss.item<double>();
     }
+    trainscope::torch::RecordStepMemory(*session, i, device);
   }
 
   if (device.is_cuda()) {
@@ -175,6 +362,10 @@ int main(int argc, char** argv) {
                    .item<double>();
   }
   session->SetConfig("final_train_loss", std::to_string(last_loss));
+  if (amp == "fp16") {
+    session->SetConfig("amp.final_scale", std::to_string(scaler.scale()));
+    session->SetConfig("amp.skipped_steps", std::to_string(scaler.skipped_steps()));
+  }
   session->SetAcceptance("eval_mse", absl::GetFlag(FLAGS_target_mse), eval_mse,
                          /*higher_is_better=*/false);
   absl::StatusOr<trainscope::Report> report = session->Finish();
@@ -182,5 +373,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_mlp: %s\n", report.status().ToString().c_str());
     return 1;
   }
-  return 0;
+  return exit_code;
 }

@@ -1,7 +1,9 @@
 // The report's analysed sections. See run_analysis.h.
 #include "sdk/analysis/run_analysis.h"
 
+#include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "absl/strings/str_format.h"
 #include "sdk/analysis/gap_analyzer.h"
@@ -42,6 +44,31 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
   report->resource_hours = report->resource_request.accelerators * timing.total_s / 3600.0;
 
   report->phases = AnalyzePhases(timeline, steps);
+
+  // Per-step records, for the cross-rank comparison.
+  report->steps.clear();
+  std::unordered_map<int64_t, size_t> step_at;
+  for (const StepSpan& step : steps.steps) {
+    Report::Step row;
+    row.index = step.index;
+    row.start_s = (step.start_ns - clock.process_start_ns) / 1e9;
+    row.duration_ms = (step.end_ns - step.start_ns) / 1e6;
+    step_at.emplace(step.index, report->steps.size());
+    report->steps.push_back(row);
+  }
+  for (const Interval& interval : timeline.intervals()) {
+    if (interval.kind != IntervalKind::kHostRange && interval.kind != IntervalKind::kAsyncRange) {
+      continue;
+    }
+    if (interval.phase != Phase::kSync && interval.phase != Phase::kDataWait) continue;
+    auto it = step_at.find(interval.step);
+    if (it == step_at.end()) continue;
+    Report::Step& row = report->steps[it->second];
+    (interval.phase == Phase::kSync ? row.sync_ms : row.data_wait_ms) +=
+        interval.duration_ns() / 1e6;
+  }
+  std::sort(report->steps.begin(), report->steps.end(),
+            [](const Report::Step& a, const Report::Step& b) { return a.index < b.index; });
 
   if (clock.window_first_step >= 0 || clock.window_end_step >= 0) {
     // Only the profiled steps: outside them there are no device records.

@@ -21,6 +21,8 @@ int RunSummary(const std::vector<std::string>& args);
 // `trainscope analyze TRACE`: the gap analysis of a trace; `format` is
 // "text" or "json".
 int RunAnalyze(const std::vector<std::string>& args, const std::string& format);
+// `trainscope ranks DIR`: the straggler report of the per-rank reports in DIR.
+int RunRanks(const std::vector<std::string>& args, const std::string& format);
 
 }  // namespace trainscope::cli
 

@@ -29,6 +29,9 @@ constexpr char kUsage[] =
     "                        (--format=text|json)\n"
     "  analyze DIR           the same for every trace in DIR (one per rank), in\n"
     "                        parallel (--jobs=N), with a cross-rank summary\n"
+    "  ranks DIR             straggler report of a distributed run from its\n"
+    "                        per-rank reports: the slowest rank, its lag, the\n"
+    "                        sync wait it causes, missing ranks (--format=text|json)\n"
     "\n"
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
     "Run 'trainscope --help' for the flags.";
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
   if (command == "summary") return trainscope::cli::RunSummary(args);
   if (command == "analyze") return trainscope::cli::RunAnalyze(args, absl::GetFlag(FLAGS_format));
+  if (command == "ranks") return trainscope::cli::RunRanks(args, absl::GetFlag(FLAGS_format));
   std::fprintf(stderr, "trainscope: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return trainscope::cli::kExitUsage;
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <algorithm>
 #include <unordered_map>
 
 #include "fmt/format.h"
@@ -35,8 +36,29 @@ std::atomic<uint32_t> g_last_generation{0};
 constexpr uint64_t kMinBufferBytes = 64 * sizeof(Event);
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 30;
 
-absl::Status ValidateOptions(const Options& o) {
+// RANK / WORLD_SIZE from the environment (torchrun's), or `fallback`.
+int EnvInt(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  return (*end == '\0' && value >= 0 && value < (1 << 20)) ? static_cast<int>(value) : fallback;
+}
+
+std::string RankedFile(const Options& o, std::string_view stem) {
+  return o.world_size > 1 ? fmt::format("{}-rank{}.json", stem, o.rank)
+                          : fmt::format("{}.json", stem);
+}
+
+absl::Status ValidateOptions(Options& o) {
   if (o.run_name.empty()) return absl::InvalidArgumentError("Options::run_name is empty");
+  if (o.world_size < 0) o.world_size = EnvInt("WORLD_SIZE", 1);
+  if (o.rank < 0) o.rank = EnvInt("RANK", 0);
+  if (o.world_size < 1 || o.rank >= o.world_size) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Options::rank is {} and world_size {}: need 0 <= rank < world_size", o.rank,
+        o.world_size));
+  }
   if (o.buffer_bytes_per_thread.value < kMinBufferBytes ||
       o.buffer_bytes_per_thread.value > kMaxBufferBytes) {
     return absl::InvalidArgumentError(
@@ -93,7 +115,12 @@ struct Session::Impl {
   std::vector<ThreadEvents> threads;
   std::vector<core::ThreadEntry> entries;  // last registry snapshot
 
-  std::mutex mu;  // guards report.config, report.acceptance, stop
+  std::mutex mu;  // guards report.config, report.acceptance, memory, report.distributed, stop
+  struct MemorySample {
+    int64_t current = -1, peak = -1;
+  };
+  std::unordered_map<int64_t, MemorySample> memory;  // by step
+  void SummarizeMemoryAndCounters();
   std::condition_variable wake;
   bool stop = false;
   std::thread drainer;
@@ -219,6 +246,8 @@ analysis::Timeline Session::Impl::BuildTimeline() const {
           interval.name = name_of(e.value);
           interval.track = track;
           break;
+        case EventKind::kCounter:  // report.counters, not intervals
+          continue;
       }
       timeline.Add(interval);
     }
@@ -231,16 +260,20 @@ absl::Status Session::Impl::WriteOutputs() {
   absl::Status status = trace_status;
   if (trace != nullptr && status.ok()) status.Update(trace->Publish(true));
   if ((options.sinks & kSinkReportJson) != 0) {
-    status.Update(core::WriteFileAtomically(fmt::format("{}/report.json", options.output_dir),
-                                            exporter::ReportToJson(report)));
+    status.Update(core::WriteFileAtomically(
+        fmt::format("{}/{}", options.output_dir, RankedFile(options, "report")),
+        exporter::ReportToJson(report)));
   }
   if ((options.sinks & kSinkSummary) != 0) {
     const std::string summary = exporter::FormatSummary(report);
     std::fputs(summary.c_str(), options.summary_stream);
     if ((options.sinks & (kSinkTraceJson | kSinkReportJson)) != 0) {
       std::fprintf(options.summary_stream, "outputs: %s/%s%s\n", options.output_dir.c_str(),
-                   (options.sinks & kSinkTraceJson) != 0 ? "trace.json " : "",
-                   (options.sinks & kSinkReportJson) != 0 ? "report.json" : "");
+                   (options.sinks & kSinkTraceJson) != 0
+                       ? (RankedFile(options, "trace") + " ").c_str()
+                       : "",
+                   (options.sinks & kSinkReportJson) != 0 ? RankedFile(options, "report").c_str()
+                                                           : "");
     }
     std::fflush(options.summary_stream);
   }
@@ -284,10 +317,13 @@ absl::StatusOr<Session> Session::Start(Options options) {
   impl->report.run.started_at = core::FormatIso8601(impl->process_start.unix_s);
   impl->report.resource_request = options.resource_request;
   impl->report.config = options.config;
+  impl->report.run.rank = options.rank;
+  impl->report.run.world_size = options.world_size;
   impl->scope_cost_ns = CalibrateScopeCostNs();
   if ((options.sinks & kSinkTraceJson) != 0) {
     auto trace =
-        exporter::TraceWriter::Open(options.output_dir, options.run_name, impl->report.run.pid);
+        exporter::TraceWriter::Open(options.output_dir, RankedFile(options, "trace"),
+                                    options.run_name, impl->report.run.pid);
     if (!trace.ok()) return fail(trace.status());
     impl->trace = std::move(*trace);
   }
@@ -339,6 +375,65 @@ Session::~Session() {
 bool Session::active() const { return impl_ != nullptr && !impl_->finished; }
 
 const Options& Session::options() const { return impl_->options; }
+
+void Session::RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak_bytes,
+                               std::string_view source) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->memory[step] = {current_bytes, peak_bytes};
+  impl_->report.memory.source = std::string(source);
+}
+
+void Session::SetDistributedBackend(std::string_view backend) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->report.distributed.backend = std::string(backend);
+}
+
+void Session::NoteMissingRanks(const std::vector<int>& ranks, std::string_view error) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<int>& missing = impl_->report.distributed.missing_ranks;
+  for (int r : ranks) {
+    if (std::find(missing.begin(), missing.end(), r) == missing.end()) missing.push_back(r);
+  }
+  std::sort(missing.begin(), missing.end());
+  if (!error.empty()) impl_->report.distributed.error = std::string(error);
+}
+
+std::string Session::trace_file() const { return RankedFile(impl_->options, "trace"); }
+std::string Session::report_file() const { return RankedFile(impl_->options, "report"); }
+
+// Per-step memory into report.steps, and the counters' statistics. Called
+// with mu held, after AnalyzeRun.
+void Session::Impl::SummarizeMemoryAndCounters() {
+  for (Report::Step& step : report.steps) {
+    auto it = memory.find(step.index);
+    if (it == memory.end()) continue;
+    step.memory_bytes = it->second.current;
+    step.peak_memory_bytes = it->second.peak;
+    report.memory.peak_bytes = std::max(report.memory.peak_bytes, it->second.peak);
+    report.memory.last_bytes = it->second.current;
+  }
+  std::unordered_map<NameId, Report::Counter> counters;
+  std::vector<NameId> order;
+  for (const ThreadEvents& thread : threads) {
+    for (const Event& e : thread.events) {
+      if (e.kind != EventKind::kCounter) continue;
+      auto [it, added] = counters.try_emplace(e.value);
+      Report::Counter& c = it->second;
+      if (added) {
+        order.push_back(e.value);
+        c.name = std::string(LookupName(e.value));
+        c.min = c.max = e.end_ns;
+      }
+      c.min = std::min(c.min, e.end_ns);
+      c.max = std::max(c.max, e.end_ns);
+      c.mean += (static_cast<double>(e.end_ns) - c.mean) / static_cast<double>(++c.samples);
+    }
+  }
+  report.counters.clear();
+  for (NameId id : order) report.counters.push_back(counters[id]);
+  std::sort(report.counters.begin(), report.counters.end(),
+            [](const Report::Counter& a, const Report::Counter& b) { return a.name < b.name; });
+}
 
 void Session::SetConfig(std::string_view key, std::string_view value) {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -428,6 +523,7 @@ absl::StatusOr<Report> Session::Finish() {
   }
   std::lock_guard<std::mutex> lock(s.mu);  // SetConfig/SetAcceptance may race
   analysis::AnalyzeRun(timeline, clock, s.options.warmup_steps, &s.report);
+  s.SummarizeMemoryAndCounters();
   s.report.overhead.per_scope_ns = s.scope_cost_ns;
   s.report.overhead.estimated_share =
       s.report.timing.total_s > 0

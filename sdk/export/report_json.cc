@@ -23,6 +23,7 @@ std::string ReportToJson(const Report& r) {
   j.Key("host").String(r.run.host);
   j.Key("pid").Int(r.run.pid);
   j.Key("rank").Int(r.run.rank);
+  j.Key("world_size").Int(r.run.world_size);
   j.EndObject();
 
   j.Key("environment").BeginObject();
@@ -119,6 +120,46 @@ std::string ReportToJson(const Report& r) {
   j.Key("per_scope_ns").Number(r.overhead.per_scope_ns);
   j.Key("estimated_share").Number(r.overhead.estimated_share);
   j.EndObject();
+
+  j.Key("memory").BeginObject();
+  j.Key("source").String(r.memory.source);
+  j.Key("peak_bytes").Int(r.memory.peak_bytes);
+  j.Key("last_bytes").Int(r.memory.last_bytes);
+  j.EndObject();
+
+  j.Key("counters").BeginObject();
+  for (const Report::Counter& c : r.counters) {
+    j.Key(c.name).BeginObject();
+    j.Key("samples").Int(c.samples);
+    j.Key("min").Int(c.min);
+    j.Key("max").Int(c.max);
+    j.Key("mean").Number(c.mean);
+    j.EndObject();
+  }
+  j.EndObject();
+
+  j.Key("distributed").BeginObject();
+  j.Key("backend").String(r.distributed.backend);
+  j.Key("missing_ranks").BeginArray();
+  for (int rank : r.distributed.missing_ranks) j.Int(rank);
+  j.EndArray();
+  j.Key("error").String(r.distributed.error);
+  j.EndObject();
+
+  // One compact row per step: [index, start_s, duration_ms, sync_ms,
+  // data_wait_ms, memory_bytes, peak_memory_bytes].
+  j.Key("step_columns").BeginArray();
+  for (const char* column : {"index", "start_s", "duration_ms", "sync_ms", "data_wait_ms",
+                             "memory_bytes", "peak_memory_bytes"}) {
+    j.String(column);
+  }
+  j.EndArray();
+  j.Key("steps").BeginArray();
+  for (const Report::Step& s : r.steps) {
+    j.BeginArray().Int(s.index).Number(s.start_s).Number(s.duration_ms).Number(s.sync_ms);
+    j.Number(s.data_wait_ms).Int(s.memory_bytes).Int(s.peak_memory_bytes).EndArray();
+  }
+  j.EndArray();
 
   j.Key("acceptance").BeginObject();
   if (r.acceptance.metric.empty()) {
@@ -397,6 +438,80 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   FieldReader overhead = doc.Child("overhead");
   overhead.Number("per_scope_ns", &r.overhead.per_scope_ns);
   overhead.Number("estimated_share", &r.overhead.estimated_share);
+
+  if (run.Has("world_size")) run.Integer("world_size", &r.run.world_size);  // absent: 1
+  FieldReader memory = doc.OptionalChild("memory");
+  memory.String("source", &r.memory.source);
+  memory.Integer("peak_bytes", &r.memory.peak_bytes);
+  memory.Integer("last_bytes", &r.memory.last_bytes);
+  FieldReader counters = doc.OptionalChild("counters");
+  if (counters.valid()) {
+    for (auto field : counters.raw()) {
+      object obj;
+      if (field.value.get_object().get(obj) != simdjson::SUCCESS) {
+        counters.Fail(field.key, "is not an object");
+        break;
+      }
+      FieldReader c(obj, counters.Path(field.key), source, &status);
+      Report::Counter counter;
+      counter.name = std::string(field.key);
+      c.Integer("samples", &counter.samples);
+      c.Integer("min", &counter.min);
+      c.Integer("max", &counter.max);
+      c.Number("mean", &counter.mean);
+      r.counters.push_back(std::move(counter));
+    }
+  }
+  FieldReader distributed = doc.OptionalChild("distributed");
+  distributed.String("backend", &r.distributed.backend);
+  distributed.String("error", &r.distributed.error);
+  if (distributed.valid()) {
+    simdjson::dom::array missing;
+    if (distributed.raw()["missing_ranks"].get_array().get(missing) == simdjson::SUCCESS) {
+      for (element e : missing) {
+        int64_t rank = 0;
+        if (e.get_int64().get(rank) != simdjson::SUCCESS) {
+          distributed.Fail("missing_ranks", "holds a value that is not an integer");
+          break;
+        }
+        r.distributed.missing_ranks.push_back(static_cast<int>(rank));
+      }
+    }
+  }
+  simdjson::dom::array steps;
+  if (top["steps"].get_array().get(steps) == simdjson::SUCCESS) {
+    int64_t row_index = 0;
+    for (element row : steps) {
+      simdjson::dom::array cells;
+      double v[7] = {0, 0, 0, 0, 0, -1, -1};
+      size_t n = 0;
+      bool ok = row.get_array().get(cells) == simdjson::SUCCESS;
+      if (ok) {
+        for (element cell : cells) {
+          if (n == 7 || cell.get_double().get(v[n]) != simdjson::SUCCESS) {
+            ok = false;
+            break;
+          }
+          ++n;
+        }
+      }
+      if (!ok || n != 7) {
+        status.Update(absl::InvalidArgumentError(fmt::format(
+            "{}: steps[{}] is not a row of 7 numbers (see step_columns)", source, row_index)));
+        break;
+      }
+      Report::Step step;
+      step.index = static_cast<int64_t>(v[0]);
+      step.start_s = v[1];
+      step.duration_ms = v[2];
+      step.sync_ms = v[3];
+      step.data_wait_ms = v[4];
+      step.memory_bytes = static_cast<int64_t>(v[5]);
+      step.peak_memory_bytes = static_cast<int64_t>(v[6]);
+      r.steps.push_back(step);
+      ++row_index;
+    }
+  }
 
   FieldReader acceptance = doc.Child("acceptance");
   if (!acceptance.IsNull("metric")) acceptance.String("metric", &r.acceptance.metric);

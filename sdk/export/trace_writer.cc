@@ -31,12 +31,13 @@ void AppendMicros(std::string* out, int64_t ns) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& dir,
+                                                               std::string_view file,
                                                                std::string_view run_name,
                                                                int64_t pid) {
   std::unique_ptr<TraceWriter> writer(new TraceWriter());
   writer->dir_ = dir;
-  writer->path_ = fmt::format("{}/trace.json", dir);
-  writer->body_path_ = fmt::format("{}/.trace.json.body.{}", dir, pid);
+  writer->path_ = fmt::format("{}/{}", dir, file);
+  writer->body_path_ = fmt::format("{}/.{}.body.{}", dir, file, pid);
   writer->pid_ = pid;
   writer->body_fd_ =
       open(writer->body_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
@@ -89,6 +90,15 @@ void TraceWriter::AppendEvent(uint32_t os_tid, const Event& e, const ThreadIdOf&
   }
   std::string name;
   AppendJsonString(&name, NameOf(e.value));
+  if (e.kind == EventKind::kCounter) {  // a counter track (Perfetto, chrome://tracing)
+    fmt::format_to(std::back_inserter(out),
+                   ",\n{{\"ph\":\"C\",\"cat\":\"trainscope\",\"name\":{},\"pid\":{},\"tid\":{},"
+                   "\"ts\":",
+                   name, pid_, os_tid);
+    AppendMicros(&out, e.start_ns);
+    fmt::format_to(std::back_inserter(out), ",\"args\":{{\"value\":{}}}}}", e.end_ns);
+    return;
+  }
   if (e.kind == EventKind::kAsync) {
     const uint64_t id = next_async_id_++;
     const uint32_t begin_tid = thread_id_of(e.begin_thread);

@@ -33,9 +33,10 @@ class TraceWriter {
   // Maps a ring's registry index to the OS thread id that owns it.
   using ThreadIdOf = std::function<uint32_t(uint16_t index)>;
 
-  // Creates the body file in `dir` and publishes an empty, valid trace.json.
-  // Errors name the file.
+  // Creates the body file in `dir` and publishes an empty, valid trace file
+  // named `file` ("trace.json", or "trace-rank<R>.json"). Errors name the file.
   static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(const std::string& dir,
+                                                           std::string_view file,
                                                            std::string_view run_name,
                                                            int64_t pid);
   ~TraceWriter();

@@ -1,0 +1,182 @@
+// c10d process groups with timed collectives. See trainscope/torch/distributed.h.
+//
+// ProcessGroupGloo.hpp includes gloo's headers, which the torch wheel does
+// not ship (it has torch/csrc/distributed/c10d but no include/gloo): the
+// declarations come from Debian's libgloo-dev. Only declarations are used;
+// the Gloo code that runs is the one inside libtorch_cpu. docs/distributed.md.
+#include "trainscope/torch/distributed.h"
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+#if TRAINSCOPE_TORCH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "trainscope/scope.h"
+
+namespace trainscope::torch {
+
+struct ProcessGroup::Impl {
+  DistributedOptions options;
+  Session* session = nullptr;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> backend;
+  std::string backend_name;
+  int64_t collectives = 0;
+};
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ProcessGroup::~ProcessGroup() = default;
+
+int ProcessGroup::rank() const { return impl_->options.rank; }
+int ProcessGroup::world_size() const { return impl_->options.world_size; }
+const std::string& ProcessGroup::backend_name() const { return impl_->backend_name; }
+
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
+    const DistributedOptions& options, Session* session) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError("ProcessGroup: need 0 <= rank < world_size, got rank " +
+                                      std::to_string(options.rank) + " of " +
+                                      std::to_string(options.world_size));
+  }
+  std::string backend = options.backend;
+  if (backend == "auto") backend = options.device.is_cuda() && TRAINSCOPE_TORCH_NCCL ? "nccl" : "gloo";
+  if (backend != "gloo" && backend != "nccl") {
+    return absl::InvalidArgumentError("ProcessGroup: backend '" + backend +
+                                      "' is not gloo, nccl or auto");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->session = session;
+  impl->backend_name = backend;
+  try {
+    if (!options.store_path.empty()) {
+      impl->store = c10::make_intrusive<c10d::FileStore>(options.store_path, options.world_size);
+    } else {
+      c10d::TCPStoreOptions tcp;
+      tcp.port = static_cast<uint16_t>(options.master_port);
+      tcp.isServer = options.rank == 0;
+      tcp.numWorkers = options.world_size;
+      tcp.timeout = options.timeout;
+      impl->store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, tcp);
+    }
+    impl->store->setTimeout(options.timeout);
+    if (backend == "gloo") {
+      auto gloo = c10d::ProcessGroupGloo::Options::create();
+      gloo->timeout = options.timeout;
+      gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
+      impl->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          impl->store, options.rank, options.world_size, gloo);
+    } else {
+#if TRAINSCOPE_TORCH_NCCL
+      auto nccl = c10d::ProcessGroupNCCL::Options::create();
+      nccl->timeout = options.timeout;
+      impl->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+          impl->store, options.rank, options.world_size, nccl);
+#else
+      return absl::UnimplementedError(
+          "ProcessGroup: this build of trainscope::torch has no NCCL (LibTorch without CUDA, or "
+          "no nccl.h); use backend gloo");
+#endif
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError("ProcessGroup: rank " + std::to_string(options.rank) + " of " +
+                                  std::to_string(options.world_size) +
+                                  " could not join: " + e.what());
+  }
+  if (session != nullptr) session->SetDistributedBackend(backend);
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
+}
+
+absl::Status ProcessGroup::Failed(const char* what, const std::exception& error) {
+  std::string message = error.what();
+  if (const size_t eol = message.find('\n'); eol != std::string::npos) message.resize(eol);
+  const std::vector<int> missing =
+      FindMissingRanks(std::min(impl_->options.timeout, std::chrono::milliseconds(5000)));
+  std::string names;
+  for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  const std::string status_text = std::string("c10d ") + what + " #" +
+                                  std::to_string(impl_->collectives) + " failed on rank " +
+                                  std::to_string(impl_->options.rank) + " (missing ranks: " +
+                                  (names.empty() ? "none found" : names) + "): " + message;
+  if (impl_->session != nullptr) impl_->session->NoteMissingRanks(missing, status_text);
+  return absl::UnavailableError(status_text);
+}
+
+std::vector<int> ProcessGroup::FindMissingRanks(std::chrono::milliseconds wait) {
+  const auto key = [](int r) { return "trainscope/alive/" + std::to_string(r); };
+  std::vector<int> missing;
+  try {
+    impl_->store->set(key(impl_->options.rank), std::vector<uint8_t>{1});
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (true) {
+      missing.clear();
+      for (int r = 0; r < impl_->options.world_size; ++r) {
+        if (r != impl_->options.rank && !impl_->store->check({key(r)})) missing.push_back(r);
+      }
+      if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception&) {
+    // The store itself is gone (its host, rank 0 for a TCPStore, died):
+    // every other rank is unaccounted for.
+    missing.clear();
+    for (int r = 0; r < impl_->options.world_size; ++r) {
+      if (r != impl_->options.rank) missing.push_back(r);
+    }
+  }
+  return missing;
+}
+
+absl::Status ProcessGroup::AllReduce(std::vector<at::Tensor>& tensors) {
+  static const NameId name = InternName("c10d.allreduce");
+  PhaseScope sync(Phase::kSync, name);
+  ++impl_->collectives;
+  try {
+    impl_->backend->allreduce(tensors)->wait();
+  } catch (const std::exception& e) {
+    return Failed("allreduce", e);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroup::AverageGradients(::torch::nn::Module& module) {
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : module.parameters()) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return absl::OkStatus();
+  std::vector<at::Tensor> views;
+  for (const at::Tensor& g : grads) views.push_back(g.reshape({-1}));
+  std::vector<at::Tensor> flat = {at::cat(views)};
+  if (absl::Status status = AllReduce(flat); !status.ok()) return status;
+  flat[0].div_(impl_->options.world_size);
+  int64_t offset = 0;
+  for (at::Tensor& g : grads) {
+    const int64_t n = g.numel();
+    g.copy_(flat[0].narrow(0, offset, n).view_as(g));
+    offset += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProcessGroup::Barrier() {
+  static const NameId name = InternName("c10d.barrier");
+  PhaseScope sync(Phase::kSync, name);
+  ++impl_->collectives;
+  try {
+    impl_->backend->barrier()->wait();
+  } catch (const std::exception& e) {
+    return Failed("barrier", e);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace trainscope::torch

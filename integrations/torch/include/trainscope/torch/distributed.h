@@ -1,0 +1,97 @@
+// trainscope/torch/distributed.h: torch.distributed (c10d) with timed
+// collectives.
+//
+//   trainscope::torch::DistributedOptions d;
+//   d.rank = rank; d.world_size = 3; d.store_path = "out/run/c10d.store";
+//   absl::StatusOr<std::unique_ptr<trainscope::torch::ProcessGroup>> group =
+//       trainscope::torch::ProcessGroup::Create(d, &session);
+//   ...
+//   if (absl::Status s = (*group)->AverageGradients(*model); !s.ok()) { /* a rank died */ }
+//
+// The transport is c10d's own: ProcessGroupGloo on CPU, ProcessGroupNCCL for
+// CUDA tensors when LibTorch has it. Each collective is a kSync range
+// ("c10d.allreduce", "c10d.barrier"), so every rank's report has its sync
+// wait per step and `trainscope ranks DIR` can name the straggler. A rank
+// that dies does not hang the others: collectives time out after
+// DistributedOptions::timeout (sooner when the peer's socket closes), the
+// survivors find out which ranks are gone through the store and note them in
+// their reports (report.distributed.missing_ranks).
+#ifndef TRAINSCOPE_TORCH_DISTRIBUTED_H_
+#define TRAINSCOPE_TORCH_DISTRIBUTED_H_
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainscope/session.h"
+
+namespace trainscope::torch {
+
+// How the ranks meet and talk.
+struct DistributedOptions {
+  int rank = 0;
+  int world_size = 1;
+  // A c10d FileStore at this path when set (all ranks on one machine or a
+  // shared filesystem; remove a stale file before a new run). Otherwise a
+  // TCPStore that rank 0 hosts at master_addr:master_port.
+  std::string store_path;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  // The address of this machine that Gloo binds and the other ranks reach
+  // (127.0.0.1 when every rank is on this machine).
+  std::string host = "127.0.0.1";
+  // How long a collective (and the rendezvous) waits before it fails.
+  std::chrono::milliseconds timeout{60000};
+  // "gloo", "nccl", or "auto": NCCL when `device` is CUDA and LibTorch has
+  // NCCL, else Gloo.
+  std::string backend = "auto";
+  at::Device device = at::kCPU;
+};
+
+// One process group. Collectives are blocking and return a Status; no
+// exception escapes. Not thread-safe: call from the training thread.
+class ProcessGroup {
+ public:
+  // Rendezvous with the other ranks. Errors: InvalidArgument for a bad rank,
+  // world size or backend; Unimplemented for NCCL in a build without it;
+  // DeadlineExceeded / Unavailable when the others do not arrive within the
+  // timeout (with c10d's message). `session` (may be null) gets the backend
+  // and, after a failure, the missing ranks.
+  static absl::StatusOr<std::unique_ptr<ProcessGroup>> Create(const DistributedOptions& options,
+                                                              Session* session);
+  ~ProcessGroup();
+
+  // Sums `tensors` across ranks in place (a kSync range). Errors: Unavailable
+  // with the rank's view of who is missing when a peer died or timed out.
+  absl::Status AllReduce(std::vector<at::Tensor>& tensors);
+  // Averages the gradients of `module` across ranks: one flattened
+  // all-reduce per call. Errors as AllReduce.
+  absl::Status AverageGradients(::torch::nn::Module& module);
+  // Waits for every rank (a kSync range). Errors as AllReduce.
+  absl::Status Barrier();
+
+  // After a failed collective: the ranks that did not check in through the
+  // store within `wait` (each survivor checks in, then looks for the
+  // others). Cost: up to `wait`.
+  std::vector<int> FindMissingRanks(std::chrono::milliseconds wait);
+
+  int rank() const;
+  int world_size() const;
+  const std::string& backend_name() const;
+
+ private:
+  struct Impl;
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  absl::Status Failed(const char* what, const std::exception& error);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainscope::torch
+
+#endif  // TRAINSCOPE_TORCH_DISTRIBUTED_H_

@@ -1,0 +1,152 @@
+// `trainscope ranks DIR`: the straggler report. See trainscope/ranks.h.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "fmt/format.h"
+#include "sdk/analysis/straggler.h"
+#include "sdk/export/json_writer.h"
+#include "sdk/export/report_json.h"
+#include "trainscope/ranks.h"
+
+namespace trainscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsRankReport(const std::string& name) {
+  return name.rfind("report-rank", 0) == 0 && name.size() > 16 &&
+         name.compare(name.size() - 5, 5, ".json") == 0;
+}
+
+// The report files in dir: report-rank*.json there, and report*.json one
+// level down (one directory per rank).
+std::vector<std::string> FindReports(const std::string& dir, std::error_code* error) {
+  std::vector<std::string> found;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, *error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && IsRankReport(name)) found.push_back(entry.path().string());
+    if (entry.is_directory()) {
+      std::error_code sub_error;
+      for (const fs::directory_entry& sub : fs::directory_iterator(entry.path(), sub_error)) {
+        const std::string sub_name = sub.path().filename().string();
+        if (sub.is_regular_file() && (sub_name == "report.json" || IsRankReport(sub_name))) {
+          found.push_back(sub.path().string());
+        }
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string ToJson(const analysis::StragglerReport& s) {
+  exporter::JsonWriter j(exporter::JsonWriter::kPretty);
+  j.BeginObject();
+  j.Key("world_size").Int(s.world_size);
+  j.Key("ranks_reporting").Int(static_cast<int64_t>(s.ranks.size()));
+  j.Key("common_steps").Int(s.common_steps);
+  j.Key("slowest_rank");
+  if (s.slowest_rank >= 0) {
+    j.Int(s.slowest_rank);
+  } else {
+    j.Null();
+  }
+  j.Key("straggler").Bool(s.straggler);
+  j.Key("lag_ms").Number(s.lag_ms);
+  j.Key("wait_caused_s").Number(s.wait_caused_s);
+  j.Key("wait_share").Number(s.wait_share);
+  j.Key("missing_ranks").BeginArray();
+  for (int r : s.missing_ranks) j.Int(r);
+  j.EndArray();
+  j.Key("errors").BeginArray();
+  for (const std::string& e : s.errors) j.String(e);
+  j.EndArray();
+  j.Key("ranks").BeginArray();
+  for (const auto& r : s.ranks) {
+    j.BeginObject();
+    j.Key("rank").Int(r.rank);
+    j.Key("steps").Int(r.steps);
+    j.Key("median_step_ms").Number(r.median_step_ms);
+    j.Key("median_compute_ms").Number(r.median_compute_ms);
+    j.Key("median_sync_ms").Number(r.median_sync_ms);
+    j.Key("total_sync_s").Number(r.total_sync_s);
+    j.Key("times_slowest").Int(r.times_slowest);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  return j.Take() + "\n";
+}
+
+std::string ToText(const analysis::StragglerReport& s) {
+  std::string out = fmt::format("{} of {} ranks reported; {} steps on every rank\n",
+                                s.ranks.size(), s.world_size, s.common_steps);
+  out += fmt::format("{:>5} {:>7} {:>12} {:>15} {:>12} {:>13} {:>8}\n", "rank", "steps",
+                     "step ms", "compute ms", "sync ms", "sync total s", "slowest");
+  for (const auto& r : s.ranks) {
+    out += fmt::format("{:>5} {:>7} {:>12.3f} {:>15.3f} {:>12.3f} {:>13.3f} {:>8}\n", r.rank,
+                       r.steps, r.median_step_ms, r.median_compute_ms, r.median_sync_ms,
+                       r.total_sync_s, r.times_slowest);
+  }
+  if (s.slowest_rank >= 0 && !s.straggler) {
+    out += fmt::format(
+        "no straggler: the ranks' compute differs by {:.3f} ms a step, under {:.0f}% of a step "
+        "(slowest: rank {})\n",
+        std::abs(s.lag_ms), 100 * analysis::kStragglerShare, s.slowest_rank);
+  } else if (s.slowest_rank >= 0) {
+    out += fmt::format(
+        "slowest rank: {} (its compute is {:.3f} ms a step longer than the others' median); "
+        "the others wait {:.3f} s for it in sync ({:.1f}% of their step time)\n",
+        s.slowest_rank, s.lag_ms, s.wait_caused_s, 100 * s.wait_share);
+  } else {
+    out += "slowest rank: none (fewer than two ranks with common steps)\n";
+  }
+  if (!s.missing_ranks.empty()) {
+    std::string list;
+    for (int r : s.missing_ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    out += fmt::format("missing ranks: {} (no report, or a survivor saw it fail)\n", list);
+  }
+  for (const std::string& e : s.errors) out += "error: " + e + "\n";
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RanksReport(const std::string& dir, bool json) {
+  std::error_code error;
+  const std::vector<std::string> files = FindReports(dir, &error);
+  if (error) {
+    return absl::NotFoundError(fmt::format("cannot list {}: {}", dir, error.message()));
+  }
+  if (files.empty()) {
+    return absl::NotFoundError(fmt::format(
+        "{}: no per-rank reports (report-rank<R>.json, or <dir>/report.json per rank)", dir));
+  }
+  std::vector<analysis::RankSteps> ranks;
+  for (const std::string& file : files) {
+    absl::StatusOr<Report> report = exporter::ReadReportFile(file);
+    if (!report.ok()) return report.status();
+    analysis::RankSteps r;
+    r.rank = report->run.rank;
+    r.world_size = report->run.world_size;
+    r.steps = std::move(report->steps);
+    r.missing_ranks = report->distributed.missing_ranks;
+    r.error = report->distributed.error;
+    r.source = file;
+    for (const analysis::RankSteps& other : ranks) {
+      if (other.rank == r.rank) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{} and {} are both rank {}: one run per directory", other.source, file, r.rank));
+      }
+    }
+    ranks.push_back(std::move(r));
+  }
+  const analysis::StragglerReport stragglers = analysis::AnalyzeStragglers(ranks);
+  return json ? ToJson(stragglers) : ToText(stragglers);
+}
+
+}  // namespace trainscope

@@ -1,0 +1,350 @@
+// trainscope::torch on real LibTorch tensors, on CPU: AutocastGuard,
+// GradScaler, the loader wrappers, the device prefetcher's pass-through and
+// the per-step memory record.
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <thread>
+
+#include "tests/test_util.h"
+#include "trainscope/torch/amp.h"
+#include "trainscope/torch/device.h"
+#include "trainscope/torch/loader.h"
+#include "trainscope/trainscope.h"
+
+namespace trainscope {
+namespace {
+
+using testing::TempDir;
+
+Options QuietOptions(const std::string& dir) {
+  Options options;
+  options.output_dir = dir;
+  options.run_name = "torch-test";
+  options.sinks = kSinkTraceJson | kSinkReportJson;
+  options.device_timeline = false;
+  return options;
+}
+
+const Report::Counter* FindCounter(const Report& report, const std::string& name) {
+  for (const Report::Counter& c : report.counters) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+const PhaseStat* FindPhase(const Report& report, const std::string& name) {
+  for (const PhaseStat& p : report.phases) {
+    if (p.phase == name) return &p;
+  }
+  return nullptr;
+}
+
+TEST(AutocastGuardTest, CpuBf16InsideRestoredOutsideAndNested) {
+  const ::torch::Tensor a = ::torch::randn({8, 8});
+  EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kFloat);
+  {
+    torch::AutocastGuard bf16(::torch::kCPU, ::torch::kBFloat16);
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(::torch::kCPU));
+    EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kBFloat16);
+    {
+      torch::AutocastGuard off(::torch::kCPU, ::torch::kBFloat16, /*enabled=*/false);
+      EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kFloat);
+    }
+    EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kBFloat16);
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(::torch::kCPU));
+  EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kFloat);
+}
+
+// A one-layer model whose backward gives a known gradient, and a way to
+// poison it.
+struct Tiny {
+  ::torch::nn::Linear layer{::torch::nn::LinearOptions(4, 1).bias(false)};
+  ::torch::optim::SGD sgd{layer->parameters(), ::torch::optim::SGDOptions(0.1)};
+  Tiny() {
+    ::torch::NoGradGuard no_grad;
+    layer->weight.copy_(::torch::tensor({{0.5f, -1.0f, 0.25f, 2.0f}}));
+  }
+  ::torch::Tensor Loss() {
+    const ::torch::Tensor x = ::torch::tensor({{1.0f, 2.0f, 3.0f, 4.0f}});
+    return layer->forward(x).pow(2).sum();
+  }
+};
+
+TEST(GradScalerTest, InfSkipsTheStepAndBacksOff) {
+  Tiny tiny;
+  trainscope::torch::GradScaler scaler;
+  EXPECT_EQ(scaler.scale(), 65536.0);
+  tiny.sgd.zero_grad();
+  scaler.Scale(tiny.Loss()).backward();
+  tiny.layer->weight.grad()[0][1] = std::numeric_limits<float>::infinity();
+  const ::torch::Tensor before = tiny.layer->weight.detach().clone();
+  absl::StatusOr<bool> stepped = scaler.Step(tiny.sgd);
+  ASSERT_TRUE(stepped.ok()) << stepped.status();
+  EXPECT_FALSE(*stepped);
+  EXPECT_TRUE(::torch::equal(tiny.layer->weight, before)) << "a skipped step changes nothing";
+  scaler.Update();
+  EXPECT_EQ(scaler.scale(), 32768.0);
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+
+  // A NaN the same way.
+  tiny.sgd.zero_grad();
+  scaler.Scale(tiny.Loss()).backward();
+  tiny.layer->weight.grad()[0][0] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(*scaler.Step(tiny.sgd));
+  scaler.Update();
+  EXPECT_EQ(scaler.scale(), 16384.0);
+  EXPECT_EQ(scaler.skipped_steps(), 2);
+}
+
+TEST(GradScalerTest, UnscaledGradientsAreTheUnscaledOnesBitForBit) {
+  Tiny reference;
+  reference.sgd.zero_grad();
+  reference.Loss().backward();
+  Tiny scaled;
+  trainscope::torch::GradScaler scaler;
+  scaled.sgd.zero_grad();
+  scaler.Scale(scaled.Loss()).backward();
+  EXPECT_FALSE(::torch::equal(scaled.layer->weight.grad(), reference.layer->weight.grad()));
+  ASSERT_TRUE(scaler.Unscale(scaled.sgd).ok());
+  EXPECT_TRUE(::torch::equal(scaled.layer->weight.grad(), reference.layer->weight.grad()));
+  // Unscaling twice would divide twice: refused.
+  const absl::Status again = scaler.Unscale(scaled.sgd);
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
+  ASSERT_TRUE(*scaler.Step(scaled.sgd));
+  reference.sgd.step();
+  EXPECT_TRUE(::torch::equal(scaled.layer->weight, reference.layer->weight));
+  EXPECT_EQ(scaler.Step(scaled.sgd).status().code(), absl::StatusCode::kFailedPrecondition);
+  scaler.Update();
+}
+
+// The scale after each Update(), worked out by hand from PyTorch's rule
+// (back off x0.5 on inf and reset the count; x2 after growth_interval
+// clean steps in a row), with growth_interval 3.
+TEST(GradScalerTest, ScaleSequenceMatchesTheHandComputedOne) {
+  const bool inf[] = {false, false, true, false, false, false, false, true, true, false, false,
+                      false};
+  const double expected[] = {65536, 65536, 32768, 32768, 32768, 65536,
+                             65536, 32768, 16384, 16384, 16384, 32768};
+  const int64_t expected_tracker[] = {1, 2, 0, 1, 2, 0, 1, 0, 0, 1, 2, 0};
+  Tiny tiny;
+  trainscope::torch::GradScalerOptions options;
+  options.growth_interval = 3;
+  trainscope::torch::GradScaler scaler(options);
+  for (int i = 0; i < 12; ++i) {
+    tiny.sgd.zero_grad();
+    scaler.Scale(tiny.Loss()).backward();
+    if (inf[i]) tiny.layer->weight.grad()[0][2] = -std::numeric_limits<float>::infinity();
+    EXPECT_EQ(*scaler.Step(tiny.sgd), !inf[i]) << i;
+    scaler.Update();
+    EXPECT_EQ(scaler.scale(), expected[i]) << "after step " << i;
+    EXPECT_EQ(scaler.growth_tracker(), expected_tracker[i]) << "after step " << i;
+  }
+  EXPECT_EQ(scaler.skipped_steps(), 3);
+}
+
+TEST(GradScalerTest, GrowsAfterTheIntervalAndNeverBacksOffBelowTheFloor) {
+  Tiny tiny;
+  trainscope::torch::GradScalerOptions options;
+  options.init_scale = 1024;
+  options.growth_interval = 2000;
+  options.min_scale = 256;
+  trainscope::torch::GradScaler scaler(options);
+  for (int i = 0; i < 2000; ++i) {
+    tiny.sgd.zero_grad();
+    scaler.Scale(tiny.Loss() * 0).backward();  // clean, and the weights stay put
+    ASSERT_TRUE(*scaler.Step(tiny.sgd));
+    scaler.Update();
+    if (i == 1998) {
+      EXPECT_EQ(scaler.scale(), 1024.0);
+    }
+  }
+  EXPECT_EQ(scaler.scale(), 2048.0);
+  for (int i = 0; i < 6; ++i) {
+    tiny.sgd.zero_grad();
+    scaler.Scale(tiny.Loss()).backward();
+    tiny.layer->weight.grad()[0][0] = std::numeric_limits<float>::infinity();
+    EXPECT_FALSE(*scaler.Step(tiny.sgd));
+    scaler.Update();
+  }
+  EXPECT_EQ(scaler.scale(), 256.0) << "2048 / 2^6 = 32, clamped at min_scale";
+  EXPECT_EQ(scaler.skipped_steps(), 6);
+}
+
+TEST(GradScalerTest, StateRoundTripsAndBadStateIsRefused) {
+  Tiny tiny;
+  trainscope::torch::GradScalerOptions options;
+  options.growth_interval = 5;
+  trainscope::torch::GradScaler scaler(options);
+  for (int i = 0; i < 3; ++i) {
+    tiny.sgd.zero_grad();
+    scaler.Scale(tiny.Loss()).backward();
+    if (i == 0) tiny.layer->weight.grad()[0][0] = std::numeric_limits<float>::infinity();
+    ASSERT_TRUE(scaler.Step(tiny.sgd).ok());
+    scaler.Update();
+  }
+  const trainscope::torch::GradScaler::State state = scaler.state();
+  EXPECT_EQ(state.scale, 32768.0);
+  EXPECT_EQ(state.growth_tracker, 2);
+  EXPECT_EQ(state.skipped_steps, 1);
+  trainscope::torch::GradScaler restored;
+  ASSERT_TRUE(restored.Load(state).ok());
+  EXPECT_EQ(restored.scale(), 32768.0);
+  EXPECT_EQ(restored.growth_tracker(), 2);
+  EXPECT_EQ(restored.options().growth_interval, 5);
+  trainscope::torch::GradScaler::State bad = state;
+  bad.scale = -1;
+  EXPECT_EQ(restored.Load(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad = state;
+  bad.options.backoff_factor = 2;
+  EXPECT_EQ(restored.Load(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(restored.scale(), 32768.0) << "a refused Load changes nothing";
+}
+
+TEST(LoaderTest, TorchDataLoaderBatchesAreDataWaitRangesWithTheirIndex) {
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto dataset = ::torch::data::datasets::TensorDataset(
+                     ::torch::arange(40, ::torch::kFloat).view({40, 1}))
+                     .map(::torch::data::transforms::Stack<::torch::data::TensorExample>());
+  auto loader = ::torch::data::make_data_loader<::torch::data::samplers::SequentialSampler>(
+      std::move(dataset), ::torch::data::DataLoaderOptions().batch_size(4).workers(2));
+  // The pattern loader.h documents: the fetch of the next batch inside the
+  // step, so that its wait counts against the step.
+  auto batches = torch::Instrument(*loader);
+  int64_t n = 0;
+  for (auto it = batches.begin(); it != batches.end(); ++n) {
+    StepScope step(*session, StepIndex(n), Samples(4));
+    EXPECT_EQ(it->data[0].item<float>(), 4.0f * n) << "batches in order";
+    EXPECT_EQ(it.index(), n);
+    ++it;
+  }
+  EXPECT_EQ(n, 10);
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  const Report::Counter* batch = FindCounter(*report, "loader.batch");
+  ASSERT_NE(batch, nullptr);
+  EXPECT_EQ(batch->samples, 11) << "begin() and ten ++, the last reaching end()";
+  EXPECT_EQ(batch->max, 10);
+  const PhaseStat* wait = FindPhase(*report, "data_wait");
+  ASSERT_NE(wait, nullptr);
+  EXPECT_GE(wait->steps, 9);
+  const std::string trace = testing::ReadAll(dir.File("trace.json"));
+  EXPECT_NE(trace.find("\"name\":\"loader.next\""), std::string::npos);
+  EXPECT_NE(trace.find("\"ph\":\"C\",\"cat\":\"trainscope\",\"name\":\"loader.batch\""),
+            std::string::npos);
+}
+
+TEST(LoaderTest, PrefetchLoaderKeepsOrderStaysBoundedAndNamesItsWorkers) {
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::atomic<int64_t> consumed{0}, max_ahead{0};
+  torch::PrefetchOptions options;
+  options.workers = 4;
+  options.queue_depth = 3;
+  options.name = "prefetch";
+  torch::PrefetchLoader<::torch::Tensor> loader(
+      [&](int64_t i) -> std::optional<::torch::Tensor> {
+        if (i >= 60) return std::nullopt;
+        int64_t ahead = i - consumed.load();
+        for (int64_t m = max_ahead.load(); ahead > m && !max_ahead.compare_exchange_weak(m, ahead);) {
+        }
+        if (i % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        return ::torch::full({2}, static_cast<float>(i));
+      },
+      options);
+  int64_t n = 0;
+  while (std::optional<::torch::Tensor> batch = loader.Next()) {
+    StepScope step(*session, StepIndex(n), Samples(1));
+    EXPECT_EQ((*batch)[0].item<float>(), static_cast<float>(n));
+    consumed.store(++n);
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+  EXPECT_EQ(n, 60);
+  EXPECT_FALSE(loader.Next().has_value()) << "the end stays the end";
+  EXPECT_LE(max_ahead.load(), options.queue_depth);
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  const Report::Counter* depth = FindCounter(*report, "prefetch.queue_depth");
+  ASSERT_NE(depth, nullptr);
+  EXPECT_GE(depth->samples, 60);
+  EXPECT_LE(depth->max, options.queue_depth);
+  const std::string trace = testing::ReadAll(dir.File("trace.json"));
+  EXPECT_NE(trace.find("prefetch/0"), std::string::npos) << "worker threads are named";
+  EXPECT_NE(trace.find("prefetch/3"), std::string::npos);
+}
+
+TEST(LoaderTest, PrefetchLoaderRethrowsTheProducersErrorInOrder) {
+  torch::PrefetchLoader<int> loader([](int64_t i) -> std::optional<int> {
+    if (i == 5) throw std::runtime_error("decode failed at 5");
+    return static_cast<int>(i);
+  });
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(loader.Next().value(), i);
+  EXPECT_THROW(loader.Next(), std::runtime_error);
+}
+
+TEST(DevicePrefetcherTest, CpuPassesBatchesThroughInOrderAsH2dRanges) {
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  torch::DevicePrefetcher prefetch(::torch::kCPU);
+  EXPECT_FALSE(prefetch.copies());
+  EXPECT_FALSE(prefetch.Next().has_value());
+  std::vector<::torch::Tensor> sent;
+  for (int i = 0; i < 3; ++i) {
+    sent.push_back(::torch::full({4}, static_cast<float>(i)));
+    prefetch.Submit(std::vector<::torch::Tensor>{sent.back()});
+  }
+  prefetch.Submit(std::nullopt);  // a loader's end: ignored
+  EXPECT_EQ(prefetch.pending(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    StepScope step(*session, StepIndex(i), Samples(4));
+    std::optional<std::vector<::torch::Tensor>> batch = prefetch.Next();
+    ASSERT_TRUE(batch.has_value());
+    EXPECT_EQ((*batch)[0].data_ptr(), sent[i].data_ptr()) << "passed through, not copied";
+  }
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok());
+  const std::string trace = testing::ReadAll(dir.File("trace.json"));
+  EXPECT_NE(trace.find("\"name\":\"prefetch.h2d\""), std::string::npos);
+  EXPECT_NE(trace.find("\"phase\":\"h2d\""), std::string::npos);
+}
+
+TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int i = 0; i < 3; ++i) {
+    {
+      StepScope step(*session, StepIndex(i), Samples(1));
+      if (i == 1) {  // 64 MiB touched and freed inside step 1
+        ::torch::Tensor big = ::torch::ones({16 << 20}, ::torch::kFloat);
+        EXPECT_EQ(big.sum().item<float>(), static_cast<float>(16 << 20));
+      }
+    }
+    torch::RecordStepMemory(*session, i, ::torch::kCPU);
+  }
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->memory.source, "process_rss");
+  ASSERT_EQ(report->steps.size(), 3u);
+  for (const Report::Step& s : report->steps) {
+    EXPECT_GT(s.memory_bytes, 1 << 20);
+    EXPECT_GE(s.peak_memory_bytes, s.memory_bytes);
+  }
+  EXPECT_GE(report->steps[1].peak_memory_bytes, report->steps[1].memory_bytes + (48 << 20))
+      << "the freed 64 MiB shows in step 1's peak";
+  EXPECT_GE(report->memory.peak_bytes, report->steps[1].peak_memory_bytes);
+}
+
+}  // namespace
+}  // namespace trainscope
