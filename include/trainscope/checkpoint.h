@@ -1,0 +1,148 @@
+// trainscope/checkpoint.h: checkpoints that survive a kill at any moment.
+//
+//   absl::StatusOr<trainscope::CheckpointStore> store =
+//       trainscope::CheckpointStore::Open({.dir = "ckpt", .keep_last = 3});
+//   std::vector<trainscope::CheckpointFile> files = {{"model.pt", bytes}, ...};
+//   absl::Status saved = store->Save(step, files, {{"epoch", "3"}});
+//   ...
+//   absl::StatusOr<trainscope::LoadedCheckpoint> latest = store->LoadLatest();
+//   if (latest.ok()) { resume from latest->manifest.step, latest->files ... }
+//
+// A save writes every file under a temporary directory, fsyncs each, writes
+// MANIFEST.json (sizes and XXH3-64 checksums) last and fsyncs it, renames
+// the directory into place (step-<step>) and fsyncs the store directory;
+// then it updates the `latest` pointer (written and renamed atomically) and
+// applies retention. A checkpoint without a valid manifest does not exist.
+// Loading verifies every checksum before returning a byte, newest first,
+// and falls back to the previous valid checkpoint, saying why. The
+// guarantees, per filesystem, are in docs/checkpoint.md.
+#ifndef TRAINSCOPE_CHECKPOINT_H_
+#define TRAINSCOPE_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace trainscope {
+
+// One file of a checkpoint. Names are plain file names: letters, digits,
+// '.', '_' and '-', not starting with '.', at most 128 bytes.
+struct CheckpointFile {
+  std::string name;
+  std::string bytes;
+};
+
+// What MANIFEST.json records about a file.
+struct ManifestEntry {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t xxh3 = 0;  // XXH3-64 of the bytes
+};
+
+// The manifest: written last, so its presence means the checkpoint is whole.
+struct CheckpointManifest {
+  int format_version = 1;
+  int64_t step = 0;
+  double wall_time_unix_s = 0;
+  std::vector<ManifestEntry> files;
+  std::vector<std::pair<std::string, std::string>> metadata;  // the application's
+};
+
+// A verified checkpoint.
+struct LoadedCheckpoint {
+  CheckpointManifest manifest;
+  std::string path;                   // its directory
+  std::vector<CheckpointFile> files;  // in manifest order, every checksum verified
+  // Newer checkpoints that were skipped, and why: "fell back from step 1200
+  // to 1100: checksum mismatch in model.pt".
+  std::vector<std::string> fallbacks;
+};
+
+// The moments of a save, for tests that kill a writer in each of them and
+// for the report's measurements.
+enum class SavePhase : int {
+  kWritingFiles = 0,
+  kSyncingFiles = 1,
+  kWritingManifest = 2,
+  kRenaming = 3,
+  kSyncingDirectory = 4,
+  kUpdatingLatest = 5,
+  kRetention = 6,
+  kDone = 7,
+};
+const char* SavePhaseName(SavePhase phase);
+
+struct CheckpointStoreOptions {
+  std::string dir;
+  // Retention: keep the newest keep_last checkpoints, plus every one whose
+  // step is a multiple of keep_every (0: none). keep_last >= 1.
+  int keep_last = 3;
+  int64_t keep_every = 0;
+  // Open without the writer's lock, to load only: no cleanup, no saves.
+  bool read_only = false;
+  // Testing hooks. on_phase is called as a save enters each phase (from the
+  // saving thread). fail_writes_after_bytes >= 0 makes file writes fail
+  // with `fail_errno` (ENOSPC: a full disk) once that many bytes were
+  // written by this store.
+  std::function<void(SavePhase)> on_phase;
+  int64_t fail_writes_after_bytes = -1;
+  int fail_errno = 28;  // ENOSPC
+};
+
+// A directory of checkpoints, one writer at a time. Movable.
+class CheckpointStore {
+ public:
+  // Opens (creating) the store. A writer takes DIR/.lock (flock); a second
+  // writer gets FailedPrecondition naming the holder's pid. A writer removes
+  // what crashed saves left: temporary directories (.tmp-*), directories of
+  // replaced checkpoints (.trash-*) and step directories without a valid
+  // manifest. Errors: the directory's error naming it; InvalidArgument for
+  // bad options.
+  static absl::StatusOr<CheckpointStore> Open(CheckpointStoreOptions options);
+  CheckpointStore(CheckpointStore&&) noexcept;
+  CheckpointStore& operator=(CheckpointStore&&) noexcept;
+  ~CheckpointStore();
+
+  // Writes checkpoint `step` as described above. A checkpoint of the same
+  // step is replaced atomically (renameat2 RENAME_EXCHANGE). On any error
+  // (a full disk: ResourceExhausted naming the file) the temporary
+  // directory is removed and every committed checkpoint is as it was.
+  // Errors: InvalidArgument for a bad file name or a negative step;
+  // FailedPrecondition for a read-only store. Cost: the bytes written and
+  // fsynced, plus XXH3 over them (memory speed).
+  absl::Status Save(int64_t step, const std::vector<CheckpointFile>& files,
+                    const std::vector<std::pair<std::string, std::string>>& metadata = {});
+
+  // The newest checkpoint whose manifest parses and whose every file has
+  // the recorded size and checksum, with the reasons newer ones were
+  // skipped. Errors: NotFound when there is none (with the reasons).
+  absl::StatusOr<LoadedCheckpoint> LoadLatest() const;
+
+  // Steps of the directories that have a manifest that parses, ascending
+  // (files are not verified: LoadLatest does that).
+  std::vector<int64_t> CommittedSteps() const;
+
+  const std::string& dir() const;
+
+ private:
+  struct Impl;
+  explicit CheckpointStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The manifest as JSON, and back. Parse errors name `source` and the field;
+// a manifest whose file names leave the store (a '/', "..", an absolute
+// path) is InvalidArgument.
+std::string ManifestToJson(const CheckpointManifest& manifest);
+absl::StatusOr<CheckpointManifest> ParseManifest(std::string_view json, std::string_view source);
+
+}  // namespace trainscope
+
+#endif  // TRAINSCOPE_CHECKPOINT_H_

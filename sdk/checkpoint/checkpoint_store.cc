@@ -1,0 +1,511 @@
+// Atomic, verified checkpoints. See trainscope/checkpoint.h and
+// docs/checkpoint.md.
+#include <dirent.h>
+#include <fcntl.h>
+#include <simdjson.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fmt/format.h"
+#include "sdk/core/files.h"
+#include "sdk/export/json_writer.h"
+#include "trainscope/checkpoint.h"
+
+namespace trainscope {
+namespace {
+
+constexpr char kManifest[] = "MANIFEST.json";
+constexpr char kLatest[] = "latest";
+constexpr char kLock[] = ".lock";
+constexpr char kStepPrefix[] = "step-";
+
+std::string StepDirName(int64_t step) { return fmt::format("step-{:012d}", step); }
+
+// "step-000000001200" -> 1200; -1 for anything else.
+int64_t StepOfDirName(std::string_view name) {
+  if (name.size() != 17 || name.substr(0, 5) != kStepPrefix) return -1;
+  int64_t step = 0;
+  for (char c : name.substr(5)) {
+    if (c < '0' || c > '9') return -1;
+    step = step * 10 + (c - '0');
+  }
+  return step;
+}
+
+bool ValidFileName(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.' || name == kManifest) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+  });
+}
+
+absl::Status Errno(int error, std::string_view what) { return core::ErrnoStatus(error, what); }
+
+absl::Status FsyncPath(const std::string& path, int flags) {
+  const int fd = open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return Errno(errno, fmt::format("opening {} to fsync it", path));
+  const int rc = fsync(fd);
+  const int error = errno;
+  close(fd);
+  if (rc != 0) return Errno(error, fmt::format("fsync of {}", path));
+  return absl::OkStatus();
+}
+
+// Removes `path` and, if it is a directory, what is inside (one level: a
+// checkpoint has no subdirectories). Best effort.
+void RemoveTree(const std::string& path) {
+  if (DIR* d = opendir(path.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      unlink((path + "/" + name).c_str());
+    }
+    closedir(d);
+    rmdir(path.c_str());
+  } else {
+    unlink(path.c_str());
+  }
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Reads a regular file inside a checkpoint, not following a symlink.
+absl::StatusOr<std::string> ReadRegular(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Errno(errno, fmt::format("opening {}", path));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(fmt::format("{} is not a regular file", path));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      close(fd);
+      return Errno(error, fmt::format("reading {}", path));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  return bytes;
+}
+
+std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+}  // namespace
+
+const char* SavePhaseName(SavePhase phase) {
+  switch (phase) {
+    case SavePhase::kWritingFiles: return "writing_files";
+    case SavePhase::kSyncingFiles: return "syncing_files";
+    case SavePhase::kWritingManifest: return "writing_manifest";
+    case SavePhase::kRenaming: return "renaming";
+    case SavePhase::kSyncingDirectory: return "syncing_directory";
+    case SavePhase::kUpdatingLatest: return "updating_latest";
+    case SavePhase::kRetention: return "retention";
+    case SavePhase::kDone: return "done";
+  }
+  return "?";
+}
+
+std::string ManifestToJson(const CheckpointManifest& m) {
+  exporter::JsonWriter j(exporter::JsonWriter::kPretty);
+  j.BeginObject();
+  j.Key("format_version").Int(m.format_version);
+  j.Key("step").Int(m.step);
+  j.Key("wall_time_unix_s").Number(m.wall_time_unix_s);
+  j.Key("files").BeginArray();
+  for (const ManifestEntry& f : m.files) {
+    j.BeginObject();
+    j.Key("name").String(f.name);
+    j.Key("size").Int(static_cast<int64_t>(f.size));
+    j.Key("xxh3").String(Hex(f.xxh3));
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("metadata").BeginObject();
+  for (const auto& [k, v] : m.metadata) j.Key(k).String(v);
+  j.EndObject();
+  j.EndObject();
+  return j.Take() + "\n";
+}
+
+absl::StatusOr<CheckpointManifest> ParseManifest(std::string_view json, std::string_view source) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  simdjson::dom::element root;
+  auto bad = [&](std::string_view what) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}", source, what));
+  };
+  if (auto error = parser.parse(padded).get(root)) {
+    return bad(fmt::format("not valid JSON ({})", simdjson::error_message(error)));
+  }
+  CheckpointManifest m;
+  int64_t version = 0;
+  if (root["format_version"].get_int64().get(version)) return bad("no integer format_version");
+  if (version != 1) return bad(fmt::format("format_version {} is not 1", version));
+  m.format_version = 1;
+  if (root["step"].get_int64().get(m.step) || m.step < 0) return bad("no step >= 0");
+  if (root["wall_time_unix_s"].get_double().get(m.wall_time_unix_s)) {
+    return bad("no number wall_time_unix_s");
+  }
+  simdjson::dom::array files;
+  if (root["files"].get_array().get(files)) return bad("no files array");
+  for (simdjson::dom::element f : files) {
+    ManifestEntry e;
+    std::string_view name, hex;
+    int64_t size = 0;
+    if (f["name"].get_string().get(name) || f["size"].get_int64().get(size) || size < 0 ||
+        f["xxh3"].get_string().get(hex) || hex.size() != 16) {
+      return bad(fmt::format("files[{}] needs a name, a size >= 0 and a 16-digit xxh3",
+                             m.files.size()));
+    }
+    if (!ValidFileName(name)) {
+      return bad(fmt::format("files[{}] name \"{}\" is not a plain file name inside the store "
+                             "(no '/', no '..', no leading '.')",
+                             m.files.size(), name));
+    }
+    for (char c : hex) {
+      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (digit < 0) return bad(fmt::format("files[{}] xxh3 is not hex", m.files.size()));
+      e.xxh3 = e.xxh3 << 4 | static_cast<uint64_t>(digit);
+    }
+    e.name = std::string(name);
+    e.size = static_cast<uint64_t>(size);
+    m.files.push_back(std::move(e));
+  }
+  simdjson::dom::object metadata;
+  if (root["metadata"].get_object().get(metadata) == simdjson::SUCCESS) {
+    for (auto field : metadata) {
+      std::string_view value;
+      if (field.value.get_string().get(value)) return bad("metadata values must be strings");
+      m.metadata.emplace_back(std::string(field.key), std::string(value));
+    }
+  }
+  return m;
+}
+
+struct CheckpointStore::Impl {
+  CheckpointStoreOptions options;
+  int lock_fd = -1;
+  int64_t bytes_written = 0;
+
+  ~Impl() {
+    if (lock_fd >= 0) close(lock_fd);  // releases the flock
+  }
+
+  void Phase(SavePhase phase) const {
+    if (options.on_phase) options.on_phase(phase);
+  }
+
+  // Writes `bytes` to a new file at path and fsyncs it (entering
+  // kSyncingFiles for a checkpoint's own files).
+  absl::Status WriteFile(const std::string& path, std::string_view bytes,
+                         bool data_file = false) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return Errno(errno, fmt::format("creating {}", path));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      size_t chunk = std::min<size_t>(bytes.size() - done, 8 << 20);
+      if (options.fail_writes_after_bytes >= 0) {
+        const int64_t left = options.fail_writes_after_bytes - bytes_written;
+        if (left <= 0) {
+          close(fd);
+          return Errno(options.fail_errno, fmt::format("writing {}", path));
+        }
+        chunk = std::min<size_t>(chunk, static_cast<size_t>(left));
+      }
+      const ssize_t n = write(fd, bytes.data() + done, chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int error = n < 0 ? errno : EIO;
+        close(fd);
+        return Errno(error, fmt::format("writing {}", path));
+      }
+      done += static_cast<size_t>(n);
+      bytes_written += n;
+    }
+    if (data_file) Phase(SavePhase::kSyncingFiles);
+    const int rc = fsync(fd);
+    const int error = errno;
+    if (close(fd) != 0 && rc == 0) return Errno(errno, fmt::format("closing {}", path));
+    if (rc != 0) return Errno(error, fmt::format("fsync of {}", path));
+    return absl::OkStatus();
+  }
+
+  // Step directories whose manifest parses, with it, ascending.
+  std::vector<std::pair<int64_t, std::string>> Committed() const {
+    std::vector<std::pair<int64_t, std::string>> out;
+    for (const std::string& name : ListDir(options.dir)) {
+      const int64_t step = StepOfDirName(name);
+      if (step < 0) continue;
+      const std::string path = options.dir + "/" + name;
+      absl::StatusOr<std::string> json = ReadRegular(path + "/" + kManifest);
+      if (!json.ok()) continue;
+      absl::StatusOr<CheckpointManifest> m = ParseManifest(*json, path);
+      if (m.ok() && m->step == step) out.emplace_back(step, path);
+    }
+    return out;
+  }
+
+  void CleanUp() {
+    const std::vector<std::pair<int64_t, std::string>> committed = Committed();
+    for (const std::string& name : ListDir(options.dir)) {
+      const std::string path = options.dir + "/" + name;
+      const bool leftover = name.rfind(".tmp-", 0) == 0 || name.rfind(".trash-", 0) == 0;
+      const bool torn =
+          StepOfDirName(name) >= 0 &&
+          std::none_of(committed.begin(), committed.end(),
+                       [&](const auto& c) { return c.second == path; });
+      if (leftover || torn) RemoveTree(path);
+    }
+  }
+
+  absl::Status UpdateLatest(const std::string& name) {
+    const std::string tmp = fmt::format("{}/.tmp-latest-{}", options.dir, getpid());
+    unlink(tmp.c_str());
+    if (absl::Status s = WriteFile(tmp, name + "\n"); !s.ok()) {
+      unlink(tmp.c_str());
+      return s;
+    }
+    const std::string latest = options.dir + "/" + kLatest;
+    if (rename(tmp.c_str(), latest.c_str()) != 0) {
+      const int error = errno;
+      unlink(tmp.c_str());
+      return Errno(error, fmt::format("renaming {} to {}", tmp, latest));
+    }
+    return FsyncPath(options.dir, O_RDONLY | O_DIRECTORY);
+  }
+
+  void ApplyRetention(int64_t newest) {
+    std::vector<std::pair<int64_t, std::string>> committed = Committed();
+    const size_t n = committed.size();
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t step = committed[k].first;
+      const bool recent = k + static_cast<size_t>(options.keep_last) >= n;
+      const bool milestone = options.keep_every > 0 && step % options.keep_every == 0;
+      if (recent || milestone || step == newest) continue;
+      // Renamed away first, so that a kill mid-delete leaves a .trash-
+      // directory (cleaned at the next Open), never a torn step directory.
+      const std::string trash = fmt::format("{}/.trash-{}-{}", options.dir, StepDirName(step), getpid());
+      if (rename(committed[k].second.c_str(), trash.c_str()) == 0) RemoveTree(trash);
+    }
+  }
+};
+
+CheckpointStore::CheckpointStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CheckpointStore::CheckpointStore(CheckpointStore&&) noexcept = default;
+CheckpointStore& CheckpointStore::operator=(CheckpointStore&&) noexcept = default;
+CheckpointStore::~CheckpointStore() = default;
+
+const std::string& CheckpointStore::dir() const { return impl_->options.dir; }
+
+absl::StatusOr<CheckpointStore> CheckpointStore::Open(CheckpointStoreOptions options) {
+  if (options.dir.empty()) return absl::InvalidArgumentError("CheckpointStore: dir is empty");
+  if (options.keep_last < 1) {
+    return absl::InvalidArgumentError("CheckpointStore: keep_last must be at least 1");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  const std::string& dir = impl->options.dir;
+  if (impl->options.read_only) {
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0) return Errno(errno, fmt::format("checkpoint store {}", dir));
+    return CheckpointStore(std::move(impl));
+  }
+  if (absl::Status s = core::EnsureWritableDirectory(dir); !s.ok()) return s;
+  const std::string lock = dir + "/" + kLock;
+  impl->lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (impl->lock_fd < 0) return Errno(errno, fmt::format("opening {}", lock));
+  if (flock(impl->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {0};
+    const ssize_t n = pread(impl->lock_fd, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "unknown";
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    return absl::FailedPreconditionError(fmt::format(
+        "checkpoint store {} is in use by another writer (pid {}); one writer per store", dir,
+        who));
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(impl->lock_fd, 0) == 0) {
+    const ssize_t written = pwrite(impl->lock_fd, pid.data(), pid.size(), 0);
+    static_cast<void>(written);
+  }
+  impl->CleanUp();
+  return CheckpointStore(std::move(impl));
+}
+
+absl::Status CheckpointStore::Save(int64_t step, const std::vector<CheckpointFile>& files,
+                                   const std::vector<std::pair<std::string, std::string>>& metadata) {
+  Impl& s = *impl_;
+  if (s.options.read_only) {
+    return absl::FailedPreconditionError(
+        fmt::format("checkpoint store {} was opened read-only", s.options.dir));
+  }
+  if (step < 0) return absl::InvalidArgumentError("CheckpointStore::Save: step is negative");
+  CheckpointManifest manifest;
+  manifest.step = step;
+  manifest.wall_time_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  manifest.metadata = metadata;
+  for (const CheckpointFile& f : files) {
+    if (!ValidFileName(f.name)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "CheckpointStore::Save: \"{}\" is not a plain file name (letters, digits, '.', '_', "
+          "'-'; no leading '.'; not {})",
+          f.name, kManifest));
+    }
+    for (const ManifestEntry& e : manifest.files) {
+      if (e.name == f.name) {
+        return absl::InvalidArgumentError(
+            fmt::format("CheckpointStore::Save: \"{}\" appears twice", f.name));
+      }
+    }
+    manifest.files.push_back({f.name, f.bytes.size(), XXH3_64bits(f.bytes.data(), f.bytes.size())});
+  }
+  const std::string name = StepDirName(step);
+  const std::string tmp = fmt::format("{}/.tmp-{}-{}", s.options.dir, name, getpid());
+  RemoveTree(tmp);
+  auto fail = [&](absl::Status status) {
+    RemoveTree(tmp);
+    return status;
+  };
+  if (mkdir(tmp.c_str(), 0755) != 0) return Errno(errno, fmt::format("creating {}", tmp));
+  for (const CheckpointFile& f : files) {
+    s.Phase(SavePhase::kWritingFiles);
+    if (absl::Status st = s.WriteFile(tmp + "/" + f.name, f.bytes, /*data_file=*/true); !st.ok()) {
+      return fail(st);
+    }
+  }
+  s.Phase(SavePhase::kWritingManifest);
+  if (absl::Status st = s.WriteFile(tmp + "/" + kManifest, ManifestToJson(manifest)); !st.ok()) {
+    return fail(st);
+  }
+  if (absl::Status st = FsyncPath(tmp, O_RDONLY | O_DIRECTORY); !st.ok()) return fail(st);
+  s.Phase(SavePhase::kRenaming);
+  const std::string final_path = s.options.dir + "/" + name;
+  std::string replaced;
+  if (rename(tmp.c_str(), final_path.c_str()) != 0) {
+    if (errno != ENOTEMPTY && errno != EEXIST) {
+      return fail(Errno(errno, fmt::format("renaming {} to {}", tmp, final_path)));
+    }
+    // The same step again (after a resume): swap atomically, then drop the
+    // old one. At every moment final_path holds a whole checkpoint.
+    if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) != 0) {
+      return fail(Errno(errno, fmt::format("exchanging {} with {}", tmp, final_path)));
+    }
+    replaced = fmt::format("{}/.trash-{}-{}", s.options.dir, name, getpid());
+    if (rename(tmp.c_str(), replaced.c_str()) != 0) replaced = tmp;
+  }
+  s.Phase(SavePhase::kSyncingDirectory);
+  if (absl::Status st = FsyncPath(s.options.dir, O_RDONLY | O_DIRECTORY); !st.ok()) return st;
+  if (!replaced.empty()) RemoveTree(replaced);
+  s.Phase(SavePhase::kUpdatingLatest);
+  if (absl::Status st = s.UpdateLatest(name); !st.ok()) return st;
+  s.Phase(SavePhase::kRetention);
+  s.ApplyRetention(step);
+  s.Phase(SavePhase::kDone);
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> CheckpointStore::CommittedSteps() const {
+  std::vector<int64_t> steps;
+  for (const auto& [step, path] : impl_->Committed()) steps.push_back(step);
+  return steps;
+}
+
+absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest() const {
+  std::vector<std::string> skipped;  // "step 1200: <why>"
+  std::vector<int64_t> skipped_steps;
+  std::vector<std::string> names = ListDir(impl_->options.dir);
+  std::reverse(names.begin(), names.end());  // newest step first (zero-padded names)
+  for (const std::string& name : names) {
+    const int64_t step = StepOfDirName(name);
+    if (step < 0) continue;
+    const std::string path = impl_->options.dir + "/" + name;
+    auto skip = [&](const std::string& why) {
+      skipped.push_back(why);
+      skipped_steps.push_back(step);
+    };
+    absl::StatusOr<std::string> json = ReadRegular(path + "/" + kManifest);
+    if (!json.ok()) {
+      skip(fmt::format("no readable manifest ({})", std::string(json.status().message())));
+      continue;
+    }
+    absl::StatusOr<CheckpointManifest> manifest = ParseManifest(*json, path + "/" + kManifest);
+    if (!manifest.ok()) {
+      skip(std::string(manifest.status().message()));
+      continue;
+    }
+    if (manifest->step != step) {
+      skip(fmt::format("its manifest says step {}", manifest->step));
+      continue;
+    }
+    LoadedCheckpoint loaded;
+    loaded.path = path;
+    std::string problem;
+    for (const ManifestEntry& e : manifest->files) {
+      absl::StatusOr<std::string> bytes = ReadRegular(path + "/" + e.name);
+      if (!bytes.ok()) {
+        problem = fmt::format("missing or unreadable {} ({})", e.name,
+                              std::string(bytes.status().message()));
+        break;
+      }
+      if (bytes->size() != e.size) {
+        problem = fmt::format("{} is {} bytes, the manifest says {} (truncated?)", e.name,
+                              bytes->size(), e.size);
+        break;
+      }
+      if (XXH3_64bits(bytes->data(), bytes->size()) != e.xxh3) {
+        problem = fmt::format("checksum mismatch in {}", e.name);
+        break;
+      }
+      loaded.files.push_back({e.name, std::move(*bytes)});
+    }
+    if (!problem.empty()) {
+      skip(problem);
+      continue;
+    }
+    loaded.manifest = std::move(*manifest);
+    for (size_t k = 0; k < skipped.size(); ++k) {
+      loaded.fallbacks.push_back(fmt::format("fell back from step {} to {}: {}", skipped_steps[k],
+                                             step, skipped[k]));
+    }
+    return loaded;
+  }
+  std::string why;
+  for (size_t k = 0; k < skipped.size(); ++k) {
+    why += fmt::format("; step {}: {}", skipped_steps[k], skipped[k]);
+  }
+  return absl::NotFoundError(
+      fmt::format("no valid checkpoint in {}{}", impl_->options.dir, why));
+}
+
+}  // namespace trainscope

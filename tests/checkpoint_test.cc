@@ -1,0 +1,361 @@
+// CheckpointStore on real files and real processes: round trip, retention,
+// corruption of every kind, a second writer, a full disk, leftovers of
+// crashed saves, and writers SIGKILLed in every phase of a save.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "tests/test_util.h"
+#include "trainscope/checkpoint.h"
+
+namespace trainscope {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+// Deterministic content of file `k` of checkpoint `step`.
+std::string Content(int64_t step, int k, size_t size) {
+  std::mt19937_64 rng(static_cast<uint64_t>(step) * 131 + static_cast<uint64_t>(k));
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(bytes.data() + i, &v, std::min<size_t>(8, size - i));
+  }
+  return bytes;
+}
+
+std::vector<CheckpointFile> Files(int64_t step, size_t size = 4096) {
+  return {{"model.pt", Content(step, 0, size)},
+          {"optimizer.pt", Content(step, 1, size / 2 + 7)},
+          {"state.json", "{\"step\": " + std::to_string(step) + "}"}};
+}
+
+CheckpointStore OpenOrDie(const std::string& dir, int keep_last = 3, int64_t keep_every = 0) {
+  CheckpointStoreOptions options;
+  options.dir = dir;
+  options.keep_last = keep_last;
+  options.keep_every = keep_every;
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(*store);
+}
+
+void FlipByte(const std::string& path, size_t at) {
+  std::string bytes = testing::ReadAll(path);
+  bytes[at] = static_cast<char>(bytes[at] ^ 0x40);
+  testing::WriteAll(path, bytes);
+}
+
+TEST(CheckpointStoreTest, SaveThenLoadGivesTheSameBytesAndManifest) {
+  TempDir dir;
+  CheckpointStore store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store.Save(7, Files(7), {{"epoch", "2"}}).ok());
+  absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->manifest.step, 7);
+  ASSERT_EQ(loaded->files.size(), 3u);
+  const std::vector<CheckpointFile> want = Files(7);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(loaded->files[k].name, want[k].name);
+    EXPECT_EQ(loaded->files[k].bytes, want[k].bytes);
+  }
+  EXPECT_EQ(loaded->manifest.metadata.at(0).second, "2");
+  EXPECT_TRUE(loaded->fallbacks.empty());
+  EXPECT_EQ(testing::ReadAll(dir.File("latest")), "step-000000000007\n");
+  // The manifest on disk parses back to the same thing.
+  absl::StatusOr<CheckpointManifest> m = ParseManifest(
+      testing::ReadAll(dir.File("step-000000000007/MANIFEST.json")), "MANIFEST.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->files[0].size, 4096u);
+  EXPECT_EQ(m->files[0].xxh3, loaded->manifest.files[0].xxh3);
+  // No temporaries stay behind.
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
+  }
+}
+
+TEST(CheckpointStoreTest, RetentionKeepsTheLastNAndEveryKth) {
+  TempDir dir;
+  CheckpointStore store = OpenOrDie(dir.path(), /*keep_last=*/2, /*keep_every=*/5);
+  for (int64_t step = 1; step <= 12; ++step) ASSERT_TRUE(store.Save(step, Files(step, 64)).ok());
+  EXPECT_EQ(store.CommittedSteps(), (std::vector<int64_t>{5, 10, 11, 12}));
+}
+
+TEST(CheckpointStoreTest, TheSameStepIsReplacedWhole) {
+  TempDir dir;
+  CheckpointStore store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store.Save(3, Files(3)).ok());
+  std::vector<CheckpointFile> again = Files(99);
+  ASSERT_TRUE(store.Save(3, again).ok()) << "a leftover of the same step never blocks a save";
+  absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->manifest.step, 3);
+  EXPECT_EQ(loaded->files[0].bytes, again[0].bytes);
+  EXPECT_EQ(store.CommittedSteps(), std::vector<int64_t>{3});
+}
+
+TEST(CheckpointStoreTest, EveryKindOfCorruptionIsNamedAndFallsBack) {
+  struct Case {
+    const char* what;
+    std::function<void(const std::string& step_dir)> damage;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {"flipped byte", [](const std::string& d) { FlipByte(d + "/model.pt", 100); },
+       "checksum mismatch in model.pt"},
+      {"truncated file",
+       [](const std::string& d) { fs::resize_file(d + "/optimizer.pt", 100); },
+       "optimizer.pt is 100 bytes, the manifest says 2055 (truncated?)"},
+      {"missing file", [](const std::string& d) { fs::remove(d + "/state.json"); },
+       "missing or unreadable state.json"},
+      {"manifest with bad JSON",
+       [](const std::string& d) { testing::WriteAll(d + "/MANIFEST.json", "{\"format_version\": 1,"); },
+       "not valid JSON"},
+      {"manifest pointing outside the store",
+       [](const std::string& d) {
+         std::string m = testing::ReadAll(d + "/MANIFEST.json");
+         m.replace(m.find("\"model.pt\""), 10, "\"../../etc/passwd\"");
+         testing::WriteAll(d + "/MANIFEST.json", m);
+       },
+       "is not a plain file name inside the store"},
+      {"a file replaced by a symlink",
+       [](const std::string& d) {
+         fs::remove(d + "/model.pt");
+         fs::create_symlink("/etc/hostname", d + "/model.pt");
+       },
+       "missing or unreadable model.pt"},
+  };
+  for (const Case& c : cases) {
+    TempDir dir;
+    CheckpointStore store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store.Save(1100, Files(1100)).ok());
+    ASSERT_TRUE(store.Save(1200, Files(1200)).ok());
+    c.damage(dir.File("step-000000001200"));
+    absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest();
+    ASSERT_TRUE(loaded.ok()) << c.what << ": " << loaded.status();
+    EXPECT_EQ(loaded->manifest.step, 1100) << c.what;
+    ASSERT_EQ(loaded->fallbacks.size(), 1u) << c.what;
+    EXPECT_EQ(loaded->fallbacks[0].rfind("fell back from step 1200 to 1100: ", 0), 0u)
+        << loaded->fallbacks[0];
+    EXPECT_NE(loaded->fallbacks[0].find(c.reason), std::string::npos)
+        << c.what << ": " << loaded->fallbacks[0];
+    EXPECT_EQ(loaded->files[0].bytes, Files(1100)[0].bytes);
+    // With the older one damaged too, nothing valid is left: a clear NotFound.
+    FlipByte(dir.File("step-000000001100/model.pt"), 5);
+    absl::StatusOr<LoadedCheckpoint> none = store.LoadLatest();
+    EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound) << c.what;
+    EXPECT_NE(std::string(none.status().message()).find("step 1100: checksum mismatch"),
+              std::string::npos)
+        << none.status();
+  }
+}
+
+TEST(CheckpointStoreTest, ASecondWriterIsRefusedWithTheHoldersPid) {
+  TempDir dir;
+  CheckpointStore first = OpenOrDie(dir.path());
+  const pid_t child = fork();
+  if (child == 0) {
+    CheckpointStoreOptions options;
+    options.dir = dir.path();
+    absl::StatusOr<CheckpointStore> second = CheckpointStore::Open(options);
+    const bool refused =
+        !second.ok() && second.status().code() == absl::StatusCode::kFailedPrecondition &&
+        std::string(second.status().message()).find("pid " + std::to_string(getppid())) !=
+            std::string::npos;
+    _exit(refused ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // A reader needs no lock.
+  CheckpointStoreOptions reader;
+  reader.dir = dir.path();
+  reader.read_only = true;
+  EXPECT_TRUE(CheckpointStore::Open(reader).ok());
+}
+
+TEST(CheckpointStoreTest, AFullDiskFailsTheSaveCleanlyAndKeepsThePreviousCheckpoint) {
+  TempDir dir;
+  {
+    CheckpointStore store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store.Save(1, Files(1)).ok());
+  }
+  CheckpointStoreOptions options;
+  options.dir = dir.path();
+  options.fail_writes_after_bytes = 3000;  // inside the first file of the next save
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  const absl::Status failed = store->Save(2, Files(2));
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_NE(std::string(failed.message()).find("model.pt"), std::string::npos) << failed;
+  absl::StatusOr<LoadedCheckpoint> loaded = store->LoadLatest();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->manifest.step, 1);
+  EXPECT_EQ(store->CommittedSteps(), std::vector<int64_t>{1});
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
+  }
+}
+
+TEST(CheckpointStoreTest, LeftoversOfACrashedSaveAreCleanedAndNeverLoaded) {
+  TempDir dir;
+  {
+    CheckpointStore store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store.Save(4, Files(4)).ok());
+  }
+  fs::create_directory(dir.File(".tmp-step-000000000005-123"));
+  testing::WriteAll(dir.File(".tmp-step-000000000005-123/model.pt"), "partial");
+  fs::create_directory(dir.File("step-000000000006"));  // torn: no manifest
+  testing::WriteAll(dir.File("step-000000000006/model.pt"), "partial");
+  CheckpointStore store = OpenOrDie(dir.path());
+  EXPECT_FALSE(fs::exists(dir.File(".tmp-step-000000000005-123")));
+  EXPECT_FALSE(fs::exists(dir.File("step-000000000006")));
+  absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->manifest.step, 4);
+  EXPECT_TRUE(store.Save(5, Files(5)).ok());
+}
+
+TEST(CheckpointStoreTest, BadNamesAreRefused) {
+  TempDir dir;
+  CheckpointStore store = OpenOrDie(dir.path());
+  for (const char* name : {"../x", "a/b", ".hidden", "", "MANIFEST.json"}) {
+    EXPECT_EQ(store.Save(1, {{name, "x"}}).code(), absl::StatusCode::kInvalidArgument) << name;
+  }
+  EXPECT_EQ(store.Save(1, {{"a", "x"}, {"a", "y"}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store.CommittedSteps().empty());
+}
+
+// A writer saves checkpoints 0, 1, 2, ... in a loop; the parent SIGKILLs it
+// at a moment chosen in a target phase of a save (round robin over the
+// phases, at once or after a random delay; it is stopped first so that the
+// phase it dies in is known exactly), then a fresh store in the parent must load
+// the newest committed checkpoint, verified, with exactly the bytes the
+// writer meant for that step. 240 trials, seeded.
+TEST(CheckpointFaultTest, KillDuringSaveNeverExposesAPartialCheckpoint) {
+  TempDir dir;
+  constexpr int kTrials = 240;
+  constexpr SavePhase kTargets[] = {SavePhase::kWritingFiles,    SavePhase::kSyncingFiles,
+                                    SavePhase::kWritingManifest, SavePhase::kRenaming,
+                                    SavePhase::kSyncingDirectory, SavePhase::kUpdatingLatest,
+                                    SavePhase::kRetention,       SavePhase::kDone};
+  // Shared with the writer: the phase it is in and the step it saves.
+  struct Shared {
+    std::atomic<int> phase;
+    std::atomic<int64_t> step;
+  };
+  auto* shared = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
+                                           MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  std::mt19937 rng(20261202);
+  std::map<std::string, int> kills_by_phase;
+  int loaded_ok = 0, fallbacks = 0;
+  int64_t next_step = 0;
+  int64_t previous = -1;  // the step the last trial restored
+  int never_committed = 0;  // trials killed before the first checkpoint ever committed
+  for (int trial = 0; trial < kTrials; ++trial) {
+    shared->phase.store(-1);
+    shared->step.store(-1);
+    const int64_t first = next_step;
+    const pid_t writer = fork();
+    ASSERT_GE(writer, 0);
+    if (writer == 0) {
+      CheckpointStoreOptions options;
+      options.dir = dir.path();
+      options.keep_last = 2;
+      // Each phase is held open a random 0 to 400 µs, so that kills also land
+      // in the short ones (a rename is a few µs).
+      std::mt19937 jitter(static_cast<uint32_t>(getpid()));
+      options.on_phase = [&](SavePhase p) {
+        shared->phase.store(static_cast<int>(p));
+        const auto until = std::chrono::steady_clock::now() +
+                           std::chrono::microseconds(jitter() % 400);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      };
+      absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+      if (!store.ok()) _exit(3);
+      for (int64_t step = first;; ++step) {
+        shared->step.store(step);
+        if (!store->Save(step, Files(step, 64 << 10)).ok()) _exit(4);
+      }
+    }
+    const SavePhase target = kTargets[trial % 8];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (shared->phase.load() != static_cast<int>(target) &&
+           std::chrono::steady_clock::now() < deadline) {
+    }
+    // Half the kills land at once (short phases), half after up to 300 µs.
+    if (trial % 2 == 1) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+    // Stopped first, so that the phase read is the one it dies in.
+    kill(writer, SIGSTOP);
+    int status = 0;
+    waitpid(writer, &status, WUNTRACED);
+    const int phase = shared->phase.load();
+    kill(writer, SIGKILL);
+    waitpid(writer, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "trial " << trial << ": the writer exited "
+                                     << WEXITSTATUS(status) << " instead of being killed";
+    kills_by_phase[phase >= 0 ? SavePhaseName(static_cast<SavePhase>(phase)) : "opening"]++;
+    const int64_t in_flight = shared->step.load();
+
+    // A fresh store, as a replacement process would open it.
+    CheckpointStore store = OpenOrDie(dir.path(), 2);
+    absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest();
+    if (!loaded.ok() && previous < 0 && in_flight == first) {
+      ++never_committed;
+      next_step = std::max<int64_t>(next_step, in_flight + 1);
+      continue;  // killed before anything was ever committed
+    }
+    ASSERT_TRUE(loaded.ok()) << "trial " << trial << ": " << loaded.status();
+    ++loaded_ok;
+    fallbacks += loaded->fallbacks.empty() ? 0 : 1;
+    const int64_t step = loaded->manifest.step;
+    // The step being saved (if the kill came after its rename), else the one
+    // before it: this writer's previous save, or what the last trial left.
+    const int64_t before = in_flight > first ? in_flight - 1 : previous;
+    EXPECT_TRUE(step == in_flight || step == before)
+        << "trial " << trial << ": loaded " << step << " while saving " << in_flight << " ("
+        << (phase >= 0 ? SavePhaseName(static_cast<SavePhase>(phase)) : "opening") << "); "
+        << [&] {
+             std::string names;
+             for (const auto& e : fs::directory_iterator(dir.path())) {
+               names += e.path().filename().string() + " ";
+             }
+             return names;
+           }();
+    const std::vector<CheckpointFile> want = Files(step, 64 << 10);
+    ASSERT_EQ(loaded->files.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(loaded->files[k].bytes, want[k].bytes) << "trial " << trial << " file " << k;
+    }
+    next_step = in_flight + 1;
+    previous = step;
+  }
+  munmap(shared, sizeof(Shared));
+  std::string tally;
+  for (const auto& [phase, n] : kills_by_phase) tally += " " + phase + "=" + std::to_string(n);
+  std::printf("kill-during-save: %d trials, %d restored a verified checkpoint (%d after a "
+              "fallback), %d before anything was committed; kills by phase:%s\n",
+              kTrials, loaded_ok, fallbacks, never_committed, tally.c_str());
+  for (SavePhase p : kTargets) {
+    EXPECT_GT(kills_by_phase[SavePhaseName(p)], 0) << "no kill landed in " << SavePhaseName(p);
+  }
+  EXPECT_EQ(loaded_ok + never_committed, kTrials);
+  EXPECT_LE(never_committed, 8) << "only the first trials can find nothing committed";
+}
+
+}  // namespace
+}  // namespace trainscope
