@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include "tests/test_util.h"
 #include "trainscope/checkpoint.h"
+#include "trainscope/preemption.h"
 
 namespace trainscope {
 namespace {
@@ -355,6 +357,89 @@ TEST(CheckpointFaultTest, KillDuringSaveNeverExposesAPartialCheckpoint) {
   }
   EXPECT_EQ(loaded_ok + never_committed, kTrials);
   EXPECT_LE(never_committed, 8) << "only the first trials can find nothing committed";
+}
+
+TEST(PreemptionGuardTest, SigtermAndSigusr1SetTheFlagAndHandlersAreRestored) {
+  {
+    PreemptionGuard guard;
+    EXPECT_FALSE(guard.requested());
+    ASSERT_EQ(kill(getpid(), SIGTERM), 0);
+    EXPECT_TRUE(guard.requested());
+    EXPECT_EQ(guard.signal(), SIGTERM);
+    guard.Reset();
+    ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+    EXPECT_EQ(guard.signal(), SIGUSR1);
+    guard.Reset();
+  }
+  // After the guard, SIGTERM has its default action again: it terminates.
+  const pid_t child = fork();
+  if (child == 0) {
+    { PreemptionGuard guard; }
+    kill(getpid(), SIGTERM);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+}
+
+TEST(AsyncCheckpointerTest, PersistsInTheBackgroundOneAtATime) {
+  TempDir dir;
+  CheckpointStore store = OpenOrDie(dir.path(), 10);
+  {
+    AsyncCheckpointer async(store);
+    for (int64_t step = 1; step <= 4; ++step) EXPECT_TRUE(async.Submit(step, Files(step, 1 << 20)));
+    EXPECT_TRUE(async.Wait().ok());
+    const AsyncCheckpointer::Stats stats = async.stats();
+    EXPECT_EQ(stats.submitted, 4);
+    EXPECT_EQ(stats.committed, 4);
+    EXPECT_GT(stats.bytes, 4u << 20);
+    EXPECT_GT(stats.persist_s, 0);
+  }
+  EXPECT_EQ(store.CommittedSteps(), (std::vector<int64_t>{1, 2, 3, 4}));
+
+  // kSkip: while one is in flight (held in its first phase), the next is
+  // dropped, and the one in flight still commits whole.
+  std::mutex gate;
+  gate.lock();
+  CheckpointStoreOptions options;
+  options.dir = dir.File("skip");
+  options.on_phase = [&](SavePhase p) {
+    if (p == SavePhase::kWritingFiles) {
+      std::lock_guard<std::mutex> wait(gate);
+    }
+  };
+  absl::StatusOr<CheckpointStore> held = CheckpointStore::Open(options);
+  ASSERT_TRUE(held.ok());
+  {
+    AsyncCheckpointer async(*held, AsyncCheckpointer::WhenBusy::kSkip);
+    EXPECT_TRUE(async.Submit(10, Files(10)));
+    EXPECT_FALSE(async.Submit(11, Files(11))) << "one in flight: skipped";
+    gate.unlock();
+    EXPECT_TRUE(async.Wait().ok());
+    EXPECT_EQ(async.stats().skipped, 1);
+  }
+  EXPECT_EQ(held->CommittedSteps(), std::vector<int64_t>{10});
+
+}
+
+TEST(AsyncCheckpointerTest, AFailedBackgroundSaveIsReportedByWaitAndThePreviousStays) {
+  TempDir dir;
+  { ASSERT_TRUE(OpenOrDie(dir.path()).Save(1, Files(1)).ok()); }
+  CheckpointStoreOptions full;
+  full.dir = dir.path();
+  full.fail_writes_after_bytes = 100;
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(full);
+  ASSERT_TRUE(store.ok());
+  AsyncCheckpointer async(*store);
+  ASSERT_TRUE(async.Submit(2, Files(2)));
+  const absl::Status status = async.Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_TRUE(async.Wait().ok()) << "reported once";
+  EXPECT_EQ(async.stats().failed, 1);
+  absl::StatusOr<LoadedCheckpoint> loaded = store->LoadLatest();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->manifest.step, 1);
 }
 
 }  // namespace

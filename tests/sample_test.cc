@@ -7,7 +7,14 @@
 #include "sdk/export/report_json.h"
 #include "tests/test_util.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <map>
+#include <random>
 
 namespace trainscope {
 namespace {
@@ -155,6 +162,120 @@ TEST(TrainMlpSampleTest, MixedPrecisionRunsAndReachesTheTarget) {
     for (const Report::Counter& c : report->counters) has_depth |= c.name == "loader.queue_depth";
     EXPECT_TRUE(has_depth);
   }
+}
+
+// Runs checkpoint_resume, reading its stdout line by line; after
+// `stop_after` step lines (-1: never) it sends `signal`. Returns the exit
+// code (128 + signal when killed) and the step lines it printed.
+struct ResumeRun {
+  int exit_code = -1;
+  std::vector<std::pair<int64_t, std::string>> steps;  // step, loss text
+  std::string err;
+};
+ResumeRun RunCheckpointResume(const std::vector<std::string>& flags, int stop_after, int signal,
+                        int delay_us = 0) {
+  int out[2], err[2];
+  EXPECT_EQ(pipe(out), 0);
+  EXPECT_EQ(pipe(err), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]);
+    close(err[0]);
+    std::vector<std::string> args = {CHECKPOINT_RESUME_PATH};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  ResumeRun run;
+  FILE* lines = fdopen(out[0], "r");
+  char buffer[256];
+  bool sent = false;
+  while (std::fgets(buffer, sizeof buffer, lines) != nullptr) {
+    long long step = 0;
+    char loss[128];
+    if (std::sscanf(buffer, "step=%lld loss=%127s", &step, loss) == 2) {
+      run.steps.emplace_back(step, loss);
+    }
+    if (!sent && stop_after >= 0 && static_cast<int>(run.steps.size()) >= stop_after) {
+      if (delay_us > 0) usleep(static_cast<useconds_t>(delay_us));
+      kill(child, signal);
+      sent = true;
+    }
+  }
+  fclose(lines);
+  char chunk[4096];
+  for (ssize_t n; (n = read(err[0], chunk, sizeof chunk)) > 0;) run.err.append(chunk, n);
+  close(err[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+// Resume equivalence: one uninterrupted run against runs SIGKILLed at
+// random moments (seeded) and started again until they finish. Every step
+// line any of them printed, re-done steps included, has the loss of the
+// uninterrupted run, bit for bit (%a).
+TEST(CheckpointResumeSampleTest, KilledAndResumedRunsPrintTheUninterruptedLosses) {
+  testing::TempDir dir;
+  const std::vector<std::string> base = {"--steps=60", "--save_every=7"};
+  std::vector<std::string> flags = base;
+  flags.push_back("--dir=" + dir.File("whole"));
+  const ResumeRun whole = RunCheckpointResume(flags, -1, 0);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  ASSERT_EQ(whole.steps.size(), 60u);
+  std::map<int64_t, std::string> want(whole.steps.begin(), whole.steps.end());
+
+  flags = base;
+  flags.push_back("--dir=" + dir.File("killed"));
+  std::mt19937 rng(6);
+  int kills = 0, starts = 0;
+  std::map<int64_t, std::string> seen;
+  for (int exit_code = -1; exit_code != 0 && starts < 40; ++starts) {
+    const bool kill_it = kills < 6;
+    const ResumeRun run = RunCheckpointResume(flags, kill_it ? 1 + static_cast<int>(rng() % 12) : -1,
+                                        SIGKILL, static_cast<int>(rng() % 3000));
+    for (const auto& [step, loss] : run.steps) {
+      EXPECT_EQ(loss, want[step]) << "step " << step << " after " << kills << " kills";
+      seen[step] = loss;
+    }
+    exit_code = run.exit_code;
+    if (exit_code == 128 + SIGKILL) {
+      ++kills;
+    } else {
+      ASSERT_EQ(exit_code, 0) << run.err;
+    }
+  }
+  EXPECT_EQ(kills, 6);
+  EXPECT_EQ(seen.size(), 60u) << "every step finished in some run";
+  std::printf("resume equivalence: %d SIGKILLs, %d starts, 60 steps identical\n", kills, starts);
+}
+
+// SIGTERM mid-run: it saves at the next step boundary, exits 75, and the
+// next start resumes right after the step it saved.
+TEST(CheckpointResumeSampleTest, SigtermSavesAtTheBoundaryAndExitsWithTheDocumentedCode) {
+  testing::TempDir dir;
+  const std::vector<std::string> flags = {"--steps=40", "--save_every=100",
+                                          "--dir=" + dir.File("ckpt")};
+  const ResumeRun stopped = RunCheckpointResume(flags, 9, SIGTERM);
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.err;
+  ASSERT_FALSE(stopped.steps.empty());
+  const int64_t last = stopped.steps.back().first;
+  EXPECT_GE(last, 9);
+  EXPECT_NE(stopped.err.find("saved step " + std::to_string(last)), std::string::npos)
+      << stopped.err;
+  const ResumeRun resumed = RunCheckpointResume(flags, -1, 0);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  ASSERT_FALSE(resumed.steps.empty());
+  EXPECT_EQ(resumed.steps.front().first, last + 1);
+  EXPECT_NE(resumed.err.find("0 steps to recompute"), std::string::npos) << resumed.err;
 }
 
 }  // namespace

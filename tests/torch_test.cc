@@ -16,6 +16,8 @@
 #include "trainscope/torch/amp.h"
 #include "trainscope/torch/device.h"
 #include "trainscope/torch/loader.h"
+#include "trainscope/torch/state.h"
+#include "trainscope/checkpoint.h"
 #include "trainscope/trainscope.h"
 
 namespace trainscope {
@@ -344,6 +346,85 @@ TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {
   EXPECT_GE(report->steps[1].peak_memory_bytes, report->steps[1].memory_bytes + (48 << 20))
       << "the freed 64 MiB shows in step 1's peak";
   EXPECT_GE(report->memory.peak_bytes, report->steps[1].peak_memory_bytes);
+}
+
+// Save a trained model, Adam (with a changed lr), the scaler and the RNG;
+// restore into freshly built objects: tensors bit-identical, the same lr
+// (not restored before pytorch#125215), the same next random numbers.
+TEST(TrainingStateTest, RestoresModelOptimizerScalerAndRngBitForBit) {
+  TempDir dir;
+  auto make = [] {
+    return ::torch::nn::Sequential(::torch::nn::Linear(4, 8), ::torch::nn::ReLU(),
+                                   ::torch::nn::Linear(8, 1));
+  };
+  ::torch::manual_seed(1);
+  ::torch::nn::Sequential model = make();
+  ::torch::optim::Adam adam(model->parameters(), ::torch::optim::AdamOptions(1e-2));
+  torch::GradScaler scaler;
+  for (int i = 0; i < 3; ++i) {
+    adam.zero_grad();
+    scaler.Scale(model->forward(::torch::randn({16, 4})).pow(2).mean()).backward();
+    ASSERT_TRUE(scaler.Step(adam).ok());
+    scaler.Update();
+  }
+  static_cast<::torch::optim::AdamOptions&>(adam.param_groups()[0].options()).lr(0.0042);
+  torch::TrainingState state;
+  state.Add("model", *model);
+  state.Add("optimizer", adam);
+  state.Add("scaler", scaler);
+  state.AddRng();
+  state.SetLoaderPosition({2, 17, 99});
+  absl::StatusOr<std::vector<CheckpointFile>> files = state.Snapshot();
+  ASSERT_TRUE(files.ok()) << files.status();
+  CheckpointStoreOptions options;
+  options.dir = dir.path();
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store->Save(3, *files).ok());
+  const ::torch::Tensor next_random = ::torch::randn({5});
+  const ::torch::Tensor probe = ::torch::randn({2, 4});
+  const ::torch::Tensor want = model->forward(probe).detach();
+
+  ::torch::manual_seed(12345);  // a different process's state
+  ::torch::nn::Sequential fresh = make();
+  ::torch::optim::Adam fresh_adam(fresh->parameters(), ::torch::optim::AdamOptions(1.0));
+  torch::GradScaler fresh_scaler;
+  torch::TrainingState restored;
+  restored.Add("model", *fresh);
+  restored.Add("optimizer", fresh_adam);
+  restored.Add("scaler", fresh_scaler);
+  restored.AddRng();
+  absl::StatusOr<LoadedCheckpoint> latest = store->LoadLatest();
+  ASSERT_TRUE(latest.ok());
+  ASSERT_TRUE(restored.Restore(*latest).ok());
+  EXPECT_TRUE(::torch::equal(fresh->forward(probe), want));
+  for (size_t k = 0; k < model->parameters().size(); ++k) {
+    EXPECT_TRUE(::torch::equal(fresh->parameters()[k], model->parameters()[k]));
+  }
+  EXPECT_EQ(static_cast<::torch::optim::AdamOptions&>(fresh_adam.param_groups()[0].options()).lr(),
+            0.0042);
+  EXPECT_EQ(fresh_scaler.scale(), scaler.scale());
+  EXPECT_TRUE(::torch::equal(::torch::randn({5}), next_random)) << "the same RNG stream";
+  EXPECT_EQ(restored.loader_position().batch_index, 17);
+  EXPECT_EQ(restored.loader_position().sampler_seed, 99u);
+  // One more identical step on both: Adam's moments came back too.
+  ::torch::manual_seed(5);
+  const ::torch::Tensor x = ::torch::randn({16, 4});
+  adam.zero_grad();
+  model->forward(x).pow(2).mean().backward();
+  adam.step();
+  fresh_adam.zero_grad();
+  fresh->forward(x).pow(2).mean().backward();
+  fresh_adam.step();
+  EXPECT_TRUE(::torch::equal(fresh->parameters()[0], model->parameters()[0]));
+
+  // A checkpoint of another model is a clear DataLoss, naming the file.
+  ::torch::nn::Linear other(3, 3);
+  torch::TrainingState wrong;
+  wrong.Add("model", *other);
+  const absl::Status mismatch = wrong.Restore(*latest);
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kDataLoss) << mismatch;
+  EXPECT_NE(std::string(mismatch.message()).find("model.pt"), std::string::npos) << mismatch;
 }
 
 }  // namespace

@@ -137,6 +137,50 @@ class CheckpointStore {
   std::unique_ptr<Impl> impl_;
 };
 
+// Persists checkpoints on a background thread while training goes on, in
+// two phases like CheckFreq: the caller snapshots the state into host memory
+// at a step boundary (the blocking part, e.g. TrainingState::Snapshot) and
+// hands the bytes to Submit(); the thread writes and commits them through
+// the store. At most one save is in flight, so snapshot memory is bounded by
+// two checkpoints; the next Submit() waits (kWait) or is skipped (kSkip)
+// while one is, and never touches the one being written. The thread's work
+// is a kCheckpoint range ("checkpoint.persist").
+class AsyncCheckpointer {
+ public:
+  enum class WhenBusy { kWait, kSkip };
+
+  // Running totals. persist_s and bytes count committed saves only.
+  struct Stats {
+    int64_t submitted = 0;
+    int64_t committed = 0;
+    int64_t skipped = 0;   // Submit() calls dropped by kSkip
+    int64_t failed = 0;
+    double persist_s = 0;  // background write + commit time
+    double wait_s = 0;     // time Submit() waited for the previous save
+    uint64_t bytes = 0;
+  };
+
+  // `store` must outlive this. Starts the thread.
+  explicit AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy = WhenBusy::kWait);
+  // Waits for the save in flight.
+  ~AsyncCheckpointer();
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  // Queues checkpoint `step`. Returns false when skipped (kSkip, a save in
+  // flight). Cost: a move of the vectors; with kWait, the wait.
+  bool Submit(int64_t step, std::vector<CheckpointFile> files,
+              std::vector<std::pair<std::string, std::string>> metadata = {});
+  // Waits until nothing is in flight; returns the first error of a save
+  // since the last Wait() (the store's, naming the file), or OK.
+  absl::Status Wait();
+  Stats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // The manifest as JSON, and back. Parse errors name `source` and the field;
 // a manifest whose file names leave the store (a '/', "..", an absolute
 // path) is InvalidArgument.

@@ -11,9 +11,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -21,6 +25,7 @@
 #include "sdk/core/files.h"
 #include "sdk/export/json_writer.h"
 #include "trainscope/checkpoint.h"
+#include "trainscope/scope.h"
 
 namespace trainscope {
 namespace {
@@ -506,6 +511,112 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest() const {
   }
   return absl::NotFoundError(
       fmt::format("no valid checkpoint in {}{}", impl_->options.dir, why));
+}
+
+}  // namespace trainscope
+
+// ---- AsyncCheckpointer ------------------------------------------------------
+
+namespace trainscope {
+
+struct AsyncCheckpointer::Impl {
+  CheckpointStore& store;
+  WhenBusy when_busy;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  struct Job {
+    int64_t step;
+    std::vector<CheckpointFile> files;
+    std::vector<std::pair<std::string, std::string>> metadata;
+  };
+  std::optional<Job> job;  // queued or being written
+  bool stop = false;
+  absl::Status first_error;
+  Stats stats;
+  std::thread thread;
+
+  Impl(CheckpointStore& s, WhenBusy w) : store(s), when_busy(w) {}
+
+  void Loop() {
+    NameThisThread("checkpoint");
+    static const NameId name = InternName("checkpoint.persist");
+    std::unique_lock<std::mutex> lock(mu);
+    while (true) {
+      cv.wait(lock, [&] { return stop || job.has_value(); });
+      if (!job) return;
+      Job& j = *job;
+      lock.unlock();
+      const auto started = std::chrono::steady_clock::now();
+      absl::Status status;
+      uint64_t bytes = 0;
+      {
+        PhaseScope persist(Phase::kCheckpoint, name);
+        status = store.Save(j.step, j.files, j.metadata);
+        for (const CheckpointFile& f : j.files) bytes += f.bytes.size();
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      lock.lock();
+      if (status.ok()) {
+        ++stats.committed;
+        stats.persist_s += seconds;
+        stats.bytes += bytes;
+      } else {
+        ++stats.failed;
+        if (first_error.ok()) first_error = status;
+      }
+      job.reset();
+      cv.notify_all();
+    }
+  }
+};
+
+AsyncCheckpointer::AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy)
+    : impl_(std::make_unique<Impl>(store, when_busy)) {
+  impl_->thread = std::thread([this] { impl_->Loop(); });
+}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+  {
+    std::unique_lock<std::mutex> lock(impl_->mu);
+    impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  impl_->thread.join();
+}
+
+bool AsyncCheckpointer::Submit(int64_t step, std::vector<CheckpointFile> files,
+                               std::vector<std::pair<std::string, std::string>> metadata) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  ++impl_->stats.submitted;
+  if (impl_->job.has_value()) {
+    if (impl_->when_busy == WhenBusy::kSkip) {
+      ++impl_->stats.skipped;
+      return false;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
+    impl_->stats.wait_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  impl_->job = Impl::Job{step, std::move(files), std::move(metadata)};
+  lock.unlock();
+  impl_->cv.notify_all();
+  return true;
+}
+
+absl::Status AsyncCheckpointer::Wait() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
+  absl::Status status = impl_->first_error;
+  impl_->first_error = absl::OkStatus();
+  return status;
+}
+
+AsyncCheckpointer::Stats AsyncCheckpointer::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
 }
 
 }  // namespace trainscope
