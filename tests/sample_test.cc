@@ -276,6 +276,15 @@ TEST(CheckpointResumeSampleTest, SigtermSavesAtTheBoundaryAndExitsWithTheDocumen
   ASSERT_FALSE(resumed.steps.empty());
   EXPECT_EQ(resumed.steps.front().first, last + 1);
   EXPECT_NE(resumed.err.find("0 steps to recompute"), std::string::npos) << resumed.err;
+  // The resumed run's report has the checkpoint measurements and advice.
+  absl::StatusOr<Report> report = exporter::ReadReportFile(dir.File("ckpt/report/report.json"));
+  ASSERT_TRUE(report.ok()) << report.status();
+  const Report::Checkpoint& c = report->checkpoint;
+  EXPECT_EQ(c.resumed_from_step, last);
+  EXPECT_EQ(c.recomputed_steps, 0);
+  EXPECT_GT(c.restore_s, 0);
+  EXPECT_GT(c.restart_delay_s, c.restore_s);
+  EXPECT_EQ(c.saves, 0) << "--save_every=100: no save in steps " << last + 1 << "..40";
 }
 
 }  // namespace

@@ -162,6 +162,26 @@ struct Report {
     double mean = 0;
   };
   std::vector<Counter> counters;
+  // Checkpoint cost and recovery (Session::NoteCheckpointSave / NoteResume).
+  struct Checkpoint {
+    int64_t saves = 0;          // committed
+    int64_t failed = 0;
+    double blocking_s = 0;      // training-thread time of all saves (snapshot, or the whole sync save)
+    double blocking_max_s = 0;
+    double persist_s = 0;       // write + commit time (background for async saves)
+    uint64_t bytes = 0;
+    double persist_bytes_per_s = 0;
+    int64_t resumed_from_step = -1;  // -1: a fresh start
+    int64_t recomputed_steps = 0;    // steps re-done: interrupted-at step - resumed-from step
+    double restore_s = -1;           // process start -> state restored (-1: no resume)
+    double restart_delay_s = -1;     // process start -> first step finished after a resume
+    // Young/Daly advisor (Options::checkpoint_mtbf_hours > 0 and two saves or more).
+    double mtbf_hours = 0;
+    double interval_s = 0;           // mean time between saves
+    double optimal_interval_s = 0;   // sqrt(2 x mean blocking cost x MTBF)
+    double expected_overhead_share = 0;  // cost/interval + interval/(2 MTBF), at interval_s
+    double expected_lost_s_per_failure = 0;  // interval/2 + restart delay
+  } checkpoint;
   // A torch.distributed run (Options::world_size > 1).
   struct Distributed {
     std::string backend;             // "gloo", "nccl"; "" when not distributed

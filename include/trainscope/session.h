@@ -99,6 +99,9 @@ struct Options {
   // report-rank<R>.json, so that all ranks can share one output directory.
   int rank = -1;
   int world_size = -1;
+  // The mean time between failures to plan checkpoints for (hours); > 0
+  // turns on report.checkpoint's Young/Daly interval advice.
+  double checkpoint_mtbf_hours = 0;
 };
 
 // One active profiling run. Movable, not copyable. Methods are thread-safe
@@ -139,6 +142,13 @@ class Session {
   // Notes ranks that this one saw fail or vanish, and the error it got.
   // They appear in report.distributed and in `trainscope ranks`.
   void NoteMissingRanks(const std::vector<int>& ranks, std::string_view error);
+  // Records one checkpoint save: its blocking time on the training thread,
+  // its persist time and bytes, and whether it committed. Cost: a lock.
+  void NoteCheckpointSave(double blocking_s, double persist_s, uint64_t bytes, bool committed);
+  // Records a resume: the step of the checkpoint restored, the last step the
+  // interrupted run had finished (for recomputation; -1 if unknown), and the
+  // time from process start until the state was restored.
+  void NoteResume(int64_t from_step, int64_t interrupted_at_step, double restore_s);
   // The output file names: "trace.json" and "report.json", or with
   // "-rank<R>" before ".json" when world_size > 1.
   std::string trace_file() const;

@@ -16,7 +16,8 @@
 // Measurements go to stderr: blocking save time, restart delay (process
 // start -> state restored -> first step finished) and recomputation (steps
 // re-done after a kill: the last finished step, from DIR/progress, minus the
-// step of the checkpoint it resumed from).
+// step of the checkpoint it resumed from). The trainscope report, with the
+// same figures and the Young/Daly interval advice, goes to DIR/report/.
 #include <fcntl.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -32,12 +33,15 @@
 #include "trainscope/checkpoint.h"
 #include "trainscope/preemption.h"
 #include "trainscope/torch/state.h"
+#include "trainscope/trainscope.h"
 
 ABSL_FLAG(std::string, dir, "out/checkpoint_resume", "the checkpoint store");
 ABSL_FLAG(int64_t, steps, 100, "train until this step (1-based) has finished");
 ABSL_FLAG(int64_t, save_every, 10, "commit a checkpoint after every K steps");
 ABSL_FLAG(int, keep_last, 3, "checkpoints kept (plus none other)");
 ABSL_FLAG(int64_t, seed, 7, "seed of the model and the data");
+ABSL_FLAG(double, mtbf_hours, 24,
+          "mean time between failures to plan for: the report's Young/Daly interval advice");
 
 namespace {
 
@@ -75,6 +79,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   torch::set_num_threads(1);  // deterministic reductions
+
+  trainscope::Options options;
+  options.output_dir = dir + "/report";
+  options.run_name = "checkpoint_resume";
+  options.summary_stream = stderr;  // stdout carries only the step lines
+  options.device_timeline = false;
+  options.checkpoint_mtbf_hours = absl::GetFlag(FLAGS_mtbf_hours);
+  options.config = {{"steps", std::to_string(steps)}, {"save_every", std::to_string(save_every)}};
+  absl::StatusOr<trainscope::Session> session = trainscope::Session::Start(options);
+  if (!session.ok()) {
+    std::fprintf(stderr, "checkpoint_resume: %s\n", session.status().ToString().c_str());
+    return 1;
+  }
 
   trainscope::CheckpointStoreOptions store_options;
   store_options.dir = dir;
@@ -115,6 +132,7 @@ int main(int argc, char** argv) {
     first = latest->manifest.step + 1;
     restore_s = Since(process_start);
     const int64_t interrupted_at = ReadProgress(progress_fd);
+    session->NoteResume(latest->manifest.step, interrupted_at, restore_s);
     std::fprintf(stderr,
                  "checkpoint_resume: resumed from step %" PRId64 " (%s) in %.3f s; the last "
                  "run had finished step %" PRId64 ": %" PRId64 " steps to recompute\n",
@@ -129,9 +147,18 @@ int main(int argc, char** argv) {
   double save_s = 0;
   int64_t saves = 0;
   auto save = [&](int64_t step) -> bool {
+    TRAINSCOPE_PHASE(kCheckpoint);
     const Clock::time_point started = Clock::now();
     absl::StatusOr<std::vector<trainscope::CheckpointFile>> files = state.Snapshot();
+    const Clock::time_point snapshotted = Clock::now();
     absl::Status saved = files.ok() ? store->Save(step, *files) : files.status();
+    uint64_t bytes = 0;
+    if (files.ok()) {
+      for (const trainscope::CheckpointFile& f : *files) bytes += f.bytes.size();
+    }
+    session->NoteCheckpointSave(Since(started),
+                                std::chrono::duration<double>(Clock::now() - snapshotted).count(),
+                                bytes, saved.ok());
     if (!saved.ok()) {
       std::fprintf(stderr, "checkpoint_resume: save at step %" PRId64 " failed: %s\n", step,
                    saved.ToString().c_str());
@@ -143,26 +170,44 @@ int main(int argc, char** argv) {
   };
 
   model->train();
-  for (int64_t i = first; i <= steps; ++i) {
-    const torch::Tensor x = torch::randn({32, 16});
-    const torch::Tensor y = x.matmul(w) + 0.1 * torch::randn({32, 1});
-    optimizer.zero_grad();
-    const torch::Tensor loss = torch::mse_loss(model->forward(x), y);
-    loss.backward();
-    optimizer.step();
-    std::printf("step=%" PRId64 " loss=%a\n", i, loss.item<double>());
-    std::fflush(stdout);
-    WriteProgress(progress_fd, i);
+  int exit_code = 0;
+  for (int64_t i = first; i <= steps && exit_code == 0; ++i) {
+    {
+      trainscope::StepScope step_scope(*session, trainscope::StepIndex(i),
+                                       trainscope::Samples(32));
+      torch::Tensor x, y, loss;
+      {
+        TRAINSCOPE_PHASE(kDataWait);
+        x = torch::randn({32, 16});
+        y = x.matmul(w) + 0.1 * torch::randn({32, 1});
+      }
+      {
+        TRAINSCOPE_PHASE(kForward);
+        loss = torch::mse_loss(model->forward(x), y);
+      }
+      {
+        TRAINSCOPE_PHASE(kBackward);
+        optimizer.zero_grad();
+        loss.backward();
+      }
+      {
+        TRAINSCOPE_PHASE(kOptimizer);
+        optimizer.step();
+      }
+      std::printf("step=%" PRId64 " loss=%a\n", i, loss.item<double>());
+      std::fflush(stdout);
+      WriteProgress(progress_fd, i);
+    }
     if (i == first) {
       std::fprintf(stderr, "checkpoint_resume: restart delay %.3f s (state restored at %.3f s)\n",
                    Since(process_start), restore_s);
     }
-    if (i % save_every == 0 && !save(i)) return 1;
-    if (guard.requested()) {
-      if (i % save_every != 0 && !save(i)) return 1;
+    const bool preempted = guard.requested();
+    if ((i % save_every == 0 || preempted) && !save(i)) exit_code = 1;
+    if (preempted && exit_code == 0) {
       std::fprintf(stderr, "checkpoint_resume: signal %d: saved step %" PRId64 ", exiting %d\n",
                    guard.signal(), i, trainscope::PreemptionGuard::kExitCode);
-      return trainscope::PreemptionGuard::kExitCode;
+      exit_code = trainscope::PreemptionGuard::kExitCode;
     }
   }
   if (saves > 0) {
@@ -170,5 +215,9 @@ int main(int argc, char** argv) {
                  1e3 * save_s / static_cast<double>(saves));
   }
   close(progress_fd);
-  return 0;
+  if (absl::StatusOr<trainscope::Report> report = session->Finish(); !report.ok()) {
+    std::fprintf(stderr, "checkpoint_resume: %s\n", report.status().ToString().c_str());
+    return exit_code == 0 ? 1 : exit_code;
+  }
+  return exit_code;
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "fmt/format.h"
@@ -120,6 +121,7 @@ struct Session::Impl {
     int64_t current = -1, peak = -1;
   };
   std::unordered_map<int64_t, MemorySample> memory;  // by step
+  std::vector<TimestampNs> save_times_ns;             // NoteCheckpointSave's
   void SummarizeMemoryAndCounters();
   std::condition_variable wake;
   bool stop = false;
@@ -398,6 +400,30 @@ void Session::NoteMissingRanks(const std::vector<int>& ranks, std::string_view e
   if (!error.empty()) impl_->report.distributed.error = std::string(error);
 }
 
+void Session::NoteCheckpointSave(double blocking_s, double persist_s, uint64_t bytes,
+                                 bool committed) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Report::Checkpoint& c = impl_->report.checkpoint;
+  if (!committed) {
+    ++c.failed;
+    return;
+  }
+  ++c.saves;
+  c.blocking_s += blocking_s;
+  c.blocking_max_s = std::max(c.blocking_max_s, blocking_s);
+  c.persist_s += persist_s;
+  c.bytes += bytes;
+  impl_->save_times_ns.push_back(NowNs());
+}
+
+void Session::NoteResume(int64_t from_step, int64_t interrupted_at_step, double restore_s) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Report::Checkpoint& c = impl_->report.checkpoint;
+  c.resumed_from_step = from_step;
+  c.recomputed_steps = interrupted_at_step > from_step ? interrupted_at_step - from_step : 0;
+  c.restore_s = restore_s;
+}
+
 std::string Session::trace_file() const { return RankedFile(impl_->options, "trace"); }
 std::string Session::report_file() const { return RankedFile(impl_->options, "report"); }
 
@@ -427,6 +453,27 @@ void Session::Impl::SummarizeMemoryAndCounters() {
       c.min = std::min(c.min, e.end_ns);
       c.max = std::max(c.max, e.end_ns);
       c.mean += (static_cast<double>(e.end_ns) - c.mean) / static_cast<double>(++c.samples);
+    }
+  }
+  // Checkpoints: throughput, restart delay, and the Young/Daly advice.
+  Report::Checkpoint& c = report.checkpoint;
+  c.persist_bytes_per_s = c.persist_s > 0 ? c.bytes / c.persist_s : 0;
+  if (c.resumed_from_step >= 0 && !report.steps.empty()) {
+    c.restart_delay_s = report.steps.front().start_s + report.steps.front().duration_ms / 1e3;
+  }
+  c.mtbf_hours = options.checkpoint_mtbf_hours;
+  if (save_times_ns.size() >= 2) {
+    c.interval_s = (save_times_ns.back() - save_times_ns.front()) / 1e9 /
+                   static_cast<double>(save_times_ns.size() - 1);
+  }
+  if (c.mtbf_hours > 0 && c.saves > 0) {
+    const double mtbf_s = c.mtbf_hours * 3600;
+    const double cost_s = c.blocking_s / static_cast<double>(c.saves);
+    c.optimal_interval_s = std::sqrt(2 * cost_s * mtbf_s);
+    if (c.interval_s > 0) {
+      c.expected_overhead_share = cost_s / c.interval_s + c.interval_s / (2 * mtbf_s);
+      c.expected_lost_s_per_failure =
+          c.interval_s / 2 + (c.restart_delay_s > 0 ? c.restart_delay_s : 0);
     }
   }
   report.counters.clear();

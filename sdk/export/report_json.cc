@@ -138,6 +138,28 @@ std::string ReportToJson(const Report& r) {
   }
   j.EndObject();
 
+  {
+    const Report::Checkpoint& c = r.checkpoint;
+    j.Key("checkpoint").BeginObject();
+    j.Key("saves").Int(c.saves);
+    j.Key("failed").Int(c.failed);
+    j.Key("blocking_s").Number(c.blocking_s);
+    j.Key("blocking_max_s").Number(c.blocking_max_s);
+    j.Key("persist_s").Number(c.persist_s);
+    j.Key("bytes").Int(static_cast<int64_t>(c.bytes));
+    j.Key("persist_bytes_per_s").Number(c.persist_bytes_per_s);
+    j.Key("resumed_from_step").Int(c.resumed_from_step);
+    j.Key("recomputed_steps").Int(c.recomputed_steps);
+    j.Key("restore_s").Number(c.restore_s);
+    j.Key("restart_delay_s").Number(c.restart_delay_s);
+    j.Key("mtbf_hours").Number(c.mtbf_hours);
+    j.Key("interval_s").Number(c.interval_s);
+    j.Key("optimal_interval_s").Number(c.optimal_interval_s);
+    j.Key("expected_overhead_share").Number(c.expected_overhead_share);
+    j.Key("expected_lost_s_per_failure").Number(c.expected_lost_s_per_failure);
+    j.EndObject();
+  }
+
   j.Key("distributed").BeginObject();
   j.Key("backend").String(r.distributed.backend);
   j.Key("missing_ranks").BeginArray();
@@ -461,6 +483,26 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
       c.Number("mean", &counter.mean);
       r.counters.push_back(std::move(counter));
     }
+  }
+  FieldReader ckpt = doc.OptionalChild("checkpoint");
+  {
+    Report::Checkpoint& c = r.checkpoint;
+    ckpt.Integer("saves", &c.saves);
+    ckpt.Integer("failed", &c.failed);
+    ckpt.Number("blocking_s", &c.blocking_s);
+    ckpt.Number("blocking_max_s", &c.blocking_max_s);
+    ckpt.Number("persist_s", &c.persist_s);
+    ckpt.Integer("bytes", &c.bytes);
+    ckpt.Number("persist_bytes_per_s", &c.persist_bytes_per_s);
+    ckpt.Integer("resumed_from_step", &c.resumed_from_step);
+    ckpt.Integer("recomputed_steps", &c.recomputed_steps);
+    ckpt.Number("restore_s", &c.restore_s);
+    ckpt.Number("restart_delay_s", &c.restart_delay_s);
+    ckpt.Number("mtbf_hours", &c.mtbf_hours);
+    ckpt.Number("interval_s", &c.interval_s);
+    ckpt.Number("optimal_interval_s", &c.optimal_interval_s);
+    ckpt.Number("expected_overhead_share", &c.expected_overhead_share);
+    ckpt.Number("expected_lost_s_per_failure", &c.expected_lost_s_per_failure);
   }
   FieldReader distributed = doc.OptionalChild("distributed");
   distributed.String("backend", &r.distributed.backend);

@@ -49,6 +49,20 @@ std::string FormatSummary(const Report& r) {
          "Options::buffer_bytes_per_thread",
          r.events.dropped);
   }
+  if (const Report::Checkpoint& c = r.checkpoint; c.saves > 0 || c.failed > 0) {
+    line("checkpoints: {} saved ({} failed), {:.1f} ms blocking each, {:.0f} MB/s persist{}",
+         c.saves, c.failed, c.saves > 0 ? 1e3 * c.blocking_s / c.saves : 0.0,
+         c.persist_bytes_per_s / 1e6,
+         c.resumed_from_step >= 0
+             ? fmt::format("; resumed from step {}, {} steps recomputed, restart delay {:.2f} s",
+                           c.resumed_from_step, c.recomputed_steps, c.restart_delay_s)
+             : "");
+    if (c.optimal_interval_s > 0) {
+      line("checkpoint interval: every {:.1f} s; Young/Daly optimum {:.1f} s for an MTBF of {:g} h "
+           "(expected overhead {:.2f}% now)",
+           c.interval_s, c.optimal_interval_s, c.mtbf_hours, 100 * c.expected_overhead_share);
+    }
+  }
   if (!r.acceptance.metric.empty()) {
     const char* verdict = !r.acceptance.passed ? "not judged" : *r.acceptance.passed ? "PASS" : "FAIL";
     line("acceptance: {} = {} (target {} {}) {}", r.acceptance.metric,
