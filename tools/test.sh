@@ -49,3 +49,4 @@ if [[ "${TRAINSCOPE_NO_SANITIZE:-0}" != 1 ]]; then
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 part "benchmarks" build/bin/trainscope_bench
+part "checkpoint benchmark" env TMPDIR="$PWD/build" build/bin/checkpoint_bench

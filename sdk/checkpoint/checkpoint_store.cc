@@ -530,6 +530,7 @@ struct AsyncCheckpointer::Impl {
     std::vector<std::pair<std::string, std::string>> metadata;
   };
   std::optional<Job> job;  // queued or being written
+  std::vector<CheckpointFile> spare;  // the last finished job's buffers
   bool stop = false;
   absl::Status first_error;
   Stats stats;
@@ -565,6 +566,7 @@ struct AsyncCheckpointer::Impl {
         ++stats.failed;
         if (first_error.ok()) first_error = status;
       }
+      spare = std::move(job->files);
       job.reset();
       cv.notify_all();
     }
@@ -604,6 +606,12 @@ bool AsyncCheckpointer::Submit(int64_t step, std::vector<CheckpointFile> files,
   lock.unlock();
   impl_->cv.notify_all();
   return true;
+}
+
+std::vector<CheckpointFile> AsyncCheckpointer::TakeBuffers() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
+  return std::move(impl_->spare);
 }
 
 absl::Status AsyncCheckpointer::Wait() {
