@@ -11,6 +11,10 @@ install(TARGETS trainscope EXPORT trainscopeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS trainscope_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY integrations/polyaxon/include/trainscope DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
+install(TARGETS trainscope_polyaxon EXPORT trainscopeTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET trainscope_torch)
   install(DIRECTORY integrations/torch/include/trainscope DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
           FILES_MATCHING PATTERN "*.h")

@@ -19,6 +19,7 @@
 
 #include "tests/test_util.h"
 #include "trainscope/checkpoint.h"
+#include "trainscope/polyaxon/polyaxon.h"
 #include "trainscope/preemption.h"
 
 namespace trainscope {
@@ -440,6 +441,36 @@ TEST(AsyncCheckpointerTest, AFailedBackgroundSaveIsReportedByWaitAndThePreviousS
   absl::StatusOr<LoadedCheckpoint> loaded = store->LoadLatest();
   ASSERT_TRUE(loaded.ok());
   EXPECT_EQ(loaded->manifest.step, 1);
+}
+
+TEST(PolyaxonTest, InsideARunTheOutputsPathIsTheDefault) {
+  unsetenv("POLYAXON_RUN_OUTPUTS_PATH");
+  Options outside;
+  CheckpointStoreOptions outside_store;
+  EXPECT_FALSE(polyaxon::ApplyDefaults(&outside, &outside_store));
+  EXPECT_EQ(outside.output_dir, Options().output_dir);
+  EXPECT_TRUE(outside_store.dir.empty());
+
+  setenv("POLYAXON_RUN_OUTPUTS_PATH", "/plx/outputs/", 1);
+  setenv("POLYAXON_RUN_UUID", "f00d", 1);
+  Options options;
+  CheckpointStoreOptions store;
+  EXPECT_TRUE(polyaxon::ApplyDefaults(&options, &store));
+  EXPECT_EQ(options.output_dir, "/plx/outputs/trainscope");
+  EXPECT_EQ(store.dir, "/plx/outputs/checkpoints");
+  bool has_uuid = false;
+  for (const auto& [k, v] : options.config) has_uuid |= k == "polyaxon.run_uuid" && v == "f00d";
+  EXPECT_TRUE(has_uuid);
+  // What the user set stays.
+  Options mine;
+  mine.output_dir = "mine";
+  CheckpointStoreOptions my_store;
+  my_store.dir = "ckpt";
+  polyaxon::ApplyDefaults(&mine, &my_store);
+  EXPECT_EQ(mine.output_dir, "mine");
+  EXPECT_EQ(my_store.dir, "ckpt");
+  unsetenv("POLYAXON_RUN_OUTPUTS_PATH");
+  unsetenv("POLYAXON_RUN_UUID");
 }
 
 }  // namespace

@@ -31,11 +31,14 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "trainscope/checkpoint.h"
+#include "trainscope/polyaxon/polyaxon.h"
 #include "trainscope/preemption.h"
 #include "trainscope/torch/state.h"
 #include "trainscope/trainscope.h"
 
-ABSL_FLAG(std::string, dir, "out/checkpoint_resume", "the checkpoint store");
+ABSL_FLAG(std::string, dir, "",
+          "the checkpoint store (default: <Polyaxon outputs>/checkpoints in a Polyaxon run, else "
+          "out/checkpoint_resume)");
 ABSL_FLAG(int64_t, steps, 100, "train until this step (1-based) has finished");
 ABSL_FLAG(int64_t, save_every, 10, "commit a checkpoint after every K steps");
 ABSL_FLAG(int, keep_last, 3, "checkpoints kept (plus none other)");
@@ -71,7 +74,11 @@ int main(int argc, char** argv) {
       "checkpoint_resume: kill-safe deterministic training.\n"
       "usage: checkpoint_resume --dir=DIR --steps=N --save_every=K");
   absl::ParseCommandLine(argc, argv);
-  const std::string dir = absl::GetFlag(FLAGS_dir);
+  trainscope::CheckpointStoreOptions store_options;
+  store_options.dir = absl::GetFlag(FLAGS_dir);
+  trainscope::polyaxon::ApplyDefaults(nullptr, &store_options);
+  if (store_options.dir.empty()) store_options.dir = "out/checkpoint_resume";
+  const std::string dir = store_options.dir;
   const int64_t steps = absl::GetFlag(FLAGS_steps);
   const int64_t save_every = absl::GetFlag(FLAGS_save_every);
   if (steps < 1 || save_every < 1 || absl::GetFlag(FLAGS_keep_last) < 1) {
@@ -93,8 +100,6 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  trainscope::CheckpointStoreOptions store_options;
-  store_options.dir = dir;
   store_options.keep_last = absl::GetFlag(FLAGS_keep_last);
   absl::StatusOr<trainscope::CheckpointStore> store =
       trainscope::CheckpointStore::Open(store_options);
