@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -471,6 +473,116 @@ TEST(PolyaxonTest, InsideARunTheOutputsPathIsTheDefault) {
   EXPECT_EQ(my_store.dir, "ckpt");
   unsetenv("POLYAXON_RUN_OUTPUTS_PATH");
   unsetenv("POLYAXON_RUN_UUID");
+}
+
+// The ranks of a sharded save as threads, agreeing through a shared
+// rendezvous (a stand-in for c10d here; train_mlp's test runs the real thing
+// over Gloo). A rank that never arrives makes the others time out.
+class ThreadRendezvous {
+ public:
+  explicit ThreadRendezvous(int world) : world_(world) {}
+  absl::StatusOr<std::vector<int>> FailedRanks(int rank, bool failed) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int round = round_;
+    if (failed) failed_.push_back(rank);
+    if (++arrived_ == world_) {
+      std::sort(failed_.begin(), failed_.end());
+      result_ = failed_;
+      failed_.clear();
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+      return result_;
+    }
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return round_ != round; })) {
+      return absl::DeadlineExceededError("a rank did not arrive within 500 ms");
+    }
+    return result_;
+  }
+
+ private:
+  int world_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0, round_ = 0;
+  std::vector<int> failed_, result_;
+};
+
+class RankCoordinator : public SaveCoordinator {
+ public:
+  RankCoordinator(ThreadRendezvous* r, int rank) : r_(r), rank_(rank) {}
+  absl::StatusOr<std::vector<int>> FailedRanks(bool failed) override {
+    return r_->FailedRanks(rank_, failed);
+  }
+
+ private:
+  ThreadRendezvous* r_;
+  int rank_;
+};
+
+std::vector<absl::Status> SaveOnRanks(const std::string& dir, int64_t step, int world,
+                                      int failing_rank, int absent_rank) {
+  ThreadRendezvous rendezvous(world);
+  std::vector<absl::Status> results(world);
+  std::vector<std::thread> ranks;
+  std::vector<std::optional<CheckpointStore>> stores(world);
+  for (int r = 0; r < world; ++r) {  // rank 0 first: it owns (and cleans) the store
+    CheckpointStoreOptions options;
+    options.dir = dir;
+    options.rank = r;
+    if (r == failing_rank) options.fail_writes_after_bytes = 1000;
+    absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status();
+    stores[r].emplace(std::move(*store));
+  }
+  for (int r = 0; r < world; ++r) {
+    if (r == absent_rank) continue;  // it died before saving
+    ranks.emplace_back([&, r] {
+      RankCoordinator coordinator(&rendezvous, r);
+      results[r] = stores[r]->SaveSharded(step, r, world, Files(step * 10 + r), coordinator);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  return results;
+}
+
+TEST(ShardedCheckpointTest, CommitsOnlyWhenEveryRankFinished) {
+  TempDir dir;
+  for (const absl::Status& s : SaveOnRanks(dir.path(), 5, 3, -1, -1)) EXPECT_TRUE(s.ok()) << s;
+  CheckpointStoreOptions reader;
+  reader.dir = dir.path();
+  reader.read_only = true;
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(reader);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(store->CommittedSteps(), std::vector<int64_t>{5});
+  for (int r = 0; r < 3; ++r) {
+    absl::StatusOr<LoadedCheckpoint> mine = store->LoadLatestForRank(r);
+    ASSERT_TRUE(mine.ok()) << mine.status();
+    ASSERT_EQ(mine->files.size(), 3u);
+    EXPECT_EQ(mine->files[0].name, "model.pt");
+    EXPECT_EQ(mine->files[0].bytes, Files(50 + r)[0].bytes);
+  }
+  EXPECT_EQ(store->LoadLatest()->files.size(), 9u) << "the manifest lists every rank's files";
+
+  // Rank 1's disk is full: every rank gets Aborted naming rank 1; step 10 is
+  // not committed and no temporary directory stays.
+  const std::vector<absl::Status> failed = SaveOnRanks(dir.path(), 10, 3, 1, -1);
+  for (const absl::Status& s : failed) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+    EXPECT_NE(std::string(s.message()).find("rank(s) 1 failed"), std::string::npos) << s;
+  }
+  EXPECT_EQ(store->CommittedSteps(), std::vector<int64_t>{5});
+
+  // Rank 2 never arrives (died): the others time out, nothing is committed.
+  const std::vector<absl::Status> dead = SaveOnRanks(dir.path(), 15, 3, -1, 2);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(dead[r].code(), absl::StatusCode::kUnavailable) << dead[r];
+    EXPECT_NE(std::string(dead[r].message()).find("not committed"), std::string::npos) << dead[r];
+  }
+  EXPECT_EQ(store->CommittedSteps(), std::vector<int64_t>{5});
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
+  }
 }
 
 }  // namespace

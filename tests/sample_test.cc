@@ -5,6 +5,7 @@
 #include <simdjson.h>
 
 #include "sdk/export/report_json.h"
+#include "trainscope/checkpoint.h"
 #include "tests/test_util.h"
 
 #include <fcntl.h>
@@ -138,6 +139,47 @@ TEST(TrainMlpSampleTest, ADeadRankIsReportedMissingByTheSurvivors) {
   ASSERT_EQ(json["missing_ranks"].get_array().get(missing), simdjson::SUCCESS);
   ASSERT_EQ(missing.size(), 1u);
   EXPECT_EQ(int64_t(missing.at(0)), 2);
+}
+
+// Three Gloo ranks save sharded checkpoints: each commits only when every
+// rank has written its part. Then rank 1 dies inside its part of the save of
+// step 10: no rank hangs, every survivor reports the failed save, and the
+// store still holds step 5 only.
+TEST(TrainMlpSampleTest, ShardedCheckpointsCommitOnlyWhenEveryRankFinished) {
+  testing::TempDir dir;
+  const std::string ckpt = dir.File("ckpt");
+  const testing::ProcessResult run = testing::RunProcess(
+      {TRAIN_MLP_PATH, "--world_size=3", "--steps=12", "--batch_size=16", "--hidden=32",
+       "--save_every=5", "--checkpoint_dir=" + ckpt, "--out=" + dir.File("ok")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  CheckpointStoreOptions reader;
+  reader.dir = ckpt;
+  reader.read_only = true;
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(reader);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ(store->CommittedSteps(), (std::vector<int64_t>{5, 10}));
+  absl::StatusOr<LoadedCheckpoint> all = store->LoadLatest();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->files.size(), 15u) << "3 ranks x model, optimizer, scaler, rng, values";
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(store->LoadLatestForRank(r).ok()) << r;
+
+  const std::string dead_ckpt = dir.File("dead_ckpt");
+  const testing::ProcessResult dead = testing::RunProcess(
+      {TRAIN_MLP_PATH, "--world_size=3", "--steps=12", "--batch_size=16", "--hidden=32",
+       "--save_every=5", "--checkpoint_dir=" + dead_ckpt, "--die_rank=1", "--die_at_step=10",
+       "--die_in_save", "--dist_timeout_s=20", "--out=" + dir.File("dead")});
+  EXPECT_EQ(dead.exit_code, 1);
+  EXPECT_NE(dead.err.find("rank 1 exited with 137"), std::string::npos) << dead.err;
+  EXPECT_NE(dead.err.find("rank 0 exited with 3"), std::string::npos) << dead.err;
+  EXPECT_NE(dead.err.find("rank 2 exited with 3"), std::string::npos) << dead.err;
+  EXPECT_NE(dead.err.find("checkpoint step 10 not committed"), std::string::npos) << dead.err;
+  reader.dir = dead_ckpt;
+  absl::StatusOr<CheckpointStore> dead_store = CheckpointStore::Open(reader);
+  ASSERT_TRUE(dead_store.ok());
+  EXPECT_EQ(dead_store->CommittedSteps(), std::vector<int64_t>{5});
+  absl::StatusOr<LoadedCheckpoint> survivor = dead_store->LoadLatestForRank(0);
+  ASSERT_TRUE(survivor.ok());
+  EXPECT_EQ(survivor->manifest.step, 5);
 }
 
 TEST(TrainMlpSampleTest, MixedPrecisionRunsAndReachesTheTarget) {

@@ -87,6 +87,9 @@ struct CheckpointStoreOptions {
   int64_t keep_every = 0;
   // Open without the writer's lock, to load only: no cleanup, no saves.
   bool read_only = false;
+  // In a multi-rank job, this process's rank: rank 0 takes the lock and
+  // cleans up; the others take no lock and only SaveSharded() and load.
+  int rank = 0;
   // Testing hooks. on_phase is called as a save enters each phase (from the
   // saving thread). fail_writes_after_bytes >= 0 makes file writes fail
   // with `fail_errno` (ENOSPC: a full disk) once that many bytes were
@@ -94,6 +97,17 @@ struct CheckpointStoreOptions {
   std::function<void(SavePhase)> on_phase;
   int64_t fail_writes_after_bytes = -1;
   int fail_errno = 28;  // ENOSPC
+};
+
+// How the ranks of a multi-rank save agree (trainscope::torch::ProcessGroup
+// implements it over c10d: an all-reduce of one flag per rank).
+class SaveCoordinator {
+ public:
+  virtual ~SaveCoordinator() = default;
+  // Called by every rank with whether its part failed; returns the ranks
+  // whose part failed, the same list on every rank. An error when a rank
+  // cannot be reached (it died or timed out), naming what is known.
+  virtual absl::StatusOr<std::vector<int>> FailedRanks(bool failed) = 0;
 };
 
 // A directory of checkpoints, one writer at a time. Movable.
@@ -119,6 +133,24 @@ class CheckpointStore {
   // fsynced, plus XXH3 over them (memory speed).
   absl::Status Save(int64_t step, const std::vector<CheckpointFile>& files,
                     const std::vector<std::pair<std::string, std::string>>& metadata = {});
+
+  // A multi-rank save: every rank calls it with its own files (named as
+  // Save's; stored as "r<rank>.<name>"). Each rank writes and fsyncs its
+  // files and a marker (r<rank>.done) into one temporary directory; the
+  // coordinator tells every rank whether all parts succeeded; only then does
+  // rank 0 write the manifest, listing every rank's files, and commit as
+  // Save does, and a second round tells the others whether that worked. A
+  // checkpoint some rank did not finish is therefore never committed.
+  // Errors (on every rank): Aborted naming the ranks whose part failed;
+  // Unavailable when a rank died or timed out (the coordinator's error);
+  // then nothing is committed and rank 0 removes the temporary directory.
+  absl::Status SaveSharded(int64_t step, int rank, int world_size,
+                           const std::vector<CheckpointFile>& files, SaveCoordinator& coordinator,
+                           const std::vector<std::pair<std::string, std::string>>& metadata = {});
+
+  // LoadLatest for one rank of a multi-rank checkpoint: verifies and returns
+  // only that rank's files, with the "r<rank>." prefix removed.
+  absl::StatusOr<LoadedCheckpoint> LoadLatestForRank(int rank) const;
 
   // The newest checkpoint whose manifest parses and whose every file has
   // the recorded size and checksum, with the reasons newer ones were

@@ -15,6 +15,7 @@
 #endif
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -165,6 +166,50 @@ absl::Status ProcessGroup::AverageGradients(::torch::nn::Module& module) {
     offset += n;
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+class GroupSaveCoordinator : public SaveCoordinator {
+ public:
+  explicit GroupSaveCoordinator(ProcessGroup* group, std::function<absl::Status(at::Tensor&)> vote)
+      : group_(group), vote_(std::move(vote)) {}
+  absl::StatusOr<std::vector<int>> FailedRanks(bool failed) override {
+    at::Tensor flags = at::zeros({group_->world_size()}, at::kInt);
+    flags[group_->rank()] = failed ? 1 : 0;
+    if (absl::Status status = vote_(flags); !status.ok()) return status;
+    std::vector<int> out;
+    const at::Tensor host = flags.to(at::kCPU);
+    for (int r = 0; r < group_->world_size(); ++r) {
+      if (host[r].item<int>() != 0) out.push_back(r);
+    }
+    return out;
+  }
+
+ private:
+  ProcessGroup* group_;
+  std::function<absl::Status(at::Tensor&)> vote_;
+};
+
+}  // namespace
+
+std::unique_ptr<SaveCoordinator> ProcessGroup::MakeSaveCoordinator() {
+  return std::make_unique<GroupSaveCoordinator>(this, [this](at::Tensor& flags) {
+    static const NameId name = InternName("c10d.checkpoint_vote");
+    PhaseScope vote(Phase::kCheckpoint, name);
+    ++impl_->collectives;
+    std::vector<at::Tensor> tensors = {
+        impl_->options.device.is_cuda() && impl_->backend_name == "nccl"
+            ? flags.to(impl_->options.device)
+            : flags};
+    try {
+      impl_->backend->allreduce(tensors)->wait();
+    } catch (const std::exception& e) {
+      return Failed("checkpoint vote", e);
+    }
+    flags.copy_(tensors[0].to(at::kCPU));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status ProcessGroup::Barrier() {

@@ -36,11 +36,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "trainscope/checkpoint.h"
 #include "trainscope/ranks.h"
 #include "trainscope/torch/amp.h"
 #include "trainscope/torch/device.h"
 #include "trainscope/torch/distributed.h"
 #include "trainscope/torch/loader.h"
+#include "trainscope/torch/state.h"
 #include "trainscope/torch/torch.h"
 #include "trainscope/trainscope.h"
 
@@ -73,6 +75,13 @@ ABSL_FLAG(int, slow_rank_ms, 0, "how much --slow_rank's forward is slowed, per s
 ABSL_FLAG(int, dist_timeout_s, 30, "how long a collective waits for the other ranks");
 ABSL_FLAG(int, die_rank, -1, "fault injection: this rank kills itself (SIGKILL) ...");
 ABSL_FLAG(int64_t, die_at_step, -1, "... at the start of this step");
+ABSL_FLAG(bool, die_in_save, false,
+          "fault injection: --die_rank dies inside its part of the first checkpoint save at or "
+          "after --die_at_step instead (while its files are being synced)");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "save checkpoints here (with --world_size, every rank writes its shard and rank 0 "
+          "commits once all have: CheckpointStore::SaveSharded)");
+ABSL_FLAG(int64_t, save_every, 0, "with --checkpoint_dir: commit a checkpoint every N steps");
 
 constexpr int kExitCollectiveFailed = 3;
 
@@ -299,11 +308,75 @@ int main(int argc, char** argv) {
   trainscope::torch::GradScaler scaler(scaler_options);
   const at::ScalarType amp_dtype = amp == "fp16" ? torch::kHalf : torch::kBFloat16;
 
+  // Checkpoints: every rank's shard (model, optimizer, scaler, RNG), then
+  // one commit by rank 0 once every rank has written its part.
+  std::optional<trainscope::CheckpointStore> store;
+  std::unique_ptr<trainscope::SaveCoordinator> coordinator;
+  trainscope::torch::TrainingState state;
+  state.Add("model", *model);
+  state.Add("optimizer", optimizer);
+  state.Add("scaler", scaler);
+  state.AddRng();
+  const int64_t save_every = absl::GetFlag(FLAGS_save_every);
+  int64_t dying_step = -1;  // set while --die_rank saves at or after --die_at_step
+  if (!absl::GetFlag(FLAGS_checkpoint_dir).empty() && save_every > 0) {
+    trainscope::CheckpointStoreOptions store_options;
+    store_options.dir = absl::GetFlag(FLAGS_checkpoint_dir);
+    store_options.rank = rank;
+    store_options.on_phase = [&](trainscope::SavePhase phase) {
+      if (dying_step >= 0 && phase == trainscope::SavePhase::kSyncingFiles) {
+        std::fprintf(stderr, "train_mlp: rank %d: dying inside the save of step %lld on purpose\n",
+                     rank, static_cast<long long>(dying_step));
+        raise(SIGKILL);
+      }
+    };
+    // Rank 0 creates (and owns) the store before the others open it.
+    auto open = [&]() -> bool {
+      absl::StatusOr<trainscope::CheckpointStore> opened =
+          trainscope::CheckpointStore::Open(store_options);
+      if (!opened.ok()) {
+        std::fprintf(stderr, "train_mlp: %s\n", opened.status().ToString().c_str());
+        return false;
+      }
+      store.emplace(std::move(*opened));
+      return true;
+    };
+    if (rank == 0 && !open()) return 1;
+    if (group) {
+      if (absl::Status ready = group->Barrier(); !ready.ok()) {
+        std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, ready.ToString().c_str());
+        return kExitCollectiveFailed;
+      }
+      coordinator = group->MakeSaveCoordinator();
+    }
+    if (rank != 0 && !open()) return 1;
+  }
+  auto save = [&](int64_t step) -> absl::Status {
+    TRAINSCOPE_PHASE(kCheckpoint);
+    if (rank == absl::GetFlag(FLAGS_die_rank) && absl::GetFlag(FLAGS_die_in_save) &&
+        step >= absl::GetFlag(FLAGS_die_at_step)) {
+      dying_step = step;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<trainscope::CheckpointFile>> files = state.Snapshot();
+    if (!files.ok()) return files.status();
+    const absl::Status saved = coordinator ? store->SaveSharded(step, rank, world_size, *files,
+                                                                *coordinator)
+                                           : store->Save(step, *files);
+    uint64_t bytes = 0;
+    for (const trainscope::CheckpointFile& f : *files) bytes += f.bytes.size();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    session->NoteCheckpointSave(seconds, seconds, bytes, saved.ok());
+    return saved;
+  };
+
   double last_loss = 0;
   int exit_code = 0;
   to_device.Submit(next_batch(0));
   for (int64_t i = 0; i < steps; ++i) {
-    if (rank == absl::GetFlag(FLAGS_die_rank) && i == absl::GetFlag(FLAGS_die_at_step)) {
+    if (rank == absl::GetFlag(FLAGS_die_rank) && i == absl::GetFlag(FLAGS_die_at_step) &&
+        !absl::GetFlag(FLAGS_die_in_save)) {
       std::fprintf(stderr, "train_mlp: rank %d: dying at step %lld on purpose\n", rank,
                    static_cast<long long>(i));
       raise(SIGKILL);
@@ -348,6 +421,13 @@ int main(int argc, char** argv) {
       last_loss = loss.item<double>();
     }
     trainscope::torch::RecordStepMemory(*session, i, device);
+    if (store && (i + 1) % save_every == 0) {
+      if (absl::Status saved = save(i + 1); !saved.ok()) {
+        std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, saved.ToString().c_str());
+        exit_code = kExitCollectiveFailed;
+        break;
+      }
+    }
   }
 
   if (device.is_cuda()) {

@@ -309,6 +309,10 @@ struct CheckpointStore::Impl {
     return FsyncPath(options.dir, O_RDONLY | O_DIRECTORY);
   }
 
+  absl::StatusOr<LoadedCheckpoint> Load(const std::string& prefix) const;
+  // Rename into place, fsync, latest, retention: the commit of `tmp` as `step`.
+  absl::Status Commit(const std::string& tmp, int64_t step);
+
   void ApplyRetention(int64_t newest) {
     std::vector<std::pair<int64_t, std::string>> committed = Committed();
     const size_t n = committed.size();
@@ -346,6 +350,7 @@ absl::StatusOr<CheckpointStore> CheckpointStore::Open(CheckpointStoreOptions opt
     return CheckpointStore(std::move(impl));
   }
   if (absl::Status s = core::EnsureWritableDirectory(dir); !s.ok()) return s;
+  if (impl->options.rank > 0) return CheckpointStore(std::move(impl));  // rank 0 owns the store
   const std::string lock = dir + "/" + kLock;
   impl->lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (impl->lock_fd < 0) return Errno(errno, fmt::format("opening {}", lock));
@@ -414,29 +419,140 @@ absl::Status CheckpointStore::Save(int64_t step, const std::vector<CheckpointFil
     return fail(st);
   }
   if (absl::Status st = FsyncPath(tmp, O_RDONLY | O_DIRECTORY); !st.ok()) return fail(st);
-  s.Phase(SavePhase::kRenaming);
-  const std::string final_path = s.options.dir + "/" + name;
+  return s.Commit(tmp, step);
+}
+
+absl::Status CheckpointStore::Impl::Commit(const std::string& tmp, int64_t step) {
+  const std::string name = StepDirName(step);
+  Phase(SavePhase::kRenaming);
+  const std::string final_path = options.dir + "/" + name;
   std::string replaced;
   if (rename(tmp.c_str(), final_path.c_str()) != 0) {
     if (errno != ENOTEMPTY && errno != EEXIST) {
-      return fail(Errno(errno, fmt::format("renaming {} to {}", tmp, final_path)));
+      const absl::Status status = Errno(errno, fmt::format("renaming {} to {}", tmp, final_path));
+      RemoveTree(tmp);
+      return status;
     }
     // The same step again (after a resume): swap atomically, then drop the
     // old one. At every moment final_path holds a whole checkpoint.
     if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) != 0) {
-      return fail(Errno(errno, fmt::format("exchanging {} with {}", tmp, final_path)));
+      const absl::Status status =
+          Errno(errno, fmt::format("exchanging {} with {}", tmp, final_path));
+      RemoveTree(tmp);
+      return status;
     }
-    replaced = fmt::format("{}/.trash-{}-{}", s.options.dir, name, getpid());
+    replaced = fmt::format("{}/.trash-{}-{}", options.dir, name, getpid());
     if (rename(tmp.c_str(), replaced.c_str()) != 0) replaced = tmp;
   }
-  s.Phase(SavePhase::kSyncingDirectory);
-  if (absl::Status st = FsyncPath(s.options.dir, O_RDONLY | O_DIRECTORY); !st.ok()) return st;
+  Phase(SavePhase::kSyncingDirectory);
+  if (absl::Status st = FsyncPath(options.dir, O_RDONLY | O_DIRECTORY); !st.ok()) return st;
   if (!replaced.empty()) RemoveTree(replaced);
-  s.Phase(SavePhase::kUpdatingLatest);
-  if (absl::Status st = s.UpdateLatest(name); !st.ok()) return st;
-  s.Phase(SavePhase::kRetention);
-  s.ApplyRetention(step);
-  s.Phase(SavePhase::kDone);
+  Phase(SavePhase::kUpdatingLatest);
+  if (absl::Status st = UpdateLatest(name); !st.ok()) return st;
+  Phase(SavePhase::kRetention);
+  ApplyRetention(step);
+  Phase(SavePhase::kDone);
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointStore::SaveSharded(
+    int64_t step, int rank, int world_size, const std::vector<CheckpointFile>& files,
+    SaveCoordinator& coordinator,
+    const std::vector<std::pair<std::string, std::string>>& metadata) {
+  Impl& s = *impl_;
+  if (s.options.read_only || rank != s.options.rank || world_size < 1 || rank < 0 ||
+      rank >= world_size || step < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "CheckpointStore::SaveSharded: rank {} of {} at step {} (the store was opened for rank "
+        "{}{})",
+        rank, world_size, step, s.options.rank, s.options.read_only ? ", read-only" : ""));
+  }
+  const std::string name = StepDirName(step);
+  const std::string tmp = fmt::format("{}/.tmp-{}-sharded", s.options.dir, name);
+  const std::string prefix = fmt::format("r{}.", rank);
+  // This rank's part: its files and its marker, fsynced.
+  absl::Status mine = absl::OkStatus();
+  CheckpointManifest part;
+  part.step = step;
+  if (mkdir(tmp.c_str(), 0755) != 0 && errno != EEXIST) {
+    mine = Errno(errno, fmt::format("creating {}", tmp));
+  }
+  for (const CheckpointFile& f : files) {
+    if (!mine.ok()) break;
+    if (!ValidFileName(f.name)) {
+      mine = absl::InvalidArgumentError(fmt::format("\"{}\" is not a plain file name", f.name));
+      break;
+    }
+    s.Phase(SavePhase::kWritingFiles);
+    mine = s.WriteFile(tmp + "/" + prefix + f.name, f.bytes, /*data_file=*/true);
+    part.files.push_back({prefix + f.name, f.bytes.size(), XXH3_64bits(f.bytes.data(), f.bytes.size())});
+  }
+  if (mine.ok()) mine = s.WriteFile(fmt::format("{}/r{}.done", tmp, rank), ManifestToJson(part));
+  if (mine.ok()) mine = FsyncPath(tmp, O_RDONLY | O_DIRECTORY);
+  auto abandon = [&](absl::Status status) {
+    if (rank == 0) RemoveTree(tmp);
+    return status;
+  };
+  auto names = [](const std::vector<int>& ranks) {
+    std::string out;
+    for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    return out;
+  };
+  // Round 1: did every part succeed?
+  absl::StatusOr<std::vector<int>> failed = coordinator.FailedRanks(!mine.ok());
+  if (!failed.ok()) {
+    return abandon(absl::UnavailableError(fmt::format(
+        "checkpoint step {} not committed: the ranks could not agree ({})", step,
+        std::string(failed.status().message()))));
+  }
+  if (!failed->empty()) {
+    return abandon(absl::AbortedError(fmt::format(
+        "checkpoint step {} not committed: rank(s) {} failed to write their part{}", step,
+        names(*failed), mine.ok() ? "" : fmt::format(" (here: {})", std::string(mine.message())))));
+  }
+  // Rank 0 commits: one manifest listing every rank's files.
+  absl::Status committed = absl::OkStatus();
+  if (rank == 0) {
+    CheckpointManifest manifest;
+    manifest.step = step;
+    manifest.wall_time_unix_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    manifest.metadata = metadata;
+    manifest.metadata.emplace_back("world_size", std::to_string(world_size));
+    for (int r = 0; r < world_size && committed.ok(); ++r) {
+      const std::string marker = fmt::format("{}/r{}.done", tmp, r);
+      absl::StatusOr<std::string> json = ReadRegular(marker);
+      absl::StatusOr<CheckpointManifest> their =
+          json.ok() ? ParseManifest(*json, marker) : absl::StatusOr<CheckpointManifest>(json.status());
+      if (!their.ok()) {
+        committed = their.status();
+        break;
+      }
+      for (ManifestEntry& e : their->files) manifest.files.push_back(std::move(e));
+    }
+    if (committed.ok()) {
+      s.Phase(SavePhase::kWritingManifest);
+      committed = s.WriteFile(tmp + "/" + kManifest, ManifestToJson(manifest));
+    }
+    if (committed.ok()) committed = FsyncPath(tmp, O_RDONLY | O_DIRECTORY);
+    if (committed.ok()) {
+      committed = s.Commit(tmp, step);
+    } else {
+      RemoveTree(tmp);
+    }
+  }
+  // Round 2: did the commit work?
+  absl::StatusOr<std::vector<int>> outcome = coordinator.FailedRanks(!committed.ok());
+  if (!committed.ok()) return committed;
+  if (!outcome.ok()) {
+    return absl::UnavailableError(fmt::format(
+        "checkpoint step {}: cannot learn whether rank 0 committed it ({})", step,
+        std::string(outcome.status().message())));
+  }
+  if (!outcome->empty()) {
+    return absl::AbortedError(
+        fmt::format("checkpoint step {} not committed: rank 0 failed to commit it", step));
+  }
   return absl::OkStatus();
 }
 
@@ -447,14 +563,22 @@ std::vector<int64_t> CheckpointStore::CommittedSteps() const {
 }
 
 absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest() const {
+  return impl_->Load("");
+}
+
+absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatestForRank(int rank) const {
+  return impl_->Load(fmt::format("r{}.", rank));
+}
+
+absl::StatusOr<LoadedCheckpoint> CheckpointStore::Impl::Load(const std::string& prefix) const {
   std::vector<std::string> skipped;  // "step 1200: <why>"
   std::vector<int64_t> skipped_steps;
-  std::vector<std::string> names = ListDir(impl_->options.dir);
+  std::vector<std::string> names = ListDir(options.dir);
   std::reverse(names.begin(), names.end());  // newest step first (zero-padded names)
   for (const std::string& name : names) {
     const int64_t step = StepOfDirName(name);
     if (step < 0) continue;
-    const std::string path = impl_->options.dir + "/" + name;
+    const std::string path = options.dir + "/" + name;
     auto skip = [&](const std::string& why) {
       skipped.push_back(why);
       skipped_steps.push_back(step);
@@ -477,6 +601,7 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest() const {
     loaded.path = path;
     std::string problem;
     for (const ManifestEntry& e : manifest->files) {
+      if (e.name.compare(0, prefix.size(), prefix) != 0) continue;  // another rank's
       absl::StatusOr<std::string> bytes = ReadRegular(path + "/" + e.name);
       if (!bytes.ok()) {
         problem = fmt::format("missing or unreadable {} ({})", e.name,
@@ -492,7 +617,7 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest() const {
         problem = fmt::format("checksum mismatch in {}", e.name);
         break;
       }
-      loaded.files.push_back({e.name, std::move(*bytes)});
+      loaded.files.push_back({e.name.substr(prefix.size()), std::move(*bytes)});
     }
     if (!problem.empty()) {
       skip(problem);
@@ -509,8 +634,7 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest() const {
   for (size_t k = 0; k < skipped.size(); ++k) {
     why += fmt::format("; step {}: {}", skipped_steps[k], skipped[k]);
   }
-  return absl::NotFoundError(
-      fmt::format("no valid checkpoint in {}{}", impl_->options.dir, why));
+  return absl::NotFoundError(fmt::format("no valid checkpoint in {}{}", options.dir, why));
 }
 
 }  // namespace trainscope

@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainscope/checkpoint.h"
 #include "trainscope/session.h"
 
 namespace trainscope::torch {
@@ -75,6 +76,12 @@ class ProcessGroup {
   absl::Status AverageGradients(::torch::nn::Module& module);
   // Waits for every rank (a kSync range). Errors as AllReduce.
   absl::Status Barrier();
+
+  // A SaveCoordinator over this group, for CheckpointStore::SaveSharded:
+  // each round is one all-reduce of a flag per rank (a kCheckpoint range,
+  // "c10d.checkpoint_vote"); a dead or late rank makes it fail with the
+  // missing ranks, as AllReduce does. The group must outlive it.
+  std::unique_ptr<SaveCoordinator> MakeSaveCoordinator();
 
   // After a failed collective: the ranks that did not check in through the
   // store within `wait` (each survivor checks in, then looks for the
