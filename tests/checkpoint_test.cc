@@ -23,6 +23,7 @@
 #include "trainscope/checkpoint.h"
 #include "trainscope/polyaxon/polyaxon.h"
 #include "trainscope/preemption.h"
+#include "trainscope/trainscope.h"
 
 namespace trainscope {
 namespace {
@@ -583,6 +584,32 @@ TEST(ShardedCheckpointTest, CommitsOnlyWhenEveryRankFinished) {
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
   }
+}
+
+TEST(AsyncCheckpointerTest, SessionFinishWaitsForThePersistAndReportsIt) {
+  TempDir dir;
+  Options session_options;
+  session_options.output_dir = dir.File("report");
+  session_options.sinks = kSinkReportJson;
+  session_options.device_timeline = false;
+  absl::StatusOr<Session> session = Session::Start(session_options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  CheckpointStoreOptions options;
+  options.dir = dir.File("ckpt");
+  options.on_phase = [](SavePhase p) {  // a slow disk
+    if (p == SavePhase::kWritingFiles) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  };
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  AsyncCheckpointer async(*store, AsyncCheckpointer::WhenBusy::kWait, &*session);
+  ASSERT_TRUE(async.Submit(3, Files(3), {}, /*snapshot_s=*/0.002));
+  absl::StatusOr<Report> report = session->Finish();  // returns only after the persist
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->checkpoint.saves, 1);
+  EXPECT_GE(report->checkpoint.persist_s, 0.3) << "three files, 100 ms each";
+  EXPECT_GE(report->checkpoint.blocking_s, 0.002);
+  EXPECT_LT(report->checkpoint.blocking_s, 0.1) << "training only paid for the snapshot";
+  EXPECT_EQ(store->CommittedSteps(), std::vector<int64_t>{3});
 }
 
 }  // namespace

@@ -265,9 +265,12 @@ ResumeRun RunCheckpointResume(const std::vector<std::string>& flags, int stop_af
 // random moments (seeded) and started again until they finish. Every step
 // line any of them printed, re-done steps included, has the loss of the
 // uninterrupted run, bit for bit (%a).
-TEST(CheckpointResumeSampleTest, KilledAndResumedRunsPrintTheUninterruptedLosses) {
+class CheckpointResumeKillTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CheckpointResumeKillTest, KilledAndResumedRunsPrintTheUninterruptedLosses) {
   testing::TempDir dir;
-  const std::vector<std::string> base = {"--steps=60", "--save_every=7"};
+  std::vector<std::string> base = {"--steps=60", "--save_every=7"};
+  if (GetParam()) base.push_back("--async");
   std::vector<std::string> flags = base;
   flags.push_back("--dir=" + dir.File("whole"));
   const ResumeRun whole = RunCheckpointResume(flags, -1, 0);
@@ -297,7 +300,40 @@ TEST(CheckpointResumeSampleTest, KilledAndResumedRunsPrintTheUninterruptedLosses
   }
   EXPECT_EQ(kills, 6);
   EXPECT_EQ(seen.size(), 60u) << "every step finished in some run";
-  std::printf("resume equivalence: %d SIGKILLs, %d starts, 60 steps identical\n", kills, starts);
+  std::printf("resume equivalence (%s saves): %d SIGKILLs, %d starts, 60 steps identical\n",
+              GetParam() ? "async" : "sync", kills, starts);
+}
+INSTANTIATE_TEST_SUITE_P(SyncAndAsyncSaves, CheckpointResumeKillTest, ::testing::Bool());
+
+// A full disk from the second save on: by policy the run stops (exit 1) or
+// trains on; either way the first checkpoint stays the valid newest one.
+TEST(CheckpointResumeSampleTest, AFullDiskStopsOrContinuesByPolicyAndKeepsThePreviousCheckpoint) {
+  testing::TempDir dir;
+  for (const std::string policy : {"stop", "continue"}) {
+    const std::string ckpt = dir.File(policy);
+    // The first save writes about 30 KB; 60 KB leaves no room for a second.
+    const ResumeRun run = RunCheckpointResume(
+        {"--steps=30", "--save_every=7", "--fail_writes_after_bytes=60000",
+         "--on_save_error=" + policy, "--dir=" + ckpt},
+        -1, 0);
+    EXPECT_NE(run.err.find("save at step 14 failed"), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("No space left on device"), std::string::npos) << run.err;
+    if (policy == "stop") {
+      EXPECT_EQ(run.exit_code, 1) << run.err;
+      EXPECT_EQ(run.steps.back().first, 14);
+    } else {
+      EXPECT_EQ(run.exit_code, 0) << run.err;
+      EXPECT_EQ(run.steps.back().first, 30);
+    }
+    CheckpointStoreOptions reader;
+    reader.dir = ckpt;
+    reader.read_only = true;
+    absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(reader);
+    ASSERT_TRUE(store.ok());
+    absl::StatusOr<LoadedCheckpoint> latest = store->LoadLatest();
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    EXPECT_EQ(latest->manifest.step, 7) << policy;
+  }
 }
 
 // SIGTERM mid-run: it saves at the next step boundary, exits 75, and the

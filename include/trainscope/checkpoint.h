@@ -32,6 +32,8 @@
 
 namespace trainscope {
 
+class Session;
+
 // One file of a checkpoint. Names are plain file names: letters, digits,
 // '.', '_' and '-', not starting with '.', at most 128 bytes.
 struct CheckpointFile {
@@ -192,8 +194,12 @@ class AsyncCheckpointer {
     uint64_t bytes = 0;
   };
 
-  // `store` must outlive this. Starts the thread.
-  explicit AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy = WhenBusy::kWait);
+  // `store` must outlive this. Starts the thread. With a `session`, each
+  // finished save is recorded in it (Session::NoteCheckpointSave: blocking
+  // = the snapshot time given to Submit plus its wait) and the session's
+  // Finish() waits for the save in flight; the session must outlive this.
+  explicit AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy = WhenBusy::kWait,
+                             Session* session = nullptr);
   // Waits for the save in flight.
   ~AsyncCheckpointer();
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
@@ -201,8 +207,10 @@ class AsyncCheckpointer {
 
   // Queues checkpoint `step`. Returns false when skipped (kSkip, a save in
   // flight). Cost: a move of the vectors; with kWait, the wait.
+  // `snapshot_s`: how long the caller's snapshot took (for the report).
   bool Submit(int64_t step, std::vector<CheckpointFile> files,
-              std::vector<std::pair<std::string, std::string>> metadata = {});
+              std::vector<std::pair<std::string, std::string>> metadata = {},
+              double snapshot_s = 0);
   // The files of the last save the thread finished, for the next snapshot
   // to copy into: their memory is already mapped, so a snapshot costs about
   // one memcpy (bench/checkpoint_bench). Empty when there are none. Waits

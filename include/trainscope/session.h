@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -149,6 +150,11 @@ class Session {
   // interrupted run had finished (for recomputation; -1 if unknown), and the
   // time from process start until the state was restored.
   void NoteResume(int64_t from_step, int64_t interrupted_at_step, double restore_s);
+  // Runs `hook` at the start of Finish(), before recording stops: an
+  // AsyncCheckpointer waits for its save in flight there. Returns an id for
+  // RemoveFinishHook. Thread-safe.
+  int AddFinishHook(std::function<void()> hook);
+  void RemoveFinishHook(int id);
   // The output file names: "trace.json" and "report.json", or with
   // "-rank<R>" before ".json" when world_size > 1.
   std::string trace_file() const;

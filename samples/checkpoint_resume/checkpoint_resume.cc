@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cinttypes>
+#include <optional>
 #include <cstdio>
 #include <string>
 
@@ -43,6 +44,14 @@ ABSL_FLAG(int64_t, steps, 100, "train until this step (1-based) has finished");
 ABSL_FLAG(int64_t, save_every, 10, "commit a checkpoint after every K steps");
 ABSL_FLAG(int, keep_last, 3, "checkpoints kept (plus none other)");
 ABSL_FLAG(int64_t, seed, 7, "seed of the model and the data");
+ABSL_FLAG(bool, async, false,
+          "persist checkpoints on a background thread (AsyncCheckpointer): only the snapshot "
+          "blocks training");
+ABSL_FLAG(std::string, on_save_error, "stop",
+          "when a save fails (a full disk): 'stop' (exit 1; the previous checkpoint stays valid) "
+          "or 'continue' (train on, try again at the next save)");
+ABSL_FLAG(int64_t, fail_writes_after_bytes, -1,
+          "testing: checkpoint writes fail with ENOSPC once this many bytes were written");
 ABSL_FLAG(double, mtbf_hours, 24,
           "mean time between failures to plan for: the report's Young/Daly interval advice");
 
@@ -81,6 +90,12 @@ int main(int argc, char** argv) {
   const std::string dir = store_options.dir;
   const int64_t steps = absl::GetFlag(FLAGS_steps);
   const int64_t save_every = absl::GetFlag(FLAGS_save_every);
+  const std::string on_save_error = absl::GetFlag(FLAGS_on_save_error);
+  if (on_save_error != "stop" && on_save_error != "continue") {
+    std::fprintf(stderr, "checkpoint_resume: --on_save_error=%s: expected stop or continue\n",
+                 on_save_error.c_str());
+    return 2;
+  }
   if (steps < 1 || save_every < 1 || absl::GetFlag(FLAGS_keep_last) < 1) {
     std::fprintf(stderr, "checkpoint_resume: --steps, --save_every and --keep_last must be >= 1\n");
     return 2;
@@ -101,6 +116,7 @@ int main(int argc, char** argv) {
   }
 
   store_options.keep_last = absl::GetFlag(FLAGS_keep_last);
+  store_options.fail_writes_after_bytes = absl::GetFlag(FLAGS_fail_writes_after_bytes);
   absl::StatusOr<trainscope::CheckpointStore> store =
       trainscope::CheckpointStore::Open(store_options);
   if (!store.ok()) {
@@ -151,24 +167,40 @@ int main(int argc, char** argv) {
   trainscope::PreemptionGuard guard;
   double save_s = 0;
   int64_t saves = 0;
+  std::optional<trainscope::AsyncCheckpointer> async;
+  if (absl::GetFlag(FLAGS_async)) async.emplace(*store, trainscope::AsyncCheckpointer::WhenBusy::kWait, &*session);
+  int64_t failures_seen = 0;
+  // Returns false when training must stop (a failed save and --on_save_error=stop).
+  auto failed = [&](int64_t step, const absl::Status& status) -> bool {
+    std::fprintf(stderr, "checkpoint_resume: save at step %" PRId64 " failed: %s%s\n", step,
+                 status.ToString().c_str(),
+                 on_save_error == "continue" ? "; continuing" : "; stopping");
+    return on_save_error == "continue";
+  };
   auto save = [&](int64_t step) -> bool {
     TRAINSCOPE_PHASE(kCheckpoint);
     const Clock::time_point started = Clock::now();
     absl::StatusOr<std::vector<trainscope::CheckpointFile>> files = state.Snapshot();
-    const Clock::time_point snapshotted = Clock::now();
-    absl::Status saved = files.ok() ? store->Save(step, *files) : files.status();
-    uint64_t bytes = 0;
-    if (files.ok()) {
-      for (const trainscope::CheckpointFile& f : *files) bytes += f.bytes.size();
+    if (!files.ok()) return failed(step, files.status());
+    if (async) {
+      // A failure of the previous background save shows up here.
+      if (async->stats().failed > failures_seen) {
+        failures_seen = async->stats().failed;
+        if (!failed(step - save_every, async->Wait())) return false;
+      }
+      async->Submit(step, std::move(*files), {}, Since(started));
+      save_s += Since(started);
+      ++saves;
+      return true;
     }
+    const Clock::time_point snapshotted = Clock::now();
+    absl::Status saved = store->Save(step, *files);
+    uint64_t bytes = 0;
+    for (const trainscope::CheckpointFile& f : *files) bytes += f.bytes.size();
     session->NoteCheckpointSave(Since(started),
                                 std::chrono::duration<double>(Clock::now() - snapshotted).count(),
                                 bytes, saved.ok());
-    if (!saved.ok()) {
-      std::fprintf(stderr, "checkpoint_resume: save at step %" PRId64 " failed: %s\n", step,
-                   saved.ToString().c_str());
-      return false;
-    }
+    if (!saved.ok()) return failed(step, saved);
     save_s += Since(started);
     ++saves;
     return true;
@@ -204,15 +236,30 @@ int main(int argc, char** argv) {
       WriteProgress(progress_fd, i);
     }
     if (i == first) {
-      std::fprintf(stderr, "checkpoint_resume: restart delay %.3f s (state restored at %.3f s)\n",
+      std::fprintf(stderr,
+                   "checkpoint_resume: first step finished %.3f s after main() began (state "
+                   "restored at %.3f s; report.checkpoint.restart_delay_s counts from process "
+                   "start)\n",
                    Since(process_start), restore_s);
     }
     const bool preempted = guard.requested();
     if ((i % save_every == 0 || preempted) && !save(i)) exit_code = 1;
+    if (preempted && exit_code == 0 && async) {
+      if (absl::Status persisted = async->Wait(); !persisted.ok()) {
+        std::fprintf(stderr, "checkpoint_resume: the save before exiting failed: %s\n",
+                     persisted.ToString().c_str());
+        exit_code = 1;
+      }
+    }
     if (preempted && exit_code == 0) {
       std::fprintf(stderr, "checkpoint_resume: signal %d: saved step %" PRId64 ", exiting %d\n",
                    guard.signal(), i, trainscope::PreemptionGuard::kExitCode);
       exit_code = trainscope::PreemptionGuard::kExitCode;
+    }
+  }
+  if (async) {
+    if (absl::Status persisted = async->Wait(); !persisted.ok() && exit_code == 0) {
+      failed(steps, persisted);
     }
   }
   if (saves > 0) {

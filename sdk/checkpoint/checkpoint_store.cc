@@ -26,6 +26,7 @@
 #include "sdk/export/json_writer.h"
 #include "trainscope/checkpoint.h"
 #include "trainscope/scope.h"
+#include "trainscope/session.h"
 
 namespace trainscope {
 namespace {
@@ -652,7 +653,10 @@ struct AsyncCheckpointer::Impl {
     int64_t step;
     std::vector<CheckpointFile> files;
     std::vector<std::pair<std::string, std::string>> metadata;
+    double blocking_s = 0;  // the caller's snapshot plus Submit's wait
   };
+  Session* session = nullptr;
+  int hook = 0;
   std::optional<Job> job;  // queued or being written
   std::vector<CheckpointFile> spare;  // the last finished job's buffers
   bool stop = false;
@@ -682,6 +686,7 @@ struct AsyncCheckpointer::Impl {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       lock.lock();
+      if (session != nullptr) session->NoteCheckpointSave(j.blocking_s, seconds, bytes, status.ok());
       if (status.ok()) {
         ++stats.committed;
         stats.persist_s += seconds;
@@ -697,12 +702,21 @@ struct AsyncCheckpointer::Impl {
   }
 };
 
-AsyncCheckpointer::AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy)
+AsyncCheckpointer::AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy,
+                                     Session* session)
     : impl_(std::make_unique<Impl>(store, when_busy)) {
+  impl_->session = session;
   impl_->thread = std::thread([this] { impl_->Loop(); });
+  if (session != nullptr) {
+    impl_->hook = session->AddFinishHook([this] {
+      std::unique_lock<std::mutex> lock(impl_->mu);
+      impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
+    });
+  }
 }
 
 AsyncCheckpointer::~AsyncCheckpointer() {
+  if (impl_->session != nullptr) impl_->session->RemoveFinishHook(impl_->hook);
   {
     std::unique_lock<std::mutex> lock(impl_->mu);
     impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
@@ -713,9 +727,11 @@ AsyncCheckpointer::~AsyncCheckpointer() {
 }
 
 bool AsyncCheckpointer::Submit(int64_t step, std::vector<CheckpointFile> files,
-                               std::vector<std::pair<std::string, std::string>> metadata) {
+                               std::vector<std::pair<std::string, std::string>> metadata,
+                               double snapshot_s) {
   std::unique_lock<std::mutex> lock(impl_->mu);
   ++impl_->stats.submitted;
+  double waited = 0;
   if (impl_->job.has_value()) {
     if (impl_->when_busy == WhenBusy::kSkip) {
       ++impl_->stats.skipped;
@@ -723,10 +739,10 @@ bool AsyncCheckpointer::Submit(int64_t step, std::vector<CheckpointFile> files,
     }
     const auto started = std::chrono::steady_clock::now();
     impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
-    impl_->stats.wait_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    impl_->stats.wait_s += waited;
   }
-  impl_->job = Impl::Job{step, std::move(files), std::move(metadata)};
+  impl_->job = Impl::Job{step, std::move(files), std::move(metadata), snapshot_s + waited};
   lock.unlock();
   impl_->cv.notify_all();
   return true;

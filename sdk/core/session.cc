@@ -122,6 +122,8 @@ struct Session::Impl {
   };
   std::unordered_map<int64_t, MemorySample> memory;  // by step
   std::vector<TimestampNs> save_times_ns;             // NoteCheckpointSave's
+  std::vector<std::pair<int, std::function<void()>>> finish_hooks;
+  int next_hook = 0;
   void SummarizeMemoryAndCounters();
   std::condition_variable wake;
   bool stop = false;
@@ -424,6 +426,20 @@ void Session::NoteResume(int64_t from_step, int64_t interrupted_at_step, double 
   c.restore_s = restore_s;
 }
 
+int Session::AddFinishHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->finish_hooks.emplace_back(++impl_->next_hook, std::move(hook));
+  return impl_->next_hook;
+}
+
+void Session::RemoveFinishHook(int id) {
+  if (impl_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& hooks = impl_->finish_hooks;
+  hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.first == id; }),
+              hooks.end());
+}
+
 std::string Session::trace_file() const { return RankedFile(impl_->options, "trace"); }
 std::string Session::report_file() const { return RankedFile(impl_->options, "report"); }
 
@@ -509,6 +525,14 @@ absl::StatusOr<Report> Session::Finish() {
     return absl::FailedPreconditionError("trainscope session already finished");
   }
   Impl& s = *impl_;
+  {
+    std::vector<std::pair<int, std::function<void()>>> hooks;
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      hooks = s.finish_hooks;
+    }
+    for (auto& [id, hook] : hooks) hook();  // unlocked: hooks may record into the session
+  }
   const TimestampNs finish_ns = NowNs();
   detail::g_generation.store(0, std::memory_order_release);
   detail::g_step_hook.store(false, std::memory_order_relaxed);
