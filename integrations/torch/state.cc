@@ -20,18 +20,21 @@ absl::Status LoadError(const std::string& what, const std::exception& e) {
   return absl::DataLossError("cannot restore " + what + ": " + message);
 }
 
-class ModuleState : public Stateful {
+// A module or an optimizer: anything with save(OutputArchive&) and
+// load(InputArchive&), through LibTorch's archive format.
+template <typename T>
+class ArchiveState : public Stateful {
  public:
-  explicit ModuleState(::torch::nn::Module& module) : module_(module) {}
+  ArchiveState(T& object, const char* what) : object_(object), what_(what) {}
   absl::StatusOr<std::string> Save() override {
     try {
       ::torch::serialize::OutputArchive archive;
-      module_.save(archive);
+      object_.save(archive);
       std::ostringstream out;
       archive.save_to(out);
       return out.str();
     } catch (const std::exception& e) {
-      return absl::InternalError(std::string("saving a module: ") + e.what());
+      return absl::InternalError(std::string("saving ") + what_ + ": " + e.what());
     }
   }
   absl::Status Load(const std::string& bytes) override {
@@ -39,45 +42,16 @@ class ModuleState : public Stateful {
       ::torch::serialize::InputArchive archive;
       std::istringstream in(bytes);
       archive.load_from(in);
-      module_.load(archive);
+      object_.load(archive);
       return absl::OkStatus();
     } catch (const std::exception& e) {
-      return LoadError("the module", e);
+      return LoadError(what_, e);
     }
   }
 
  private:
-  ::torch::nn::Module& module_;
-};
-
-class OptimizerState : public Stateful {
- public:
-  explicit OptimizerState(::torch::optim::Optimizer& optimizer) : optimizer_(optimizer) {}
-  absl::StatusOr<std::string> Save() override {
-    try {
-      ::torch::serialize::OutputArchive archive;
-      optimizer_.save(archive);
-      std::ostringstream out;
-      archive.save_to(out);
-      return out.str();
-    } catch (const std::exception& e) {
-      return absl::InternalError(std::string("saving an optimizer: ") + e.what());
-    }
-  }
-  absl::Status Load(const std::string& bytes) override {
-    try {
-      ::torch::serialize::InputArchive archive;
-      std::istringstream in(bytes);
-      archive.load_from(in);
-      optimizer_.load(archive);
-      return absl::OkStatus();
-    } catch (const std::exception& e) {
-      return LoadError("the optimizer", e);
-    }
-  }
-
- private:
-  ::torch::optim::Optimizer& optimizer_;
+  T& object_;
+  const char* what_;
 };
 
 class ScalerState : public Stateful {
@@ -200,10 +174,11 @@ constexpr char kValuesFile[] = "values.tsv";
 }  // namespace
 
 void TrainingState::Add(const std::string& name, ::torch::nn::Module& module) {
-  Add(name, std::make_unique<ModuleState>(module));
+  Add(name, std::make_unique<ArchiveState<::torch::nn::Module>>(module, "the module"));
 }
 void TrainingState::Add(const std::string& name, ::torch::optim::Optimizer& optimizer) {
-  Add(name, std::make_unique<OptimizerState>(optimizer));
+  Add(name, std::make_unique<ArchiveState<::torch::optim::Optimizer>>(optimizer,
+                                                                       "the optimizer"));
 }
 void TrainingState::Add(const std::string& name, GradScaler& scaler) {
   Add(name, std::make_unique<ScalerState>(scaler));
