@@ -424,6 +424,189 @@ TEST(TraceReaderTest, PipedAndMappedTracesReadTheSame) {
   }
 }
 
+// ---- Parsing one trace on several threads ----------------------------------
+
+// Every event TraceReader visits, as one line of text per event, in order.
+struct ReadResult {
+  absl::Status status;
+  std::vector<std::string> events;
+  kineto::ReadStats stats;
+};
+ReadResult ReadEvents(const std::string& path, int threads) {
+  ReadResult out;
+  kineto::TraceReader reader;
+  reader.set_max_threads(threads);
+  out.status = reader.Read(
+      path,
+      [&](const kineto::RawEvent& e) {
+        out.events.push_back(fmt::format(
+            "{} {}|{}|{}|{} {} {} {} {}{}{} {} {} {} {} {} {}", e.offset, e.ph, e.cat, e.name,
+            e.phase, e.pid, e.tid, e.ts_us, e.dur_us, e.has_ts, e.has_dur, e.ts_is_float,
+            e.stream, e.correlation, e.device, e.step, e.samples));
+      },
+      // As the importer does: most CPU ops skip their args.
+      [](const kineto::RawEvent& e) { return e.cat != "cpu_op"; });
+  out.stats = reader.stats();
+  return out;
+}
+
+// Reads `path` on one thread and on `threads`, and expects the same events
+// (or the same error) from both.
+void ExpectSameOnThreads(const std::string& path, int threads, ReadResult* parallel_out = nullptr) {
+  const ReadResult serial = ReadEvents(path, 1);
+  ReadResult parallel = ReadEvents(path, threads);
+  EXPECT_EQ(serial.stats.threads, 1);
+  EXPECT_EQ(serial.status.ok(), parallel.status.ok()) << serial.status << " / " << parallel.status;
+  EXPECT_EQ(std::string(serial.status.message()), std::string(parallel.status.message()));
+  EXPECT_EQ(serial.stats.events, parallel.stats.events);
+  ASSERT_EQ(serial.events.size(), parallel.events.size());
+  for (size_t i = 0; i < serial.events.size(); ++i) {
+    ASSERT_EQ(serial.events[i], parallel.events[i]) << "event " << i;
+  }
+  if (parallel_out != nullptr) *parallel_out = std::move(parallel);
+}
+
+std::string Gzip(const std::string& plain) {
+  const std::string gz = plain + ".gz";
+  gzFile out = gzopen(gz.c_str(), "wb");
+  const std::string text = testing::ReadAll(plain);
+  gzwrite(out, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(out);
+  return gz;
+}
+
+// About `bytes` of CPU ops, kernels and launches, one per line as Kineto
+// writes them (or all on one line).
+std::string BigTrace(const TempDir& dir, const std::string& name, size_t bytes, bool one_line) {
+  std::string json = "{\"schemaVersion\": 1,\n  \"traceEvents\": [";
+  json += one_line ? "" : "\n  ";
+  for (int k = 0; json.size() < bytes; ++k) {
+    if (k > 0) json += one_line ? "," : ",\n  ";
+    switch (k % 3) {
+      case 0:
+        json += fmt::format(R"({{"ph": "X", "cat": "cpu_op", "name": "aten::op{}", "pid": 1, )"
+                            R"("tid": 1, "ts": {}, "dur": 3, "args": {{"Input Dims": [[{}], []]}}}})",
+                            k % 17, 10 * k, k);
+        break;
+      case 1:
+        json += Launch(10 * k, k);
+        break;
+      default:
+        json += Kernel(k % 5 ? "gemm" : "elementwise\\u00e9", 10 * k, 4.5, 7 + k % 2, k - 1);
+    }
+  }
+  json += one_line ? "]}" : "\n  ]\n}\n";
+  testing::WriteAll(dir.File(name), json);
+  return dir.File(name);
+}
+
+TEST(ParallelReadTest, SharedTraceReadsTheSameOnOneAndFourThreads) {
+  TempDir dir;
+  const std::string gz = SharedTrace("rank0_queue.json.gz");
+  ReadResult parallel;
+  ExpectSameOnThreads(gz, 4, &parallel);
+  EXPECT_EQ(parallel.stats.threads, 4) << "the 25.8 MB trace is cut into 4 shares";
+  EXPECT_EQ(parallel.stats.shares_dropped, 0);
+  EXPECT_TRUE(parallel.stats.compressed);
+  // The plain copy is mapped rather than inflated.
+  const std::string plain = dir.File("rank0_queue.json");
+  {
+    gzFile in = gzopen(gz.c_str(), "rb");
+    std::string text;
+    char buffer[1 << 16];
+    for (int n; (n = gzread(in, buffer, sizeof buffer)) > 0;) text.append(buffer, n);
+    gzclose(in);
+    testing::WriteAll(plain, text);
+  }
+  ExpectSameOnThreads(plain, 3, &parallel);
+  EXPECT_EQ(parallel.stats.threads, 3);
+  // And the analyses downstream agree.
+  auto one = kineto::ImportTrace(gz, 1), four = kineto::ImportTrace(gz, 4);
+  ASSERT_TRUE(one.ok() && four.ok());
+  const HtaBreakdown a = ComputeHtaBreakdown(one->timeline, one->hta);
+  const HtaBreakdown b = ComputeHtaBreakdown(four->timeline, four->hta);
+  EXPECT_EQ(a.temporal.idle_us, b.temporal.idle_us);
+  EXPECT_EQ(a.temporal.compute_us, b.temporal.compute_us);
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_EQ(IdleRows(a), IdleRows(b));
+  EXPECT_EQ(one->hta.first_event_ns, four->hta.first_event_ns);
+  EXPECT_EQ(one->hta.profiler_steps, four->hta.profiler_steps);
+}
+
+TEST(ParallelReadTest, BigTracesOnManyLinesOrOneLineAndGzipped) {
+  TempDir dir;
+  for (const bool one_line : {false, true}) {
+    SCOPED_TRACE(one_line ? "one line" : "one event per line");
+    const std::string plain = BigTrace(dir, one_line ? "line.json" : "lines.json", 9 << 20, one_line);
+    for (const std::string& path : {plain, Gzip(plain)}) {
+      for (const int threads : {2, 5}) {
+        ReadResult parallel;
+        ExpectSameOnThreads(path, threads, &parallel);
+        EXPECT_EQ(parallel.stats.threads, 2) << "9 MiB: two shares of at least 4 MiB";
+        EXPECT_GT(parallel.stats.events, 60000u);
+      }
+    }
+  }
+}
+
+// Nested objects written exactly like top-level elements (a '{' starting a
+// line at the same indentation, after "},"): the guessed share starts fall
+// inside elements, those shares are dropped, and the result is still the
+// serial one.
+TEST(ParallelReadTest, GuessesInsideElementsAreDroppedAndTheResultIsTheSame) {
+  TempDir dir;
+  std::string json = "{\"traceEvents\": [\n  ";
+  for (int k = 0; json.size() < (10 << 20); ++k) {
+    if (k > 0) json += ",\n  ";
+    json += fmt::format(R"({{"ph": "X", "cat": "kernel", "name": "k{}", "pid": 0, "tid": 7, )"
+                        R"("ts": {}, "dur": 2, "args": {{"stream": 7, "correlation": {}, "list": [)",
+                        k, 5 * k, k);
+    for (int n = 0; n < 2000; ++n) json += fmt::format("{}\n  {{\"n\": {}}}", n ? "," : "", n);
+    json += "]}}";
+  }
+  json += "\n]}\n";
+  testing::WriteAll(dir.File("nested.json"), json);
+  ReadResult parallel;
+  ExpectSameOnThreads(dir.File("nested.json"), 4, &parallel);
+  EXPECT_EQ(parallel.stats.threads, 2) << "10 MiB: two shares";
+  EXPECT_EQ(parallel.stats.shares_dropped, 1);
+}
+
+// A malformed event or a cut-off file in a later share: the same error, with
+// the same byte and event index, as on one thread; and the events before it
+// are the same.
+TEST(ParallelReadTest, ErrorsInALaterShareAreTheSerialReadersErrors) {
+  TempDir dir;
+  const std::string text = testing::ReadAll(BigTrace(dir, "t.json", 14 << 20, false));
+  const size_t late = text.find("\"dur\": 4.5", text.size() * 4 / 5);
+  ASSERT_NE(late, std::string::npos);
+  struct Case {
+    std::string name, body, error;
+  };
+  std::string bad_number = text, stray = text, missing_comma = text;
+  bad_number.replace(late, 10, "\"dur\" 4.5");
+  const size_t between = text.find("},\n  {", late);
+  stray.replace(between, 2, "} x,");
+  missing_comma.replace(between, 2, "} ");
+  const std::vector<Case> cases = {
+      {"bad_number.json", bad_number, "event "},
+      {"stray.json", stray, "expected ',' or ']' after traceEvents element"},
+      {"missing_comma.json", missing_comma, "expected ',' or ']' after traceEvents element"},
+      {"cut.json", text.substr(0, text.size() * 19 / 20), "is cut off"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    testing::WriteAll(dir.File(c.name), c.body);
+    ReadResult parallel;
+    ExpectSameOnThreads(dir.File(c.name), 3, &parallel);
+    ASSERT_FALSE(parallel.status.ok());
+    EXPECT_NE(std::string(parallel.status.message()).find(c.error), std::string::npos)
+        << parallel.status;
+    EXPECT_EQ(parallel.stats.threads, 3);
+    EXPECT_GT(parallel.events.size(), 80000u) << "the events before the error were visited";
+  }
+}
+
 TEST(TraceReaderTest, DeviceIntervalsWrittenByTrainscopeReadBackWithTheSameBreakdown) {
   // What a CUPTI session writes into trace.json, read back by the importer.
   const HtaBreakdown direct = Analyze(SharedTrace("sampled_rank-0.json.gz"));

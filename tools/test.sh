@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: sets up what is missing, builds everything, runs
-# every test (ctest), then the core again under AddressSanitizer and UBSan,
+# every test (ctest), then the core again under AddressSanitizer and UBSan
+# and under ThreadSanitizer,
 # and the benchmarks' quick pass. Prints how long each part took.
 #   tools/test.sh            everything
-#   TRAINSCOPE_NO_SANITIZE=1 tools/test.sh   skip the sanitizer build
+#   TRAINSCOPE_NO_SANITIZE=1 tools/test.sh   skip the sanitizer builds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${JOBS:-$(nproc)}"
@@ -47,6 +48,13 @@ if [[ "${TRAINSCOPE_NO_SANITIZE:-0}" != 1 ]]; then
   export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   part "tests (asan+ubsan, core)" ctest_counted build-asan
   unset ASAN_OPTIONS UBSAN_OPTIONS
+  # The threads of the core (the parallel trace reader, async and sharded
+  # checkpoints, the recorder's registration) under ThreadSanitizer.
+  part "build (tsan, core)" env BUILD_DIR=build-tsan tools/build.sh \
+    -DTRAINSCOPE_SANITIZE=thread -DTRAINSCOPE_TORCH=OFF -DTRAINSCOPE_BUILD_BENCH=OFF
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  part "tests (tsan, core)" ctest_counted build-tsan
+  unset TSAN_OPTIONS
 fi
 part "benchmarks" build/bin/trainscope_bench
 part "checkpoint benchmark" env TMPDIR="$PWD/build" build/bin/checkpoint_bench

@@ -1,6 +1,8 @@
 // `trainscope analyze`: the GPU idle-gap analysis of a trace (Kineto or
 // trainscope's own), with HTA's two breakdowns beside it; or of a folder of
 // per-rank traces, analysed in parallel. See commands.h.
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -15,12 +17,23 @@
 #include "sdk/kineto/trace_import.h"
 
 ABSL_FLAG(int, jobs, 0, "analyze DIR: traces analysed at once (0: one per available core)");
+ABSL_FLAG(int, threads, 0,
+          "analyze: threads that parse one trace (0: the available cores, shared out between "
+          "the jobs of analyze DIR; 1: none besides the main one)");
 
 namespace trainscope::cli {
 namespace {
 
-absl::StatusOr<exporter::AnalyzedTrace> AnalyzeFile(const std::string& path) {
-  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+// The CPUs this process may run on (its affinity mask), at least 1.
+int AvailableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+absl::StatusOr<exporter::AnalyzedTrace> AnalyzeFile(const std::string& path, int threads) {
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path, threads);
   if (!trace.ok()) return trace.status();
   exporter::AnalyzedTrace out;
   out.path = trace->path;
@@ -68,15 +81,17 @@ int AnalyzeDirectory(const std::string& dir, const std::string& format) {
     return kExitBadInput;
   }
   int jobs = absl::GetFlag(FLAGS_jobs);
-  if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (jobs <= 0) jobs = AvailableCpus();
   jobs = std::min<int>(jobs, static_cast<int>(files.size()));
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads == 0) threads = std::max(1, AvailableCpus() / jobs);
   std::vector<absl::StatusOr<exporter::AnalyzedTrace>> results(files.size(),
                                                               absl::UnknownError("not run"));
   std::atomic<size_t> next{0};
   std::vector<std::thread> workers;
   for (int w = 0; w < jobs; ++w) {
     workers.emplace_back([&] {
-      for (size_t i = next++; i < files.size(); i = next++) results[i] = AnalyzeFile(files[i]);
+      for (size_t i = next++; i < files.size(); i = next++) results[i] = AnalyzeFile(files[i], threads);
     });
   }
   for (std::thread& t : workers) t.join();
@@ -112,8 +127,14 @@ int RunAnalyze(const std::vector<std::string>& args, const std::string& format) 
                  format.c_str());
     return kExitUsage;
   }
+  if (absl::GetFlag(FLAGS_threads) < 0) {
+    std::fprintf(stderr, "trainscope analyze: --threads=%d: expected 0 (all cores) or more\n",
+                 absl::GetFlag(FLAGS_threads));
+    return kExitUsage;
+  }
   if (std::filesystem::is_directory(args[0])) return AnalyzeDirectory(args[0], format);
-  absl::StatusOr<exporter::AnalyzedTrace> trace = AnalyzeFile(args[0]);
+  absl::StatusOr<exporter::AnalyzedTrace> trace =
+      AnalyzeFile(args[0], absl::GetFlag(FLAGS_threads));
   if (!trace.ok()) {
     std::fprintf(stderr, "trainscope analyze: %s\n", std::string(trace.status().message()).c_str());
     return kExitBadInput;

@@ -102,6 +102,7 @@ void WriteTrace(const AnalyzedTrace& t, JsonWriter& j) {
   j.Key("compressed").Bool(t.read.compressed);
   j.Key("seconds").Number(t.parse_s);
   j.Key("inflate_seconds").Number(t.read.inflate_s);
+  j.Key("threads").Int(t.read.threads);
   j.Key("mb_per_s").Number(t.parse_s > 0 ? t.read.bytes / 1e6 / t.parse_s : 0);
   j.EndObject();
   j.Key("hta").BeginObject();

@@ -1,6 +1,7 @@
 // Kineto trace -> Timeline. See trace_import.h.
 #include "sdk/kineto/trace_import.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <string_view>
@@ -33,8 +34,10 @@ class Importer {
   // Whether Visit needs e's args: for the categories it keeps, steps
   // (args.samples), and every event up to HTA's first row (NoteHtaFacts tests
   // its stream and correlation). The rest, most of a trace, skip them.
+  // Called from the reader's threads too: first_event_seen_ is atomic, and
+  // a stale false only reads args that were not needed.
   bool WantsArgs(const RawEvent& e) const {
-    if (!first_event_seen_) return true;
+    if (!first_event_seen_.load(std::memory_order_relaxed)) return true;
     const std::string_view cat = e.cat;
     return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "cuda_sync" ||
            cat == "cuda_runtime" || cat == "cuda_driver" || cat == "trainscope" ||
@@ -109,15 +112,15 @@ class Importer {
     // HTA keeps rows that have a category and a duration, except "Trace".
     const bool loaded = e.has_dur && e.has_ts && !e.cat.empty() && e.cat != "Trace";
     if (!loaded) {
-      first_event_seen_ = true;
+      first_event_seen_.store(true, std::memory_order_relaxed);
       return;
     }
     if (e.name.substr(0, kStepPrefix.size()) == kStepPrefix) {
       if (step_names_.insert(std::string(e.name)).second) ++facts.profiler_steps;
       facts.last_step_start_ns = std::max(facts.last_step_start_ns, MicrosToNanos(e.ts_us));
     }
-    if (!first_event_seen_) {
-      first_event_seen_ = true;
+    if (!first_event_seen_.load(std::memory_order_relaxed)) {
+      first_event_seen_.store(true, std::memory_order_relaxed);
       const bool gpu_row = (e.stream >= 0 && e.correlation >= 0) || e.name == "Event Sync" ||
                            e.name == "Context Sync";
       if (!gpu_row) facts.first_event_ns = MicrosToNanos(e.ts_us);
@@ -135,7 +138,7 @@ class Importer {
   }
 
   ImportedTrace* out_;
-  bool first_event_seen_ = false;
+  std::atomic<bool> first_event_seen_{false};
   std::unordered_set<std::string> step_names_;
   std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, PairHash> tracks_;
 };
@@ -150,12 +153,13 @@ int64_t MicrosToNanos(double us) {
   return static_cast<int64_t>(whole) * 1000 + std::llround((us - whole) * 1000.0);
 }
 
-absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path) {
+absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path, int threads) {
   const auto started = std::chrono::steady_clock::now();
   ImportedTrace trace;
   trace.path = path;
   Importer importer(&trace);
   TraceReader reader;
+  reader.set_max_threads(threads);
   absl::Status status = reader.Read(
       path, [&](const RawEvent& e) { importer.Visit(e); },
       [&](const RawEvent& e) { return importer.WantsArgs(e); });

@@ -37,8 +37,10 @@ struct ImportedTrace {
   double parse_s = 0;  // wall time of the read and conversion
 };
 
-// Reads `path` (.json or .json.gz). Errors as TraceReader::Read.
-absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path);
+// Reads `path` (.json or .json.gz) with up to `threads` threads (0: the CPUs
+// this thread may run on; see TraceReader::set_max_threads). Errors as
+// TraceReader::Read.
+absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path, int threads = 0);
 
 // Converts Kineto microseconds to nanoseconds, rounding to the nearest,
 // exactly for epoch-sized timestamps.

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <libdeflate.h>
+#include <sched.h>
 #include <simdjson.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,6 +14,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <atomic>
+#include <new>
+#include <thread>
 
 #include "fmt/format.h"
 #include "sdk/core/files.h"
@@ -32,6 +36,11 @@ constexpr size_t kMaxWholeGzip = 64 << 20;
 constexpr size_t kMaxBatch = 64 << 10;
 // ScanComposite reads whole 64-byte blocks past the data.
 static_assert(kPadding >= 64);
+// Inputs held whole in memory up to this size may be parsed on several
+// threads (bigger mapped files stream on one, handing pages back).
+constexpr size_t kMaxParallel = 64 << 20;
+// The least traceEvents bytes worth a thread of their own.
+constexpr size_t kMinShare = 4 << 20;
 
 // The whole of the file at fd (of `size` bytes), or false.
 bool ReadAll(int fd, size_t size, char* out) {
@@ -92,14 +101,97 @@ int64_t AsInt(simdjson::ondemand::value value) {
   return GetNumber(value, &number) ? static_cast<int64_t>(number.value) : -1;
 }
 
-// A string's text, or "" for anything else.
-void GetString(simdjson::ondemand::value value, std::string_view* out) {
+// A string's text, or "" for anything else. Without a backslash in the event, the text between the quotes is the
+// string: a view of the input, with no copy into the parser.
+void GetString(simdjson::ondemand::value value, bool escapes, std::string_view* out) {
+  if (!escapes) {
+    simdjson::ondemand::raw_json_string raw;
+    if (value.get_raw_json_string().get(raw) == simdjson::SUCCESS) {
+      const char* text = raw.raw();
+      // simdjson has checked that the closing quote is there.
+      const char* quote = static_cast<const char*>(rawmemchr(text, '"'));
+      *out = std::string_view(text, static_cast<size_t>(quote - text));
+    } else {
+      *out = {};
+    }
+    return;
+  }
   if (value.get_string().get(*out) != simdjson::SUCCESS) *out = {};
 }
 
 }  // namespace
 
 struct TraceReader::Impl {
+  enum class State { kStart, kKey, kColon, kValue, kAfterMember, kElement, kAfterElement, kDone };
+
+  // One share of the traceEvents elements, for ParseShares: those that start
+  // in [start, limit).
+  struct Share {
+    static constexpr size_t kEventsPerBlock = 4096;
+    static constexpr size_t kTextBlock = 1 << 20;
+
+    size_t start = 0, limit = 0;
+    bool reached = false;  // the element after its last one starts at `limit`
+    // Where the serial reader picks up after this share: after its last
+    // element parsed, or at the element where it stopped.
+    size_t resume = 0;
+    bool resume_at_element = true;
+    // A worker's events, in blocks that never move, so the reading thread
+    // can visit the first `published` while the worker adds more; and the
+    // text their views point at. An element takes 3 bytes at least (`{},`),
+    // which bounds the blocks a share can need.
+    std::unique_ptr<std::unique_ptr<RawEvent[]>[]> blocks;
+    size_t kept = 0;
+    std::atomic<size_t> published{0};
+    std::atomic<bool> finished{false};  // set after the last publish
+    std::atomic<bool> cancel{false};    // the share will be dropped: stop early
+    std::vector<std::unique_ptr<char[]>> text;
+    char* text_at = nullptr;
+    size_t text_left = 0;
+    std::unique_ptr<simdjson::ondemand::parser> parser =
+        std::make_unique<simdjson::ondemand::parser>();
+    std::vector<ElementSpan> spans;  // the batch being parsed
+    std::vector<char> copy;          // its bytes, padded
+    size_t batch_bytes = 0;          // in copy
+    const char* batch_source = nullptr;  // where copy's bytes are in the input
+    std::thread thread;
+
+    void Prepare() {
+      blocks.reset(new std::unique_ptr<RawEvent[]>[(limit - start) / 3 / kEventsPerBlock + 2]);
+    }
+    const RawEvent& At(size_t i) const {
+      return blocks[i / kEventsPerBlock][i % kEventsPerBlock];
+    }
+    // Keeps the event. Its views into the batch's copy (which the next batch
+    // overwrites) become views of the same bytes in the input, which
+    // outlives the share; the rest (unescaped strings, in the parser) are
+    // copied.
+    void Keep(RawEvent& event) {
+      for (std::string_view* field : {&event.ph, &event.cat, &event.name, &event.phase}) {
+        if (field->empty()) continue;
+        if (field->data() >= copy.data() && field->data() < copy.data() + batch_bytes) {
+          *field = std::string_view(batch_source + (field->data() - copy.data()), field->size());
+          continue;
+        }
+        if (field->size() > text_left) {
+          const size_t size = std::max(kTextBlock, field->size());
+          text.push_back(std::unique_ptr<char[]>(new char[size]));
+          text_at = text.back().get();
+          text_left = size;
+        }
+        std::memcpy(text_at, field->data(), field->size());
+        *field = std::string_view(text_at, field->size());
+        text_at += field->size();
+        text_left -= field->size();
+      }
+      std::unique_ptr<RawEvent[]>& block = blocks[kept / kEventsPerBlock];
+      if (block == nullptr) block.reset(new RawEvent[kEventsPerBlock]);
+      block[kept % kEventsPerBlock] = event;
+      ++kept;
+    }
+    void Publish() { published.store(kept, std::memory_order_release); }
+  };
+
   std::string path;
   gzFile file = nullptr;
   std::unique_ptr<char[]> buf;  // the bytes, when read or inflated
@@ -117,6 +209,7 @@ struct TraceReader::Impl {
   std::vector<std::pair<std::string, std::string>> top_level;
   std::optional<int64_t> rank;
   std::vector<ElementSpan> spans;  // CutBatch's elements
+  int max_threads = 0;             // 0: the CPUs this thread may run on
 
   ~Impl() {
     if (file != nullptr) gzclose(file);
@@ -179,23 +272,51 @@ struct TraceReader::Impl {
     const size_t size = static_cast<size_t>(st.st_size);
     unsigned char magic[2];
     if (pread(fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) return false;
-    auto in = std::make_unique<unsigned char[]>(size);
-    if (!ReadAll(fd, size, reinterpret_cast<char*>(in.get()))) return false;
+    std::unique_ptr<unsigned char[]> in(new (std::nothrow) unsigned char[size]);
+    if (in == nullptr || !ReadAll(fd, size, reinterpret_cast<char*>(in.get()))) return false;
     // ISIZE: the length mod 2^32. A longer output does not fit the buffer.
     const size_t isize = in[size - 4] | in[size - 3] << 8 | in[size - 2] << 16 |
                          static_cast<size_t>(in[size - 1]) << 24;
     if (isize == 0 || isize > kMaxWholeGzip) return false;
-    auto out = std::make_unique<char[]>(isize + kPadding);
+    // Not zeroed first (libdeflate writes every byte); the heap reuses the
+    // pages of an earlier trace in the same process.
+    const size_t reserve = isize + kPadding;
+    std::unique_ptr<char[]> buffer(new (std::nothrow) char[reserve]);
+    if (buffer == nullptr) return false;
+    char* out = buffer.get();
+    // With a second CPU, a helper maps the output's pages in, 1 MiB at a time
+    // from the front (MADV_POPULATE_WRITE, Linux 5.14+; it writes nothing
+    // and skips pages already there), ahead of the inflater, which would
+    // otherwise stop at each new page for a fault.
+    std::thread populate;
+    if (ThreadsFor(isize) >= 2) {
+      try {
+        populate = std::thread([out, reserve] {
+#ifdef MADV_POPULATE_WRITE
+          const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+          const uintptr_t first = reinterpret_cast<uintptr_t>(out) / page * page;
+          const uintptr_t last = reinterpret_cast<uintptr_t>(out) + reserve;
+          for (uintptr_t at = first; at < last; at += 1 << 20) {
+            const size_t length = std::min<uintptr_t>(1 << 20, last - at);
+            if (madvise(reinterpret_cast<void*>(at), length, MADV_POPULATE_WRITE) != 0) break;
+          }
+#endif
+        });
+      } catch (...) {
+      }
+    }
     libdeflate_decompressor* inflater = libdeflate_alloc_decompressor();
-    if (inflater == nullptr) return false;
     size_t in_used = 0, out_used = 0;
-    const libdeflate_result result = libdeflate_gzip_decompress_ex(
-        inflater, in.get(), size, out.get(), isize, &in_used, &out_used);
-    libdeflate_free_decompressor(inflater);
+    const libdeflate_result result =
+        inflater == nullptr ? LIBDEFLATE_BAD_DATA
+                            : libdeflate_gzip_decompress_ex(inflater, in.get(), size, out, isize,
+                                                            &in_used, &out_used);
+    if (inflater != nullptr) libdeflate_free_decompressor(inflater);
+    if (populate.joinable()) populate.join();
     if (result != LIBDEFLATE_SUCCESS || in_used != size || out_used != isize) return false;
-    std::memset(out.get() + isize, 0, kPadding);
-    buf = std::move(out);
-    data = buf.get();
+    std::memset(out + isize, 0, kPadding);
+    buf = std::move(buffer);
+    data = out;
     cap = isize + kPadding;
     end = isize;
     eof = true;
@@ -303,7 +424,7 @@ struct TraceReader::Impl {
       } else if (key == "samples") {
         event->samples = AsInt(arg.value());
       } else if (key == "phase") {
-        GetString(arg.value(), &event->phase);
+        GetString(arg.value(), escapes, &event->phase);
       }
     }
     return simdjson::SUCCESS;
@@ -321,12 +442,12 @@ struct TraceReader::Impl {
       simdjson::ondemand::value value = field.value();
       Number number;
       if (key == "ph") {
-        GetString(value, &event->ph);
+        GetString(value, escapes, &event->ph);
       } else if (key == "cat") {
-        GetString(value, &event->cat);
+        GetString(value, escapes, &event->cat);
         saw_cat = true;
       } else if (key == "name") {
-        GetString(value, &event->name);
+        GetString(value, escapes, &event->name);
         saw_name = true;
       } else if (key == "pid") {
         event->pid = AsInt(value);
@@ -346,6 +467,170 @@ struct TraceReader::Impl {
     }
     return simdjson::SUCCESS;
   }
+
+  // Finds the run of complete elements that starts at `begin` (a '{'), of
+  // about kMaxBatch bytes, in one pass. The last must end before `end` (its
+  // next byte becomes ']' while it is parsed).
+  void CutBatch() {
+    spans.clear();
+    ScanElements(data, begin, end, kMaxBatch, &spans);
+    if (!spans.empty() && spans.back().stop >= end) spans.pop_back();
+  }
+
+  // Parses elements [a, b) of `list` as one array in one simdjson call, in
+  // place: the byte before the first and the one after the last are '[' and
+  // ']' meanwhile. Hands each event to `sink`; returns how many it parsed.
+  // It stops at the first error, or where simdjson's elements and the spans
+  // disagree.
+  template <typename Sink>
+  size_t IterateSpans(simdjson::ondemand::parser& with, const std::vector<ElementSpan>& list,
+                      size_t a, size_t b, const ArgsFilter& wants_args, Sink&& sink) {
+    const size_t first = list[a].start - 1, last = list[b - 1].stop;
+    const char saved_first = data[first], saved_last = data[last];
+    data[first] = '[';
+    data[last] = ']';
+    size_t done = a;
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::array array;
+    if (!with.iterate(data + first, last + 1 - first, cap - first).get(doc) &&
+        !doc.get_array().get(array)) {
+      for (auto element : array) {
+        simdjson::ondemand::value value;
+        simdjson::ondemand::object object;
+        if (done == b || std::move(element).get(value)) break;
+        if (value.raw_json_token().data() != data + list[done].start) break;
+        RawEvent event;
+        event.offset = consumed + list[done].start;
+        if (value.get_object().get(object) ||
+            ParseObject(object, list[done].escapes, wants_args, &event)) {
+          break;
+        }
+        sink(event);
+        ++done;
+      }
+    }
+    data[first] = saved_first;
+    data[last] = saved_last;
+    return done - a;
+  }
+
+  // The spans as one batch (CutBatch's), visited.
+  size_t IterateBatch(const Visitor& visit, const ArgsFilter& wants_args) {
+    return IterateSpans(parser, spans, 0, spans.size(), wants_args, [&](RawEvent& event) {
+      ++stats.events;
+      visit(event);
+    });
+  }
+
+  // Parses the elements of `share` in batches of about kMaxBatch bytes, to
+  // `sink`, until its next element starts at or past its limit, the array
+  // ends, or trouble (which the serial reader then meets again and reports
+  // exactly). Each batch is copied out with its brackets, so the shared
+  // bytes are only read: a share that starts at a wrong guess (inside an
+  // element) reads nonsense, is dropped, and harms no other.
+  template <typename Sink, typename AfterBatch>
+  void ParseShare(Share& share, const ArgsFilter& wants_args, Sink&& sink,
+                  AfterBatch&& after_batch) {
+    std::vector<ElementSpan>& list = share.spans;
+    std::vector<char>& copy = share.copy;
+    share.resume = share.start;
+    share.resume_at_element = true;
+    for (size_t at = share.start;;) {
+      if (share.cancel.load(std::memory_order_relaxed)) return;
+      if (at >= share.limit) {
+        share.reached = at == share.limit;
+        return;
+      }
+      list.clear();
+      ScanElements(data, at, end, std::min(kMaxBatch, share.limit - at), &list);
+      if (!list.empty() && list.back().stop >= end) list.pop_back();
+      if (list.empty() || list.front().start != at) return;
+      const size_t from = at - 1, bytes = list.back().stop + 1 - from;
+      if (copy.size() < bytes + kPadding) copy.resize(bytes + kPadding);
+      std::memcpy(copy.data(), data + from, bytes);
+      copy[0] = '[';
+      copy[bytes - 1] = ']';
+      std::memset(copy.data() + bytes, 0, kPadding);
+      share.batch_bytes = bytes;
+      share.batch_source = data + from;
+      size_t done = 0;
+      simdjson::ondemand::document doc;
+      simdjson::ondemand::array array;
+      if (!share.parser->iterate(copy.data(), bytes, copy.size()).get(doc) &&
+          !doc.get_array().get(array)) {
+        for (auto element : array) {
+          simdjson::ondemand::value value;
+          simdjson::ondemand::object object;
+          if (done == list.size() || std::move(element).get(value)) break;
+          if (value.raw_json_token().data() != copy.data() + (list[done].start - from)) break;
+          RawEvent event;
+          event.offset = consumed + list[done].start;
+          if (value.get_object().get(object) ||
+              ParseObject(object, list[done].escapes, wants_args, &event)) {
+            break;
+          }
+          sink(event);
+          ++done;
+        }
+      }
+      if (done > 0) {
+        share.resume = list[done - 1].stop;
+        share.resume_at_element = false;
+      }
+      after_batch();
+      if (done < list.size()) return;
+      size_t next = list.back().stop;
+      while (next < end && IsSpace(data[next])) ++next;
+      if (next == end || data[next] != ',') return;
+      ++next;
+      while (next < end && IsSpace(data[next])) ++next;
+      if (next == end || data[next] != '{') return;
+      at = next;
+    }
+  }
+
+  // A guess at an element's start at or after `from`: a '{' after '}' and
+  // ',' (with spaces between), which, when the array's first element `first`
+  // begins a line, begins a line with the same indentation. kIncomplete when
+  // none is found within 1 MiB. A wrong guess (inside an element) only costs time.
+  size_t GuessElement(size_t from, size_t first) const {
+    size_t line = first;
+    while (line > 0 && (data[line - 1] == ' ' || data[line - 1] == '\t')) --line;
+    const bool lines = line > 0 && data[line - 1] == '\n';
+    const std::string_view indent(data + line, first - line);
+    const size_t stop = std::min(end, from + (1 << 20));
+    for (size_t at = from; at < stop;) {
+      const void* brace = std::memchr(data + at, '{', stop - at);
+      if (brace == nullptr) return kIncomplete;
+      const size_t q = static_cast<const char*>(brace) - data;
+      at = q + 1;
+      if (lines && (q < indent.size() + 1 || data[q - indent.size() - 1] != '\n' ||
+                    std::string_view(data + q - indent.size(), indent.size()) != indent)) {
+        continue;
+      }
+      size_t i = q;
+      while (i > first && IsSpace(data[i - 1])) --i;
+      if (i <= first || data[i - 1] != ',') continue;
+      --i;
+      while (i > first && IsSpace(data[i - 1])) --i;
+      if (i > first && data[i - 1] == '}') return q;
+    }
+    return kIncomplete;
+  }
+
+  // How many threads may parse `bytes` of elements.
+  int ThreadsFor(size_t bytes) const {
+    int cpus = max_threads;
+    if (cpus <= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    }
+    return static_cast<int>(std::min<size_t>({static_cast<size_t>(std::max(cpus, 1)),
+                                              bytes / kMinShare, 64}));
+  }
+
+  bool ParseShares(const Visitor& visit, const ArgsFilter& wants_args, State* state);
 
   // The event in [start, stop), which has a backslash in it if `escapes`,
   // parsed on its own: errors name this event and its first byte.
@@ -367,56 +652,94 @@ struct TraceReader::Impl {
     return absl::OkStatus();
   }
 
-  // Finds the run of complete elements that starts at `begin` (a '{'), of
-  // about kMaxBatch bytes, in one pass. The last must end before `end` (its
-  // next byte becomes ']' while it is parsed).
-  void CutBatch() {
-    spans.clear();
-    ScanElements(data, begin, end, kMaxBatch, &spans);
-    if (!spans.empty() && spans.back().stop >= end) spans.pop_back();
-  }
-
-  // Parses the spans as one array in one simdjson call, in place: the byte
-  // before the first and the one after the last are '[' and ']' meanwhile.
-  // Returns how many events were visited; it stops at the first error, or
-  // where simdjson's elements and the spans disagree.
-  size_t IterateBatch(const Visitor& visit, const ArgsFilter& wants_args) {
-    const size_t first = spans.front().start - 1, last = spans.back().stop;
-    const char saved_first = data[first], saved_last = data[last];
-    data[first] = '[';
-    data[last] = ']';
-    size_t done = 0;
-    simdjson::ondemand::document doc;
-    simdjson::ondemand::array array;
-    if (!parser.iterate(data + first, last + 1 - first, cap - first).get(doc) &&
-        !doc.get_array().get(array)) {
-      for (auto element : array) {
-        simdjson::ondemand::value value;
-        simdjson::ondemand::object object;
-        if (done == spans.size() || std::move(element).get(value)) break;
-        if (value.raw_json_token().data() != data + spans[done].start) break;
-        RawEvent event;
-        event.offset = consumed + spans[done].start;
-        if (value.get_object().get(object) ||
-            ParseObject(object, spans[done].escapes, wants_args, &event)) {
-          break;
-        }
-        ++stats.events;
-        visit(event);
-        ++done;
-      }
-    }
-    data[first] = saved_first;
-    data[last] = saved_last;
-    return done;
-  }
-
   absl::Status Run(const Visitor& visit, const ArgsFilter& wants_args);
 };
 
+// When the whole of the input is in memory and more than one CPU is free:
+// guesses element starts that cut the elements from `begin` into shares of
+// about equal bytes, parses each share on a thread of its own (the first on
+// this one), and visits every event on this thread, in file order. A share
+// is visited only when the share before it was parsed whole and its next
+// element starts exactly where this share starts, so a wrong guess is
+// dropped and what is visited is what the serial reader would have visited.
+// False, with nothing visited, when it does not split. Otherwise it leaves
+// `begin` and *state for the serial reader to finish from: after the last
+// element visited, or at the element where a share stopped (the serial
+// reader then parses it alone and reports any error exactly).
+bool TraceReader::Impl::ParseShares(const Visitor& visit, const ArgsFilter& wants_args,
+                                     State* state) {
+  if (!eof || file != nullptr || end > kMaxParallel || begin == 0) return false;
+  const int threads = ThreadsFor(end - begin);
+  if (threads < 2) return false;
+  std::vector<std::unique_ptr<Share>> shares;
+  shares.push_back(std::make_unique<Share>());
+  shares[0]->start = begin;
+  const size_t share_bytes = (end - begin) / static_cast<size_t>(threads);
+  for (int k = 1; k < threads; ++k) {
+    const size_t guess = GuessElement(begin + static_cast<size_t>(k) * share_bytes, begin);
+    if (guess == kIncomplete || guess <= shares.back()->start) break;
+    shares.back()->limit = guess;
+    shares.push_back(std::make_unique<Share>());
+    shares.back()->start = guess;
+  }
+  shares.back()->limit = end;
+  if (shares.size() < 2) return false;
+  stats.threads = static_cast<int>(shares.size());
+  struct JoinAll {  // whatever happens on this thread, no worker outlives the shares
+    std::vector<std::unique_ptr<Share>>& shares;
+    ~JoinAll() {
+      for (auto& share : shares) {
+        share->cancel = true;
+        if (share->thread.joinable()) share->thread.join();
+      }
+    }
+  } join_all{shares};
+  auto parse_off_thread = [this, &wants_args](Share* share) {
+    ParseShare(
+        *share, wants_args, [share](RawEvent& event) { share->Keep(event); },
+        [share] { share->Publish(); });
+    share->Publish();
+    share->finished.store(true, std::memory_order_release);
+  };
+  for (size_t k = 1; k < shares.size(); ++k) {
+    shares[k]->Prepare();
+    try {
+      shares[k]->thread = std::thread(parse_off_thread, shares[k].get());
+    } catch (...) {  // no thread: this one parses the share in turn
+    }
+  }
+  auto visit_here = [&](const RawEvent& event) {
+    ++stats.events;
+    visit(event);
+  };
+  ParseShare(*shares[0], wants_args, visit_here, [] {});
+  size_t last = 0;  // the last share visited
+  for (size_t k = 1; k < shares.size(); ++k) {
+    Share& share = *shares[k];
+    if (!shares[last]->reached || last + 1 != k) {  // a wrong guess, or trouble before it
+      share.cancel = true;
+      ++stats.shares_dropped;
+      continue;
+    }
+    if (!share.thread.joinable()) parse_off_thread(&share);
+    // Visits its events as the worker publishes them.
+    for (size_t seen = 0;;) {
+      const bool finished = share.finished.load(std::memory_order_acquire);
+      const size_t ready = share.published.load(std::memory_order_acquire);
+      for (; seen < ready; ++seen) visit_here(share.At(seen));
+      if (finished) break;
+      if (seen == ready) std::this_thread::yield();
+    }
+    last = k;
+  }
+  begin = shares[last]->resume;
+  *state = shares[last]->resume_at_element ? State::kElement : State::kAfterElement;
+  return true;
+}
+
 absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& wants_args) {
-  enum class State { kStart, kKey, kColon, kValue, kAfterMember, kElement, kAfterElement, kDone };
   State state = State::kStart;
+  bool tried_shares = false;
   std::string key;
   bool saw_events = false;
   bool escapes = false;
@@ -497,6 +820,10 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
         // last element it visited: an error then names its element and byte
         // exactly (a batch that fails at its first element falls through to
         // the element on its own).
+        if (!tried_shares) {
+          tried_shares = true;
+          if (ParseShares(visit, wants_args, &state)) break;
+        }
         if (begin > 0) {
           CutBatch();
           if (spans.size() > 1) {
@@ -549,11 +876,14 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
 TraceReader::TraceReader() : impl_(std::make_unique<Impl>()) {}
 TraceReader::~TraceReader() = default;
 
+void TraceReader::set_max_threads(int threads) { max_threads_ = threads; }
+
 absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
                                 const ArgsFilter& wants_args) {
   impl_ = std::make_unique<Impl>();
   Impl& s = *impl_;
   s.path = path;
+  s.max_threads = max_threads_;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return core::ErrnoStatus(errno, fmt::format("cannot open trace {}", path));
   if (s.MapWhole(fd) || s.InflateWhole(fd)) {

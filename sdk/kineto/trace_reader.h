@@ -9,10 +9,14 @@
 // The file (plain JSON, or gzip-compressed: zlib detects which) is inflated
 // and scanned in chunks of a few MiB. Each element of the top-level
 // "traceEvents" array is cut out by a structural scanner (strings, escapes
-// and nesting; 64 bytes at a time with SSE2) and parsed with simdjson's On Demand API, which reads
-// only the fields asked for. Memory is the chunk buffer plus the largest
-// single event, whatever the file's size. Errors name the file and the byte
-// offset in the uncompressed JSON.
+// and nesting; 64 bytes at a time with SSE2) and parsed with simdjson's On
+// Demand API, which reads only the fields asked for. Memory is the chunk
+// buffer plus the largest single event, whatever the file's size. Inputs
+// that are held whole anyway (a plain file up to 64 MiB is mapped, a gzip
+// file whose content is that small is inflated at once with libdeflate) are
+// parsed on several threads when more than one CPU is free; see
+// set_max_threads. Errors name the file and the byte offset in the
+// uncompressed JSON.
 #ifndef TRAINSCOPE_SDK_KINETO_TRACE_READER_H_
 #define TRAINSCOPE_SDK_KINETO_TRACE_READER_H_
 
@@ -58,6 +62,10 @@ struct ReadStats {
   uint64_t events = 0;  // elements of traceEvents
   bool compressed = false;
   double inflate_s = 0;  // time spent in zlib (0 for plain files)
+  int threads = 1;       // threads that parsed traceEvents
+  // Shares of traceEvents whose guessed first element turned out not to be
+  // one (it was inside an element): parsed again on the calling thread.
+  int shares_dropped = 0;
 };
 
 class TraceReader {
@@ -67,14 +75,26 @@ class TraceReader {
   // far; false skips args (stream, correlation, device, step, samples and
   // phase stay unset), which saves most of the parse of the events a caller
   // drops. Asked only when "cat" and "name" came before "args" (as Kineto
-  // writes them); otherwise args is always read.
+  // writes them); otherwise args is always read. It may be called from the
+  // reader's worker threads, at the same time as the visitor and as itself;
+  // a true where false would do costs only time.
   using ArgsFilter = std::function<bool(const RawEvent&)>;
 
   TraceReader();
   ~TraceReader();
 
+  // Threads that may parse one trace: 0 (the default) means the CPUs the
+  // calling thread may run on; 1 keeps it on the calling thread. Inputs
+  // held whole in memory (a plain file up to 64 MiB, mapped, or a gzip
+  // file inflated at once) of at least 8 MiB of events are cut into shares
+  // of 4 MiB or more by one structural pass and parsed in parallel; the
+  // visitor still runs on the calling thread, in file order, and errors are
+  // the same as on one thread. Costs a copy of the strings of the events
+  // parsed off the calling thread.
+  void set_max_threads(int threads);
+
   // Reads `path`, calling `visit` for each element of "traceEvents" in file
-  // order. Errors: NotFound / PermissionDenied naming the file;
+  // order, on the calling thread. Errors: NotFound / PermissionDenied naming the file;
   // InvalidArgument "<path>: byte <offset>: <what>" for malformed JSON, a
   // missing traceEvents array, or a truncated file; DataLoss for a corrupt
   // gzip stream.
@@ -91,6 +111,7 @@ class TraceReader {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  int max_threads_ = 0;
 };
 
 }  // namespace trainscope::kineto
