@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -291,6 +292,85 @@ TEST(TraceReaderTest, LongFloatTimestampsKeepTheirMicroseconds) {
   ASSERT_EQ(trace->timeline.size(), 1u);
   EXPECT_EQ(trace->timeline.intervals()[0].start_ns, int64_t{1682725898082212000});
   EXPECT_TRUE(trace->hta.round_to_us);  // a float literal: HTA rounds to whole µs
+}
+
+// Numbers take a short path for plain integers of up to 18 digits and
+// simdjson's for the rest; both must agree with the C library's reading of
+// the same text, and malformed numbers stay errors.
+TEST(TraceReaderTest, NumbersOfEveryShapeReadAsTheCLibraryReadsThem) {
+  const std::vector<std::string> numbers = {
+      "0", "7", "-42", "12345678", "87654321", "123456789", "1683564901548726",
+      "999999999999999999", "-999999999999999999", "100000000000000000",
+      "1234567890123456789", "-9223372036854775808", "5.5", "1e3", "-0.25",
+      "1682725898082212.000", "30000000000000000000"};
+  TempDir dir;
+  std::vector<std::string> events;
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    // Whitespace before and after some of them, as pretty printers write.
+    const std::string pad = i % 2 == 0 ? "" : " \n ";
+    events.push_back(fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":{}{}{},"dur":{}}})",
+                                 i, pad, numbers[i], pad, numbers[i]));
+  }
+  const std::string path = WriteTrace(dir, "t.json", events);
+  kineto::TraceReader reader;
+  std::vector<kineto::RawEvent> got;
+  ASSERT_TRUE(reader.Read(path, [&](const kineto::RawEvent& e) { got.push_back(e); }).ok());
+  ASSERT_EQ(got.size(), numbers.size());
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    SCOPED_TRACE(numbers[i]);
+    EXPECT_EQ(got[i].pid, static_cast<int64_t>(i));
+    ASSERT_TRUE(got[i].has_ts);
+    ASSERT_TRUE(got[i].has_dur);
+    const double want = std::strtod(numbers[i].c_str(), nullptr);
+    EXPECT_EQ(got[i].ts_us, want);
+    EXPECT_EQ(got[i].dur_us, want);
+    EXPECT_EQ(got[i].ts_is_float, numbers[i].find_first_of(".e") != std::string::npos);
+  }
+  // Other JSON values leave the field absent.
+  for (const std::string other : {"\"5\"", "null", "true"}) {
+    SCOPED_TRACE(other);
+    const std::string other_path =
+        WriteTrace(dir, "other.json", {fmt::format(R"({{"ph":"X","ts":{},"dur":1}})", other)});
+    kineto::TraceReader other_reader;
+    std::vector<kineto::RawEvent> events_read;
+    ASSERT_TRUE(other_reader.Read(other_path, [&](const kineto::RawEvent& e) {
+      events_read.push_back(e);
+    }).ok());
+    ASSERT_EQ(events_read.size(), 1u);
+    EXPECT_FALSE(events_read[0].has_ts);
+    EXPECT_TRUE(events_read[0].has_dur);
+  }
+  // Malformed numbers and tokens are errors that name the event and the member.
+  for (const std::string bad : {"007", "-", "12a", "--1", "1234567.", "+5", "1e999"}) {
+    for (const std::string member : {"ts", "dur", "pid", "tid"}) {
+      SCOPED_TRACE(member + ": " + bad);
+      const std::string bad_path = WriteTrace(
+          dir, "bad.json",
+          {Kernel("a", 0, 1, 7, 1),
+           fmt::format(R"({{"ph":"X","ts":1,"dur":1,"{}":{},"args":{{}}}})", member, bad)});
+      absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(bad_path);
+      ASSERT_FALSE(trace.ok());
+      const std::string offset = std::to_string(testing::ReadAll(bad_path).find("{\"ph\":\"X\""));
+      EXPECT_NE(std::string(trace.status().message())
+                    .find("byte " + offset + ": event 1: \"" + member + "\":"),
+                std::string::npos)
+          << trace.status();
+    }
+  }
+  // A number that runs into a quote is no number either.
+  EXPECT_FALSE(kineto::ImportTrace(WriteTrace(dir, "quote.json",
+                                              {Kernel("a", 0, 1, 7, 1),
+                                               R"({"ph":"X","ts":5"9,"dur":1})"}))
+                   .ok());
+  // In args too.
+  const std::string args_path = WriteTrace(
+      dir, "args.json",
+      {R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1,"args":{"stream":7x}})"});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(args_path);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_NE(std::string(trace.status().message()).find("event 0: \"args.stream\":"),
+            std::string::npos)
+      << trace.status();
 }
 
 TEST(TraceReaderTest, CorruptGzipIsDataLoss) {

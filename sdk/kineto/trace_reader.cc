@@ -73,7 +73,69 @@ struct Number {
   double value = 0;
   bool is_float = false;  // a floating-point literal ("5.0", "5e3")
 };
-bool GetNumber(simdjson::ondemand::value value, Number* out) {
+// Eight ASCII digits at p as their value, or false for anything else. Two
+// digits, then four, then eight are combined by multiplies inside the word
+// (little-endian: the first digit is the lowest byte).
+bool EightDigits(const char* p, uint64_t* out) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  // Every byte is 0x30..0x39: its high nibble is 3, and adding 6 keeps it 3.
+  if ((((v & 0xF0F0F0F0F0F0F0F0) | (((v + 0x0606060606060606) & 0xF0F0F0F0F0F0F0F0) >> 4))) !=
+      0x3333333333333333) {
+    return false;
+  }
+  v -= 0x3030303030303030;
+  v = v * 10 + (v >> 8);  // pairs: byte 2k holds digits 2k, 2k+1
+  const uint64_t mask = 0x000000FF000000FF;
+  v = ((v & mask) * (100 + (1000000ULL << 32)) + ((v >> 16) & mask) * (1 + (10000ULL << 32))) >>
+      32;
+  *out = v;
+  return true;
+}
+
+// A plain JSON integer of up to 18 digits (Kineto's timestamps, ids and
+// durations), read from the token's text without consuming the value (the
+// object's iteration skips it). False for anything else, which then takes
+// simdjson's own path, errors included.
+bool FastInteger(simdjson::ondemand::value& value, int64_t* out) {
+  const std::string_view raw = value.raw_json_token();
+  const char* p = raw.data();
+  size_t n = raw.size();
+  while (n > 0 && IsSpace(p[n - 1])) --n;
+  const bool negative = n > 0 && p[0] == '-';
+  if (negative) ++p, --n;
+  if (n == 0 || n > 18 || (p[0] == '0' && n > 1)) return false;
+  // What ends it must end a number (simdjson refuses "5\"9" too).
+  const char after = p[n];
+  if (!IsSpace(after) && after != ',' && after != '}' && after != ']') return false;
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t eight;
+    if (!EightDigits(p + i, &eight)) return false;
+    v = v * 100000000 + eight;
+  }
+  for (; i < n; ++i) {
+    const unsigned digit = static_cast<unsigned char>(p[i]) - '0';
+    if (digit > 9) return false;
+    v = v * 10 + digit;
+  }
+  *out = negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+  return true;
+}
+
+// A member's value for GetNumber: a number, another JSON value (a string,
+// null, ...: the field counts as absent), or a malformed number or token
+// ("12a", "-", "+5"), which is an error at the event.
+enum class NumberRead { kNumber, kOther, kMalformed };
+
+NumberRead GetNumber(simdjson::ondemand::value value, Number* out) {
+  int64_t fast = 0;
+  if (FastInteger(value, &fast)) {
+    out->is_float = false;
+    out->value = static_cast<double>(fast);
+    return NumberRead::kNumber;
+  }
   // Not get_number(): in simdjson 3.0.1 it reads some long floats wrong
   // (1682725898082212.000 as 0) and accepts numbers that run into a stray
   // byte ("5\"9"), which get_int64() and get_double() refuse.
@@ -81,24 +143,25 @@ bool GetNumber(simdjson::ondemand::value value, Number* out) {
   if (value.get_int64().get(integer) == simdjson::SUCCESS) {
     out->is_float = false;
     out->value = static_cast<double>(integer);
-    return true;
+    return NumberRead::kNumber;
   }
   simdjson::ondemand::json_type type;
-  if (value.type().get(type) != simdjson::SUCCESS ||
-      type != simdjson::ondemand::json_type::number) {
-    return false;
-  }
+  if (value.type().get(type) != simdjson::SUCCESS) return NumberRead::kMalformed;
+  if (type != simdjson::ondemand::json_type::number) return NumberRead::kOther;
   simdjson::ondemand::number_type number_type;
   out->is_float = value.get_number_type().get(number_type) == simdjson::SUCCESS &&
                   number_type == simdjson::ondemand::number_type::floating_point_number;
-  return value.get_double().get(out->value) == simdjson::SUCCESS;
+  return value.get_double().get(out->value) == simdjson::SUCCESS ? NumberRead::kNumber
+                                                                 : NumberRead::kMalformed;
 }
 
-// A number, or -1 for anything else (strings such as Kineto's named tracks).
-// Through the double, as before.
-int64_t AsInt(simdjson::ondemand::value value) {
+// A number (through the double, as before) into *out, or -1 for any other
+// value (strings such as Kineto's named tracks); NUMBER_ERROR when malformed.
+simdjson::error_code AsInt(simdjson::ondemand::value value, int64_t* out) {
   Number number;
-  return GetNumber(value, &number) ? static_cast<int64_t>(number.value) : -1;
+  const NumberRead read = GetNumber(value, &number);
+  *out = read == NumberRead::kNumber ? static_cast<int64_t>(number.value) : -1;
+  return read == NumberRead::kMalformed ? simdjson::NUMBER_ERROR : simdjson::SUCCESS;
 }
 
 // A string's text, or "" for anything else. Without a backslash in the event, the text between the quotes is the
@@ -405,7 +468,16 @@ struct TraceReader::Impl {
   }
 
   // The args members the analyses use.
-  simdjson::error_code ParseArgs(simdjson::ondemand::value value, bool escapes, RawEvent* event) {
+  // error, after naming `key` in *bad_key when there is one.
+  static simdjson::error_code Fault(simdjson::error_code error, const char* key,
+                                    std::string* bad_key) {
+    if (bad_key != nullptr) *bad_key = key;
+    return error;
+  }
+
+  // On an error, *bad_key (when given) names the member at fault.
+  simdjson::error_code ParseArgs(simdjson::ondemand::value value, bool escapes, RawEvent* event,
+                                 std::string* bad_key) {
     simdjson::ondemand::object args;
     if (value.get_object().get(args) != simdjson::SUCCESS) return simdjson::SUCCESS;
     for (auto arg_member : args) {
@@ -414,15 +486,15 @@ struct TraceReader::Impl {
       std::string_view key;
       if (auto error = KeyOf(arg, escapes, &key)) return error;
       if (key == "stream") {
-        event->stream = AsInt(arg.value());
+        if (auto error = AsInt(arg.value(), &event->stream)) return Fault(error, "args.stream", bad_key);
       } else if (key == "correlation") {
-        event->correlation = AsInt(arg.value());
+        if (auto error = AsInt(arg.value(), &event->correlation)) return Fault(error, "args.correlation", bad_key);
       } else if (key == "device") {
-        event->device = AsInt(arg.value());
+        if (auto error = AsInt(arg.value(), &event->device)) return Fault(error, "args.device", bad_key);
       } else if (key == "step") {
-        event->step = AsInt(arg.value());
+        if (auto error = AsInt(arg.value(), &event->step)) return Fault(error, "args.step", bad_key);
       } else if (key == "samples") {
-        event->samples = AsInt(arg.value());
+        if (auto error = AsInt(arg.value(), &event->samples)) return Fault(error, "args.samples", bad_key);
       } else if (key == "phase") {
         GetString(arg.value(), escapes, &event->phase);
       }
@@ -432,7 +504,8 @@ struct TraceReader::Impl {
 
   // The fields of one event object, into `event`.
   simdjson::error_code ParseObject(simdjson::ondemand::object object, bool escapes,
-                                   const ArgsFilter& wants_args, RawEvent* event) {
+                                   const ArgsFilter& wants_args, RawEvent* event,
+                                   std::string* bad_key = nullptr) {
     bool saw_cat = false, saw_name = false;
     for (auto member : object) {
       simdjson::ondemand::field field;
@@ -450,19 +523,23 @@ struct TraceReader::Impl {
         GetString(value, escapes, &event->name);
         saw_name = true;
       } else if (key == "pid") {
-        event->pid = AsInt(value);
+        if (auto error = AsInt(value, &event->pid)) return Fault(error, "pid", bad_key);
       } else if (key == "tid") {
-        event->tid = AsInt(value);
+        if (auto error = AsInt(value, &event->tid)) return Fault(error, "tid", bad_key);
       } else if (key == "ts") {
-        event->has_ts = GetNumber(value, &number);
+        const NumberRead read = GetNumber(value, &number);
+        if (read == NumberRead::kMalformed) return Fault(simdjson::NUMBER_ERROR, "ts", bad_key);
+        event->has_ts = read == NumberRead::kNumber;
         event->ts_is_float = number.is_float;
         if (event->has_ts) event->ts_us = number.value;
       } else if (key == "dur") {
-        event->has_dur = GetNumber(value, &number);
+        const NumberRead read = GetNumber(value, &number);
+        if (read == NumberRead::kMalformed) return Fault(simdjson::NUMBER_ERROR, "dur", bad_key);
+        event->has_dur = read == NumberRead::kNumber;
         if (event->has_dur) event->dur_us = number.value;
       } else if (key == "args") {
         if (wants_args && saw_cat && saw_name && !wants_args(*event)) continue;
-        if (auto error = ParseArgs(value, escapes, event)) return error;
+        if (auto error = ParseArgs(value, escapes, event, bad_key)) return error;
       }
     }
     return simdjson::SUCCESS;
@@ -643,9 +720,12 @@ struct TraceReader::Impl {
     simdjson::error_code error =
         parser.iterate(data + start, stop - start, cap - start).get(doc);
     if (!error) error = doc.get_object().get(object);
-    if (!error) error = ParseObject(object, escapes, wants_args, &event);
+    std::string bad_key;
+    if (!error) error = ParseObject(object, escapes, wants_args, &event, &bad_key);
     if (error) {
-      return Error(start, fmt::format("event {}: {}", stats.events, simdjson::error_message(error)));
+      return Error(start, fmt::format("event {}: {}{}", stats.events,
+                                      bad_key.empty() ? "" : "\"" + bad_key + "\": ",
+                                      simdjson::error_message(error)));
     }
     ++stats.events;
     visit(event);
