@@ -234,6 +234,45 @@ TEST(CheckpointStoreTest, LeftoversOfACrashedSaveAreCleanedAndNeverLoaded) {
   EXPECT_TRUE(store.Save(5, Files(5)).ok());
 }
 
+// A step-* symlink to a directory elsewhere is not a checkpoint of the
+// store: it is never loaded, and cleaning it up removes the link, not the
+// files it points at.
+TEST(CheckpointStoreTest, SymlinkedStepDirectoriesAreNeitherLoadedNorEmptied) {
+  TempDir dir, elsewhere;
+  {
+    // A valid checkpoint, step 9, in another store.
+    CheckpointStore other = OpenOrDie(elsewhere.File("other"));
+    ASSERT_TRUE(other.Save(9, Files(9)).ok());
+  }
+  fs::create_directory(elsewhere.File("not-a-checkpoint"));
+  testing::WriteAll(elsewhere.File("not-a-checkpoint/precious.txt"), "keep me");
+  {
+    CheckpointStore store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store.Save(4, Files(4)).ok());
+    fs::create_directory_symlink(elsewhere.File("other/step-000000000009"),
+                                 dir.File("step-000000000009"));
+    absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest();
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->manifest.step, 4);
+    ASSERT_EQ(loaded->fallbacks.size(), 1u);
+    EXPECT_NE(loaded->fallbacks[0].find("fell back from step 9 to 4: not a directory of the store"),
+              std::string::npos)
+        << loaded->fallbacks[0];
+    EXPECT_EQ(store.CommittedSteps(), std::vector<int64_t>{4});
+  }
+  // The next writer cleans both links up (they are not checkpoints) and
+  // leaves what they point at alone.
+  fs::create_directory_symlink(elsewhere.File("not-a-checkpoint"), dir.File("step-000000000010"));
+  CheckpointStore store = OpenOrDie(dir.path());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir.File("step-000000000009"))));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir.File("step-000000000010"))));
+  EXPECT_EQ(testing::ReadAll(elsewhere.File("not-a-checkpoint/precious.txt")), "keep me");
+  EXPECT_TRUE(fs::exists(elsewhere.File("other/step-000000000009/MANIFEST.json")));
+  absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->manifest.step, 4);
+}
+
 TEST(CheckpointStoreTest, BadNamesAreRefused) {
   TempDir dir;
   CheckpointStore store = OpenOrDie(dir.path());

@@ -70,19 +70,26 @@ absl::Status FsyncPath(const std::string& path, int flags) {
 }
 
 // Removes `path` and, if it is a directory, what is inside (one level: a
-// checkpoint has no subdirectories). Best effort.
+// checkpoint has no subdirectories). A symlink is removed itself, never
+// followed: a link in the store to a directory elsewhere keeps that
+// directory's files. Best effort.
 void RemoveTree(const std::string& path) {
-  if (DIR* d = opendir(path.c_str())) {
+  const int dir_fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd < 0) {
+    unlink(path.c_str());  // a file or a symlink (ELOOP/ENOTDIR), or nothing
+    return;
+  }
+  if (DIR* d = fdopendir(dir_fd)) {
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name;
       if (name == "." || name == "..") continue;
-      unlink((path + "/" + name).c_str());
+      unlinkat(dir_fd, name.c_str(), 0);  // removes a symlink, not its target
     }
-    closedir(d);
-    rmdir(path.c_str());
+    closedir(d);  // closes dir_fd
   } else {
-    unlink(path.c_str());
+    close(dir_fd);
   }
+  rmdir(path.c_str());
 }
 
 std::vector<std::string> ListDir(const std::string& dir) {
@@ -98,14 +105,16 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return names;
 }
 
-// Reads a regular file inside a checkpoint, not following a symlink.
-absl::StatusOr<std::string> ReadRegular(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return Errno(errno, fmt::format("opening {}", path));
+// Reads the regular file `name` in the directory dir_fd (AT_FDCWD: name is
+// a path), not following a symlink; errors name `shown`.
+absl::StatusOr<std::string> ReadRegularAt(int dir_fd, const std::string& name,
+                                          const std::string& shown) {
+  const int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Errno(errno, fmt::format("opening {}", shown));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return absl::InvalidArgumentError(fmt::format("{} is not a regular file", path));
+    return absl::InvalidArgumentError(fmt::format("{} is not a regular file", shown));
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
@@ -115,13 +124,47 @@ absl::StatusOr<std::string> ReadRegular(const std::string& path) {
     if (n <= 0) {
       const int error = n < 0 ? errno : EIO;
       close(fd);
-      return Errno(error, fmt::format("reading {}", path));
+      return Errno(error, fmt::format("reading {}", shown));
     }
     done += static_cast<size_t>(n);
   }
   close(fd);
   return bytes;
 }
+
+absl::StatusOr<std::string> ReadRegular(const std::string& path) {
+  return ReadRegularAt(AT_FDCWD, path, path);
+}
+
+// A checkpoint directory of the store, opened without following a symlink
+// (a step-* link to a directory elsewhere is not a checkpoint of this store).
+class StepDir {
+ public:
+  explicit StepDir(const std::string& path)
+      : path_(path), fd_(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) {
+    if (fd_ < 0) error_ = errno;
+  }
+  ~StepDir() {
+    if (fd_ >= 0) close(fd_);
+  }
+  StepDir(const StepDir&) = delete;
+  StepDir& operator=(const StepDir&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  // Why it could not be opened.
+  std::string problem() const {
+    return error_ == ELOOP || error_ == ENOTDIR
+               ? "not a directory of the store (a symlink or a file)"
+               : std::string(Errno(error_, "opening " + path_).message());
+  }
+  absl::StatusOr<std::string> Read(const std::string& name) const {
+    return ReadRegularAt(fd_, name, path_ + "/" + name);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int error_ = 0;
+};
 
 std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
@@ -273,7 +316,9 @@ struct CheckpointStore::Impl {
       const int64_t step = StepOfDirName(name);
       if (step < 0) continue;
       const std::string path = options.dir + "/" + name;
-      absl::StatusOr<std::string> json = ReadRegular(path + "/" + kManifest);
+      const StepDir step_dir(path);
+      if (!step_dir.ok()) continue;
+      absl::StatusOr<std::string> json = step_dir.Read(kManifest);
       if (!json.ok()) continue;
       absl::StatusOr<CheckpointManifest> m = ParseManifest(*json, path);
       if (m.ok() && m->step == step) out.emplace_back(step, path);
@@ -584,7 +629,12 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Impl::Load(const std::string& 
       skipped.push_back(why);
       skipped_steps.push_back(step);
     };
-    absl::StatusOr<std::string> json = ReadRegular(path + "/" + kManifest);
+    const StepDir step_dir(path);
+    if (!step_dir.ok()) {
+      skip(step_dir.problem());
+      continue;
+    }
+    absl::StatusOr<std::string> json = step_dir.Read(kManifest);
     if (!json.ok()) {
       skip(fmt::format("no readable manifest ({})", std::string(json.status().message())));
       continue;
@@ -603,7 +653,7 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Impl::Load(const std::string& 
     std::string problem;
     for (const ManifestEntry& e : manifest->files) {
       if (e.name.compare(0, prefix.size(), prefix) != 0) continue;  // another rank's
-      absl::StatusOr<std::string> bytes = ReadRegular(path + "/" + e.name);
+      absl::StatusOr<std::string> bytes = step_dir.Read(e.name);
       if (!bytes.ok()) {
         problem = fmt::format("missing or unreadable {} ({})", e.name,
                               std::string(bytes.status().message()));
