@@ -1,6 +1,7 @@
 // trainscope::torch on real LibTorch tensors, on CPU: AutocastGuard,
 // GradScaler, the loader wrappers, the device prefetcher's pass-through and
 // the per-step memory record.
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -425,6 +426,69 @@ TEST(TrainingStateTest, RestoresModelOptimizerScalerAndRngBitForBit) {
   const absl::Status mismatch = wrong.Restore(*latest);
   EXPECT_EQ(mismatch.code(), absl::StatusCode::kDataLoss) << mismatch;
   EXPECT_NE(std::string(mismatch.message()).find("model.pt"), std::string::npos) << mismatch;
+}
+
+// The loader position goes through a checkpoint, and a PrefetchLoader
+// started at it in freshly built objects hands out the batch the first
+// would have handed out next, without making the ones before it.
+TEST(TrainingStateTest, ARestoredLoaderPositionGivesTheSameNextBatch) {
+  TempDir dir;
+  std::atomic<int64_t> lowest_made{INT64_MAX};
+  auto producer = [&](uint64_t seed, int64_t epoch) {
+    return [&lowest_made, seed, epoch](int64_t i) -> std::optional<::torch::Tensor> {
+      if (i >= 12) return std::nullopt;
+      int64_t seen = lowest_made.load();
+      while (i < seen && !lowest_made.compare_exchange_weak(seen, i)) {
+      }
+      // A batch from its own generator: (seed, epoch, index) decide it.
+      auto gen = ::at::make_generator<::at::CPUGeneratorImpl>(seed * 1000003 + epoch * 1009 + i);
+      return ::torch::randn({8, 3}, gen);
+    };
+  };
+  torch::LoaderPosition at_save;
+  {
+    torch::PrefetchLoader<::torch::Tensor> loader(producer(77, 2), {.workers = 3});
+    for (int k = 0; k < 5; ++k) ASSERT_TRUE(loader.Next().has_value());
+    at_save = {2, loader.position(), 77};
+  }
+  EXPECT_EQ(at_save.batch_index, 5);
+  ::torch::Tensor want;
+  {
+    torch::PrefetchLoader<::torch::Tensor> loader(producer(77, 2), {.workers = 1});
+    for (int k = 0; k <= 5; ++k) want = *loader.Next();
+  }
+  torch::TrainingState state;
+  state.SetLoaderPosition(at_save);
+  absl::StatusOr<std::vector<CheckpointFile>> files = state.Snapshot();
+  ASSERT_TRUE(files.ok()) << files.status();
+  CheckpointStoreOptions options;
+  options.dir = dir.path();
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(store->Save(5, *files).ok());
+
+  torch::TrainingState restored;
+  absl::StatusOr<LoadedCheckpoint> latest = store->LoadLatest();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  ASSERT_TRUE(restored.Restore(*latest).ok());
+  const torch::LoaderPosition p = restored.loader_position();
+  EXPECT_EQ(p.epoch, 2);
+  EXPECT_EQ(p.sampler_seed, 77u);
+  lowest_made = INT64_MAX;
+  torch::PrefetchLoader<::torch::Tensor> resumed(
+      producer(p.sampler_seed, p.epoch), {.workers = 3, .first_index = p.batch_index});
+  EXPECT_EQ(resumed.position(), 5);
+  std::optional<::torch::Tensor> next = resumed.Next();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_TRUE(::torch::equal(*next, want));
+  EXPECT_EQ(resumed.position(), 6);
+  int rest = 0;
+  while (resumed.Next()) ++rest;
+  EXPECT_EQ(rest, 6) << "batches 6 to 11";
+  EXPECT_EQ(lowest_made.load(), 5) << "nothing before the position was made again";
+  // A value set by hand that is not a number reads as 0, without throwing.
+  restored.SetValue("loader.batch_index", "twelve");
+  EXPECT_EQ(restored.loader_position().batch_index, 0);
 }
 
 }  // namespace

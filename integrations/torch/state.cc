@@ -11,6 +11,8 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/numbers.h"
+
 namespace trainscope::torch {
 namespace {
 
@@ -203,10 +205,12 @@ void TrainingState::SetLoaderPosition(const LoaderPosition& p) {
 }
 
 LoaderPosition TrainingState::loader_position() const {
+  // absl::SimpleAtoi, not std::stoll: a value that is not a number (one a
+  // caller set by hand) reads as 0 instead of throwing into user code.
   LoaderPosition p;
-  p.epoch = std::stoll(Value("loader.epoch", "0"));
-  p.batch_index = std::stoll(Value("loader.batch_index", "0"));
-  p.sampler_seed = std::stoull(Value("loader.sampler_seed", "0"));
+  if (!absl::SimpleAtoi(Value("loader.epoch", "0"), &p.epoch)) p.epoch = 0;
+  if (!absl::SimpleAtoi(Value("loader.batch_index", "0"), &p.batch_index)) p.batch_index = 0;
+  if (!absl::SimpleAtoi(Value("loader.sampler_seed", "0"), &p.sampler_seed)) p.sampler_seed = 0;
   return p;
 }
 

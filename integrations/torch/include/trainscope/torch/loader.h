@@ -29,6 +29,7 @@
 #ifndef TRAINSCOPE_TORCH_LOADER_H_
 #define TRAINSCOPE_TORCH_LOADER_H_
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -128,6 +129,11 @@ struct PrefetchOptions {
   int workers = 2;       // threads calling the producer, named "<name>/<k>"
   int queue_depth = 4;   // batches made ahead of the consumer, at most
   std::string name = "loader";
+  // The first index to make and hand out: a restored run passes the
+  // checkpoint's TrainingState::loader_position().batch_index here (and
+  // seeds produce from its sampler_seed and epoch), so the next batch is
+  // the one the interrupted run would have had. Negative counts as 0.
+  int64_t first_index = 0;
 };
 
 // A loader of our own: `workers` threads call produce(i) for i = 0, 1, ...
@@ -149,6 +155,7 @@ class PrefetchLoader {
       : produce_(std::move(produce)), options_(std::move(options)) {
     if (options_.workers < 1) options_.workers = 1;
     if (options_.queue_depth < 1) options_.queue_depth = 1;
+    next_ = taken_ = std::max<int64_t>(0, options_.first_index);
     next_name_ = InternName(options_.name + ".next");
     depth_name_ = InternName(options_.name + ".queue_depth");
     for (int k = 0; k < options_.workers; ++k) {
@@ -189,6 +196,13 @@ class PrefetchLoader {
       batch = std::move(slot.batch);
     }
     return batch;
+  }
+
+  // The index of the batch the next Next() hands out: what to save as
+  // LoaderPosition::batch_index at a step boundary. Cost: a lock.
+  int64_t position() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return next_;
   }
 
   // Batches ready now, beyond what Next() has handed out.

@@ -70,6 +70,9 @@ class TrainingState {
   void SetValue(const std::string& key, const std::string& value);
   // The value restored (or set) for key, or `fallback`.
   std::string Value(const std::string& key, const std::string& fallback = "") const;
+  // The loader position, as the values "loader.epoch", "loader.batch_index"
+  // and "loader.sampler_seed". loader_position() reads them back (0 for one
+  // that is absent or not a number).
   void SetLoaderPosition(const LoaderPosition& position);
   LoaderPosition loader_position() const;
 
