@@ -165,6 +165,7 @@ TEST(CheckpointStoreTest, EveryKindOfCorruptionIsNamedAndFallsBack) {
     EXPECT_NE(std::string(none.status().message()).find("step 1100: checksum mismatch"),
               std::string::npos)
         << none.status();
+    std::printf("corruption (%s): %s\n", c.what, loaded->fallbacks[0].c_str());
   }
 }
 
@@ -623,6 +624,9 @@ TEST(ShardedCheckpointTest, CommitsOnlyWhenEveryRankFinished) {
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
   }
+  std::printf("multi-rank (3 ranks, threads): all finished -> step 5 committed; rank 1 failed -> "
+              "%s; rank 2 died -> %s; committed steps still [5]\n",
+              std::string(failed[0].message()).c_str(), std::string(dead[0].message()).c_str());
 }
 
 TEST(AsyncCheckpointerTest, SessionFinishWaitsForThePersistAndReportsIt) {

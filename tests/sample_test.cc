@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdio>
 #include <map>
 #include <random>
 
@@ -333,6 +334,10 @@ TEST(CheckpointResumeSampleTest, AFullDiskStopsOrContinuesByPolicyAndKeepsThePre
     absl::StatusOr<LoadedCheckpoint> latest = store->LoadLatest();
     ASSERT_TRUE(latest.ok()) << latest.status();
     EXPECT_EQ(latest->manifest.step, 7) << policy;
+    std::printf("disk full (--on_save_error=%s): save at step 14 failed with ENOSPC, exit %d "
+                "after step %lld, newest valid checkpoint still step %lld\n",
+                policy.c_str(), run.exit_code, static_cast<long long>(run.steps.back().first),
+                static_cast<long long>(latest->manifest.step));
   }
 }
 
@@ -363,6 +368,11 @@ TEST(CheckpointResumeSampleTest, SigtermSavesAtTheBoundaryAndExitsWithTheDocumen
   EXPECT_GT(c.restore_s, 0);
   EXPECT_GT(c.restart_delay_s, c.restore_s);
   EXPECT_EQ(c.saves, 0) << "--save_every=100: no save in steps " << last + 1 << "..40";
+  std::printf("SIGTERM mid-run: saved step %lld at the boundary, exit %d; resumed at step %lld, "
+              "%lld steps recomputed, restart delay %.3f s\n",
+              static_cast<long long>(last), stopped.exit_code,
+              static_cast<long long>(resumed.steps.front().first),
+              static_cast<long long>(c.recomputed_steps), c.restart_delay_s);
 }
 
 }  // namespace

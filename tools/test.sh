@@ -42,6 +42,12 @@ trap report EXIT
 part "dependencies" tools/deps.sh
 part "build" env BUILD_DIR=build tools/build.sh
 part "tests" ctest_counted build
+# The fault tests' outcomes (ctest keeps a passing test's output in its log).
+fault_tests() {
+  grep -hE "^(kill-during-save|resume equivalence|corruption|disk full|SIGTERM mid-run|multi-rank)" \
+    build/Testing/Temporary/LastTest.log || echo "no fault-test lines in the log"
+}
+part "fault tests (outcomes)" fault_tests
 if [[ "${TRAINSCOPE_NO_SANITIZE:-0}" != 1 ]]; then
   part "build (asan+ubsan, core)" env BUILD_DIR=build-asan tools/build.sh \
     -DTRAINSCOPE_SANITIZE=ON -DTRAINSCOPE_TORCH=OFF -DTRAINSCOPE_BUILD_BENCH=OFF
