@@ -274,6 +274,39 @@ TEST(CheckpointStoreTest, SymlinkedStepDirectoriesAreNeitherLoadedNorEmptied) {
   EXPECT_EQ(loaded->manifest.step, 4);
 }
 
+// A step directory whose manifest exists but does not parse is damage, not
+// a leftover: a new writer keeps it, and a fresh process's LoadLatest still
+// says why it fell back. A step directory without any manifest is removed.
+TEST(CheckpointStoreTest, AFreshWriterKeepsDamagedCheckpointsAndTheFallbackIsReported) {
+  TempDir dir;
+  {
+    CheckpointStore store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store.Save(1100, Files(1100)).ok());
+    ASSERT_TRUE(store.Save(1200, Files(1200)).ok());
+  }
+  testing::WriteAll(dir.File("step-000000001200/MANIFEST.json"), "{\"format_version\": 1,");
+  fs::create_directory(dir.File("step-000000001300"));  // no manifest: torn
+  CheckpointStore store = OpenOrDie(dir.path());
+  EXPECT_TRUE(fs::exists(dir.File("step-000000001200/model.pt")));
+  EXPECT_FALSE(fs::exists(dir.File("step-000000001300")));
+  absl::StatusOr<LoadedCheckpoint> loaded = store.LoadLatest();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->manifest.step, 1100);
+  ASSERT_EQ(loaded->fallbacks.size(), 1u);
+  EXPECT_NE(loaded->fallbacks[0].find("fell back from step 1200 to 1100:"), std::string::npos);
+  EXPECT_NE(loaded->fallbacks[0].find("not valid JSON"), std::string::npos) << loaded->fallbacks[0];
+  // A file far larger than its manifest says is refused by its size, unread.
+  std::string big(1 << 20, 'x');
+  testing::WriteAll(dir.File("step-000000001100/model.pt"), big);
+  absl::StatusOr<LoadedCheckpoint> none = store.LoadLatest();
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(std::string(none.status().message()).find("model.pt is 1048576 bytes, the manifest says"),
+            std::string::npos)
+      << none.status();
+  // Steps past the directory names' 12 digits are refused, not hidden.
+  EXPECT_EQ(store.Save(int64_t{1} << 40, Files(1)).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CheckpointStoreTest, BadNamesAreRefused) {
   TempDir dir;
   CheckpointStore store = OpenOrDie(dir.path());
@@ -604,6 +637,24 @@ TEST(ShardedCheckpointTest, CommitsOnlyWhenEveryRankFinished) {
     EXPECT_EQ(mine->files[0].bytes, Files(50 + r)[0].bytes);
   }
   EXPECT_EQ(store->LoadLatest()->files.size(), 9u) << "the manifest lists every rank's files";
+  {
+    // A damaged shard of a newer step sends every rank back to the same
+    // older step, not only the rank whose shard it is.
+    for (const absl::Status& s : SaveOnRanks(dir.path(), 7, 3, -1, -1)) ASSERT_TRUE(s.ok()) << s;
+    const std::string shard = dir.File("step-000000000007/r1.model.pt");
+    std::string bytes = testing::ReadAll(shard);
+    bytes[3] = static_cast<char>(bytes[3] ^ 1);
+    testing::WriteAll(shard, bytes);
+    for (int r = 0; r < 3; ++r) {
+      absl::StatusOr<LoadedCheckpoint> mine = store->LoadLatestForRank(r);
+      ASSERT_TRUE(mine.ok()) << mine.status();
+      EXPECT_EQ(mine->manifest.step, 5) << "rank " << r;
+      ASSERT_EQ(mine->fallbacks.size(), 1u);
+      EXPECT_NE(mine->fallbacks[0].find("checksum mismatch in r1.model.pt"), std::string::npos)
+          << mine->fallbacks[0];
+    }
+    fs::remove_all(dir.File("step-000000000007"));
+  }
 
   // Rank 1's disk is full: every rank gets Aborted naming rank 1; step 10 is
   // not committed and no temporary directory stays.

@@ -150,8 +150,11 @@ class CheckpointStore {
                            const std::vector<CheckpointFile>& files, SaveCoordinator& coordinator,
                            const std::vector<std::pair<std::string, std::string>>& metadata = {});
 
-  // LoadLatest for one rank of a multi-rank checkpoint: verifies and returns
-  // only that rank's files, with the "r<rank>." prefix removed.
+  // LoadLatest for one rank of a multi-rank checkpoint: returns only that
+  // rank's files, with the "r<rank>." prefix removed. Every rank's files are
+  // verified, so all ranks settle on the same step (the newest one whole on
+  // every rank) even when one shard of a newer step is damaged. Cost: each
+  // rank reads the whole checkpoint once.
   absl::StatusOr<LoadedCheckpoint> LoadLatestForRank(int rank) const;
 
   // The newest checkpoint whose manifest parses and whose every file has

@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
       "checkpoint_resume: kill-safe deterministic training.\n"
       "usage: checkpoint_resume --dir=DIR --steps=N --save_every=K");
   absl::ParseCommandLine(argc, argv);
+  // First, so a SIGTERM during start-up and restore also ends in a save at
+  // the first step boundary and exit 75, not in the default death.
+  trainscope::PreemptionGuard guard;
   trainscope::CheckpointStoreOptions store_options;
   store_options.dir = absl::GetFlag(FLAGS_dir);
   trainscope::polyaxon::ApplyDefaults(nullptr, &store_options);
@@ -162,9 +165,12 @@ int main(int argc, char** argv) {
   } else if (latest.status().code() != absl::StatusCode::kNotFound) {
     std::fprintf(stderr, "checkpoint_resume: %s\n", latest.status().ToString().c_str());
     return 1;
+  } else if (std::string(latest.status().message()).find("; step ") != std::string::npos) {
+    // Checkpoints were there but none was whole: say why before starting over.
+    std::fprintf(stderr, "checkpoint_resume: starting from step 1: %s\n",
+                 latest.status().ToString().c_str());
   }
 
-  trainscope::PreemptionGuard guard;
   double save_s = 0;
   int64_t saves = 0;
   std::optional<trainscope::AsyncCheckpointer> async;

@@ -32,6 +32,7 @@ namespace trainscope {
 namespace {
 
 constexpr char kManifest[] = "MANIFEST.json";
+constexpr int64_t kMaxStep = 999'999'999'999;  // step-<12 digits>
 constexpr char kLatest[] = "latest";
 constexpr char kLock[] = ".lock";
 constexpr char kStepPrefix[] = "step-";
@@ -150,6 +151,23 @@ class StepDir {
   StepDir(const StepDir&) = delete;
   StepDir& operator=(const StepDir&) = delete;
   bool ok() const { return fd_ >= 0; }
+  // The size of the regular file `name`, or -1 (absent, not regular, a link).
+  int64_t Size(const std::string& name) const {
+    struct stat st;
+    if (!ok() || fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      return -1;
+    }
+    return static_cast<int64_t>(st.st_size);
+  }
+  // A step-* name that is a symlink or a file, not a directory.
+  bool not_a_directory() const { return error_ == ELOOP || error_ == ENOTDIR; }
+  // Whether `name` is certainly absent (ENOENT), as opposed to present or
+  // unreadable for another reason (EIO, EACCES, EMFILE, ...).
+  bool Lacks(const std::string& name) const {
+    struct stat st;
+    return ok() && fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+  }
   // Why it could not be opened.
   std::string problem() const {
     return error_ == ELOOP || error_ == ENOTDIR
@@ -326,16 +344,22 @@ struct CheckpointStore::Impl {
     return out;
   }
 
+  // Removes what crashed saves left: temporaries, trash, step directories
+  // with no manifest at all (a save renames only after its manifest is
+  // durable, so these are torn by a lost directory update) and step-*
+  // links. A step directory whose manifest exists but cannot be read or
+  // does not parse is kept: LoadLatest skips it and says why, and an
+  // unreadable manifest (EIO, EACCES, EMFILE) may belong to a good
+  // checkpoint.
   void CleanUp() {
-    const std::vector<std::pair<int64_t, std::string>> committed = Committed();
     for (const std::string& name : ListDir(options.dir)) {
       const std::string path = options.dir + "/" + name;
-      const bool leftover = name.rfind(".tmp-", 0) == 0 || name.rfind(".trash-", 0) == 0;
-      const bool torn =
-          StepOfDirName(name) >= 0 &&
-          std::none_of(committed.begin(), committed.end(),
-                       [&](const auto& c) { return c.second == path; });
-      if (leftover || torn) RemoveTree(path);
+      bool remove = name.rfind(".tmp-", 0) == 0 || name.rfind(".trash-", 0) == 0;
+      if (!remove && StepOfDirName(name) >= 0) {
+        const StepDir step_dir(path);
+        remove = step_dir.not_a_directory() || step_dir.Lacks(kManifest);
+      }
+      if (remove) RemoveTree(path);
     }
   }
 
@@ -401,6 +425,14 @@ absl::StatusOr<CheckpointStore> CheckpointStore::Open(CheckpointStoreOptions opt
   impl->lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (impl->lock_fd < 0) return Errno(errno, fmt::format("opening {}", lock));
   if (flock(impl->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (const int error = errno; error != EWOULDBLOCK) {
+      // Not "in use": this filesystem cannot lock (ENOLCK, EOPNOTSUPP on
+      // some NFS or FUSE mounts). The destructor closes the fd.
+      return absl::UnavailableError(fmt::format(
+          "checkpoint store {}: cannot lock {} ({}); keep the store on a filesystem with flock "
+          "(docs/checkpoint.md)",
+          dir, lock, std::strerror(error)));
+    }
     char holder[32] = {0};
     const ssize_t n = pread(impl->lock_fd, holder, sizeof holder - 1, 0);
     std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "unknown";
@@ -425,7 +457,10 @@ absl::Status CheckpointStore::Save(int64_t step, const std::vector<CheckpointFil
     return absl::FailedPreconditionError(
         fmt::format("checkpoint store {} was opened read-only", s.options.dir));
   }
-  if (step < 0) return absl::InvalidArgumentError("CheckpointStore::Save: step is negative");
+  if (step < 0 || step > kMaxStep) {
+    return absl::InvalidArgumentError(
+        fmt::format("CheckpointStore::Save: step {} is outside 0..{}", step, kMaxStep));
+  }
   CheckpointManifest manifest;
   manifest.step = step;
   manifest.wall_time_unix_s =
@@ -507,7 +542,7 @@ absl::Status CheckpointStore::SaveSharded(
     const std::vector<std::pair<std::string, std::string>>& metadata) {
   Impl& s = *impl_;
   if (s.options.read_only || rank != s.options.rank || world_size < 1 || rank < 0 ||
-      rank >= world_size || step < 0) {
+      rank >= world_size || step < 0 || step > kMaxStep) {
     return absl::InvalidArgumentError(fmt::format(
         "CheckpointStore::SaveSharded: rank {} of {} at step {} (the store was opened for rank "
         "{}{})",
@@ -652,7 +687,16 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Impl::Load(const std::string& 
     loaded.path = path;
     std::string problem;
     for (const ManifestEntry& e : manifest->files) {
-      if (e.name.compare(0, prefix.size(), prefix) != 0) continue;  // another rank's
+      // Another rank's file is verified too (and not kept), so that every
+      // rank settles on the same step: the newest one whole on all ranks.
+      const bool mine = e.name.compare(0, prefix.size(), prefix) == 0;
+      // The size first, so a huge planted file is never read into memory.
+      if (const int64_t size = step_dir.Size(e.name);
+          size >= 0 && static_cast<uint64_t>(size) != e.size) {
+        problem = fmt::format("{} is {} bytes, the manifest says {} (truncated?)", e.name, size,
+                              e.size);
+        break;
+      }
       absl::StatusOr<std::string> bytes = step_dir.Read(e.name);
       if (!bytes.ok()) {
         problem = fmt::format("missing or unreadable {} ({})", e.name,
@@ -668,7 +712,7 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Impl::Load(const std::string& 
         problem = fmt::format("checksum mismatch in {}", e.name);
         break;
       }
-      loaded.files.push_back({e.name.substr(prefix.size()), std::move(*bytes)});
+      if (mine) loaded.files.push_back({e.name.substr(prefix.size()), std::move(*bytes)});
     }
     if (!problem.empty()) {
       skip(problem);
