@@ -519,6 +519,28 @@ TEST(AsyncCheckpointerTest, AFailedBackgroundSaveIsReportedByWaitAndThePreviousS
   EXPECT_EQ(loaded->manifest.step, 1);
 }
 
+// TakeBuffers hands back the files of the save that finished last, once;
+// a spare not taken back before the next Submit is freed, not kept.
+TEST(AsyncCheckpointerTest, TakeBuffersReturnsTheLastSavesFilesOnce) {
+  TempDir dir;
+  CheckpointStore store = OpenOrDie(dir.path());
+  AsyncCheckpointer async(store);
+  ASSERT_TRUE(async.Submit(1, Files(1, 1000)));
+  ASSERT_TRUE(async.Wait().ok());
+  std::vector<CheckpointFile> back = async.TakeBuffers();
+  ASSERT_EQ(back.size(), Files(1).size());
+  EXPECT_EQ(back[0].bytes, Files(1, 1000)[0].bytes);
+  EXPECT_TRUE(async.TakeBuffers().empty()) << "handed out once";
+  ASSERT_TRUE(async.Submit(2, Files(2, 2000)));
+  ASSERT_TRUE(async.Wait().ok());
+  ASSERT_TRUE(async.Submit(3, Files(3, 3000)));  // step 2's files not taken: freed here
+  ASSERT_TRUE(async.Wait().ok());
+  back = async.TakeBuffers();
+  ASSERT_FALSE(back.empty());
+  EXPECT_EQ(back[0].bytes, Files(3, 3000)[0].bytes);
+  EXPECT_EQ(async.stats().committed, 3);
+}
+
 TEST(PolyaxonTest, InsideARunTheOutputsPathIsTheDefault) {
   unsetenv("POLYAXON_RUN_OUTPUTS_PATH");
   Options outside;

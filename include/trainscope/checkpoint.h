@@ -216,8 +216,9 @@ class AsyncCheckpointer {
               double snapshot_s = 0);
   // The files of the last save the thread finished, for the next snapshot
   // to copy into: their memory is already mapped, so a snapshot costs about
-  // one memcpy (bench/checkpoint_bench). Empty when there are none. Waits
-  // for the save in flight.
+  // one memcpy (bench/checkpoint_bench). Empty when there are none (each
+  // finished save's files are handed out once; the next Submit frees them
+  // if they were not taken). Waits for the save in flight.
   std::vector<CheckpointFile> TakeBuffers();
   // Waits until nothing is in flight; returns the first error of a save
   // since the last Wait() (the store's, naming the file), or OK.

@@ -837,8 +837,14 @@ bool AsyncCheckpointer::Submit(int64_t step, std::vector<CheckpointFile> files,
     impl_->stats.wait_s += waited;
   }
   impl_->job = Impl::Job{step, std::move(files), std::move(metadata), snapshot_s + waited};
+  // A spare the caller did not take back is not wanted: freed (outside the
+  // lock), so at most two checkpoints are in memory (this one and the next
+  // snapshot), not three.
+  std::vector<CheckpointFile> unused = std::move(impl_->spare);
+  impl_->spare.clear();
   lock.unlock();
   impl_->cv.notify_all();
+  unused.clear();
   return true;
 }
 
