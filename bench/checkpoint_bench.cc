@@ -144,7 +144,15 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(dir);
   const double gib = static_cast<double>(bytes) / (1 << 30);
   const double snap = Median(snapshot_s) / Median(memcpy_s);
-  const double persist = Median(plain_write_s) / Median(save_s);
+  // Each repetition's Save against the plain write next to it: the ratio of
+  // a pair shares the disk's state of the moment, which on a shared virtual
+  // disk swings more between repetitions than between the two runs of one.
+  std::vector<double> pairs;
+  for (size_t k = 0; k < save_s.size() && k < plain_write_s.size(); ++k) {
+    pairs.push_back(plain_write_s[k] / save_s[k]);
+  }
+  const double persist = Median(pairs);
+  const auto [lowest, highest] = std::minmax_element(pairs.begin(), pairs.end());
   std::printf("==== checkpoint_bench (%zu MiB state, %d repetitions, medians; dir %s) ====\n", mib,
               repetitions, root.c_str());
   std::printf("memcpy (baseline)            %8.3f s  %6.2f GiB/s\n", Median(memcpy_s), gib / Median(memcpy_s));
@@ -152,8 +160,11 @@ int main(int argc, char** argv) {
               Median(snapshot_s), gib / Median(snapshot_s), snap, snap <= 1.5 ? "PASS" : "MISS");
   std::printf("plain write + fsync (base)   %8.3f s  %6.2f GiB/s\n", Median(plain_write_s),
               gib / Median(plain_write_s));
-  std::printf("CheckpointStore::Save        %8.3f s  %6.2f GiB/s  = %.0f%% of plain (target >= 80%%) %s\n",
-              Median(save_s), gib / Median(save_s), 100 * persist, persist >= 0.8 ? "PASS" : "MISS");
+  std::printf("CheckpointStore::Save        %8.3f s  %6.2f GiB/s  = %.0f%% of plain (median of "
+              "pairs, %.0f%% to %.0f%%; target >= 80%%) %s\n",
+              Median(save_s), gib / Median(save_s), 100 * persist,
+              pairs.empty() ? 0.0 : 100 * *lowest, pairs.empty() ? 0.0 : 100 * *highest,
+              persist >= 0.8 ? "PASS" : "MISS");
   std::printf("LoadLatest (read + verify)   %8.3f s  %6.2f GiB/s (page cache warm)\n", Median(load_s),
               gib / Median(load_s));
   std::printf("XXH3 alone, in memory        %8.3f s  %6.2f GiB/s: %.0f%% of the load time\n",
