@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
   } else if (latest.status().code() != absl::StatusCode::kNotFound) {
     std::fprintf(stderr, "checkpoint_resume: %s\n", latest.status().ToString().c_str());
     return 1;
-  } else if (std::string(latest.status().message()).find("; step ") != std::string::npos) {
-    // Checkpoints were there but none was whole: say why before starting over.
+  } else {
+    // None, or none whole (the status lists each damaged one): say why.
     std::fprintf(stderr, "checkpoint_resume: starting from step 1: %s\n",
                  latest.status().ToString().c_str());
   }

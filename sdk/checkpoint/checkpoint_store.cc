@@ -170,8 +170,7 @@ class StepDir {
   }
   // Why it could not be opened.
   std::string problem() const {
-    return error_ == ELOOP || error_ == ENOTDIR
-               ? "not a directory of the store (a symlink or a file)"
+    return not_a_directory() ? "not a directory of the store (a symlink or a file)"
                : std::string(Errno(error_, "opening " + path_).message());
   }
   absl::StatusOr<std::string> Read(const std::string& name) const {
@@ -840,11 +839,10 @@ bool AsyncCheckpointer::Submit(int64_t step, std::vector<CheckpointFile> files,
   // A spare the caller did not take back is not wanted: freed (outside the
   // lock), so at most two checkpoints are in memory (this one and the next
   // snapshot), not three.
-  std::vector<CheckpointFile> unused = std::move(impl_->spare);
-  impl_->spare.clear();
+  std::vector<CheckpointFile> unused;
+  unused.swap(impl_->spare);
   lock.unlock();
   impl_->cv.notify_all();
-  unused.clear();
   return true;
 }
 

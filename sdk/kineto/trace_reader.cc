@@ -467,15 +467,15 @@ struct TraceReader::Impl {
     return stop;
   }
 
-  // The args members the analyses use.
-  // error, after naming `key` in *bad_key when there is one.
+  // `error`, after naming `key` in *bad_key when there is one.
   static simdjson::error_code Fault(simdjson::error_code error, const char* key,
                                     std::string* bad_key) {
     if (bad_key != nullptr) *bad_key = key;
     return error;
   }
 
-  // On an error, *bad_key (when given) names the member at fault.
+  // The args members the analyses use. On an error, *bad_key (when given)
+  // names the member at fault.
   simdjson::error_code ParseArgs(simdjson::ondemand::value value, bool escapes, RawEvent* event,
                                  std::string* bad_key) {
     simdjson::ondemand::object args;
@@ -485,18 +485,27 @@ struct TraceReader::Impl {
       if (auto error = std::move(arg_member).get(arg)) return error;
       std::string_view key;
       if (auto error = KeyOf(arg, escapes, &key)) return error;
-      if (key == "stream") {
-        if (auto error = AsInt(arg.value(), &event->stream)) return Fault(error, "args.stream", bad_key);
-      } else if (key == "correlation") {
-        if (auto error = AsInt(arg.value(), &event->correlation)) return Fault(error, "args.correlation", bad_key);
-      } else if (key == "device") {
-        if (auto error = AsInt(arg.value(), &event->device)) return Fault(error, "args.device", bad_key);
-      } else if (key == "step") {
-        if (auto error = AsInt(arg.value(), &event->step)) return Fault(error, "args.step", bad_key);
-      } else if (key == "samples") {
-        if (auto error = AsInt(arg.value(), &event->samples)) return Fault(error, "args.samples", bad_key);
-      } else if (key == "phase") {
+      // The integer members, each with its name for errors; other keys are
+      // skipped.
+      static constexpr struct {
+        std::string_view key;
+        int64_t RawEvent::*field;
+        const char* name;
+      } kInts[] = {{"stream", &RawEvent::stream, "args.stream"},
+                   {"correlation", &RawEvent::correlation, "args.correlation"},
+                   {"device", &RawEvent::device, "args.device"},
+                   {"step", &RawEvent::step, "args.step"},
+                   {"samples", &RawEvent::samples, "args.samples"}};
+      if (key == "phase") {
         GetString(arg.value(), escapes, &event->phase);
+        continue;
+      }
+      for (const auto& member : kInts) {
+        if (key != member.key) continue;
+        if (auto error = AsInt(arg.value(), &(event->*member.field))) {
+          return Fault(error, member.name, bad_key);
+        }
+        break;
       }
     }
     return simdjson::SUCCESS;
