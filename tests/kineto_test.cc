@@ -585,7 +585,8 @@ TEST(ParallelReadTest, SharedTraceReadsTheSameOnOneAndFourThreads) {
   const std::string gz = SharedTrace("rank0_queue.json.gz");
   ReadResult parallel;
   ExpectSameOnThreads(gz, 4, &parallel);
-  EXPECT_EQ(parallel.stats.threads, 4) << "the 25.8 MB trace is cut into 4 shares";
+  EXPECT_EQ(parallel.stats.threads, 4) << "the 25.8 MB trace takes 4 threads";
+  EXPECT_GE(parallel.stats.shares, 24) << "in shares of about 1 MiB";
   EXPECT_EQ(parallel.stats.shares_dropped, 0);
   EXPECT_TRUE(parallel.stats.compressed);
   // The plain copy is mapped rather than inflated.
@@ -648,8 +649,103 @@ TEST(ParallelReadTest, GuessesInsideElementsAreDroppedAndTheResultIsTheSame) {
   testing::WriteAll(dir.File("nested.json"), json);
   ReadResult parallel;
   ExpectSameOnThreads(dir.File("nested.json"), 4, &parallel);
-  EXPECT_EQ(parallel.stats.threads, 2) << "10 MiB: two shares";
-  EXPECT_EQ(parallel.stats.shares_dropped, 1);
+  EXPECT_EQ(parallel.stats.threads, 2) << "10 MiB: two threads";
+  EXPECT_GE(parallel.stats.shares, 10) << "10 MiB: shares of about 1 MiB";
+  EXPECT_GE(parallel.stats.shares_dropped, 1);
+}
+
+// One element bigger than several shares, among ordinary ones: the guesses
+// inside it are dropped, the thread that reaches it parses it whole, and the
+// shares after it count again.
+TEST(ParallelReadTest, AnElementSpanningSeveralSharesIsParsedOnce) {
+  TempDir dir;
+  std::string json = "{\"traceEvents\": [\n  ";
+  for (int k = 0; json.size() < (12 << 20); ++k) {
+    if (k > 0) json += ",\n  ";
+    json += Kernel("gemm", 10.0 * k, 4.5, 7, k);
+    if (k == 20000) {  // about 3.5 MiB in, 3 MiB of nested objects written like elements
+      json += ",\n  " + fmt::format(R"({{"ph": "X", "cat": "cpu_op", "name": "big", "pid": 0, )"
+                                     R"("tid": 1, "ts": {}, "dur": 1, "args": {{"list": [)", 10 * k);
+      for (int n = 0; n < 200000; ++n) json += fmt::format("{}\n  {{\"n\": {}}}", n ? "," : "", n);
+      json += "]}}";
+    }
+  }
+  json += "\n]}\n";
+  testing::WriteAll(dir.File("spanning.json"), json);
+  ReadResult parallel;
+  ExpectSameOnThreads(dir.File("spanning.json"), 3, &parallel);
+  EXPECT_EQ(parallel.stats.threads, 3);
+  EXPECT_GE(parallel.stats.shares_dropped, 2) << "the guesses inside the big element, of "
+                                                << parallel.stats.shares;
+  EXPECT_LT(parallel.stats.shares_dropped, parallel.stats.shares - 3)
+      << "the shares after it are used";
+}
+
+// Every interval, track, name, count and HTA fact of a trace imported on one
+// thread and on several.
+void ExpectSameImport(const std::string& path, int threads) {
+  auto one = kineto::ImportTrace(path, 1), many = kineto::ImportTrace(path, threads);
+  ASSERT_TRUE(one.ok() && many.ok()) << one.status() << many.status();
+  EXPECT_EQ(one->read.threads, 1);
+  EXPECT_EQ(many->read.threads, std::min<int>(threads, many->read.bytes / (4 << 20)))
+      << "one thread per 4 MiB at most";
+  EXPECT_EQ(many->read.shares_dropped, 0);
+  const analysis::Timeline &a = one->timeline, &b = many->timeline;
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const analysis::Interval &x = a.intervals()[i], &y = b.intervals()[i];
+    ASSERT_EQ(std::tie(x.start_ns, x.end_ns, x.step, x.value, x.name, x.track, x.kind, x.phase),
+              std::tie(y.start_ns, y.end_ns, y.step, y.value, y.name, y.track, y.kind, y.phase))
+        << "interval " << i;
+  }
+  ASSERT_EQ(a.names(), b.names());
+  for (uint32_t id = 0; id < a.names(); ++id) EXPECT_EQ(a.name(id), b.name(id));
+  ASSERT_EQ(a.tracks().size(), b.tracks().size());
+  for (size_t t = 0; t < a.tracks().size(); ++t) {
+    const analysis::Track &x = a.tracks()[t], &y = b.tracks()[t];
+    EXPECT_EQ(std::tie(x.kind, x.pid, x.tid, x.name), std::tie(y.kind, y.pid, y.tid, y.name));
+  }
+  EXPECT_EQ(std::tie(one->kernels, one->memcpys, one->memsets, one->runtime_calls,
+                     one->sync_calls, one->steps, one->host_ranges, one->skipped),
+            std::tie(many->kernels, many->memcpys, many->memsets, many->runtime_calls,
+                     many->sync_calls, many->steps, many->host_ranges, many->skipped));
+  EXPECT_EQ(one->hta.profiler_steps, many->hta.profiler_steps);
+  EXPECT_EQ(one->hta.last_step_start_ns, many->hta.last_step_start_ns);
+  EXPECT_EQ(one->hta.round_to_us, many->hta.round_to_us);
+  EXPECT_EQ(one->hta.first_event_ns, many->hta.first_event_ns);
+  EXPECT_EQ(one->read.events, many->read.events);
+}
+
+// Worker threads import their shares into timelines of their own, which are
+// appended in file order: the result is the serial import's, exactly.
+TEST(ParallelReadTest, ImportOnSeveralThreadsIsTheSerialImport) {
+  ExpectSameImport(SharedTrace("rank0_queue.json.gz"), 2);
+  ExpectSameImport(SharedTrace("rank0_queue.json.gz"), 5);
+  // Steps, trainscope phases, float timestamps and tracks that first appear
+  // late, in a trace whose first event is a kept host row.
+  TempDir dir;
+  std::string json = "{\"traceEvents\": [\n  ";
+  for (int k = 0; json.size() < (10 << 20); ++k) {
+    if (k > 0) json += ",\n  ";
+    if (k % 4000 == 0) {
+      json += fmt::format(R"({{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{}", )"
+                          R"("pid": 1, "tid": {}, "ts": {}, "dur": 40000, "args": {{}}}})",
+                          k / 4000, 1 + k / 20000, 10 * k);
+    } else if (k % 7 == 0) {
+      json += fmt::format(R"({{"ph": "X", "cat": "trainscope", "name": "forward", "pid": 1, )"
+                          R"("tid": 1, "ts": {}.5, "dur": 3, "args": {{"phase": "forward", )"
+                          R"("step": {}}}}})",
+                          10 * k, k / 4000);
+    } else if (k % 3 == 0) {
+      json += Launch(10.0 * k, k);
+    } else {
+      json += Kernel("k" + std::to_string(k % 97), 10.0 * k + 1, 4.5, 7 + k / 30000, k - 1);
+    }
+  }
+  json += "\n]}\n";
+  testing::WriteAll(dir.File("mixed.json"), json);
+  ExpectSameImport(dir.File("mixed.json"), 2);
+  ExpectSameImport(dir.File("mixed.json"), 3);
 }
 
 // A malformed event or a cut-off file in a later share: the same error, with

@@ -102,6 +102,8 @@ class Timeline {
   // For analyses that annotate intervals in place (launch attribution).
   std::vector<Interval>& mutable_intervals() { return intervals_; }
   const std::string& name(uint32_t id) const { return names_.name(id); }
+  // How many names are interned (ids 0 to names() - 1).
+  size_t names() const { return names_.size(); }
   // The index of the track with this kind, pid and tid, added (named
   // `name`) if there is none. Linear in the number of tracks.
   uint32_t FindOrAddTrack(TrackKind kind, int64_t pid, int64_t tid, std::string_view name);

@@ -1,7 +1,6 @@
 // Kineto trace -> Timeline. See trace_import.h.
 #include "sdk/kineto/trace_import.h"
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <string_view>
@@ -27,24 +26,27 @@ struct PairHash {
   }
 };
 
-class Importer {
+// Turns events into intervals of `out`. The importer ImportTrace makes
+// writes into the result; for a run of events parsed on a worker thread it
+// makes another (NewShare) that writes into a trace of its own, which Commit
+// then appends to the result: names and tracks renumbered, counts and HTA
+// facts combined, so the result is the same as a serial import's.
+class Importer : public ParallelSink {
  public:
   explicit Importer(ImportedTrace* out) : out_(out) {}
 
   // Whether Visit needs e's args: for the categories it keeps, steps
-  // (args.samples), and every event up to HTA's first row (NoteHtaFacts tests
-  // its stream and correlation). The rest, most of a trace, skip them.
-  // Called from the reader's threads too: first_event_seen_ is atomic, and
-  // a stale false only reads args that were not needed.
-  bool WantsArgs(const RawEvent& e) const {
-    if (!first_event_seen_.load(std::memory_order_relaxed)) return true;
+  // (args.samples), and the first event (NoteHtaFacts tests its stream and
+  // correlation). The rest, most of a trace, skip them.
+  bool WantsArgs(const RawEvent& e) override {
+    if (!first_seen_) return true;
     const std::string_view cat = e.cat;
     return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "cuda_sync" ||
            cat == "cuda_runtime" || cat == "cuda_driver" || cat == "trainscope" ||
            e.name.substr(0, kStepPrefix.size()) == kStepPrefix;
   }
 
-  void Visit(const RawEvent& e) {
+  void Visit(const RawEvent& e) override {
     NoteHtaFacts(e);
     if (e.ph != "X" || !e.has_ts) {
       ++out_->skipped;
@@ -62,7 +64,7 @@ class Importer {
       ++(cat == "kernel" ? out_->kernels : cat == "gpu_memcpy" ? out_->memcpys : out_->memsets);
       const int64_t device = e.device >= 0 ? e.device : e.pid;
       const int64_t stream = e.stream >= 0 ? e.stream : e.tid;
-      interval.track = Track(TrackKind::kDeviceStream, device, stream, "GPU {} stream {}");
+      interval.track = Track(TrackKind::kDeviceStream, device, stream);
     } else if (cat == "cuda_sync") {
       // CUPTI synchronisation records: Kineto puts them on the stream (or
       // context) waited on.
@@ -70,11 +72,11 @@ class Importer {
       interval.phase = Phase::kSync;
       ++out_->sync_calls;
       const int64_t device = e.device >= 0 ? e.device : e.pid;
-      interval.track = Track(TrackKind::kDeviceStream, device, e.stream, "GPU {} stream {}");
+      interval.track = Track(TrackKind::kDeviceStream, device, e.stream);
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
       interval.kind = IntervalKind::kRuntimeCall;
       ++out_->runtime_calls;
-      interval.track = Track(TrackKind::kHostThread, e.pid, e.tid, "thread {1}");
+      interval.track = Track(TrackKind::kHostThread, e.pid, e.tid);
     } else if (cat != "gpu_user_annotation" &&
                e.name.substr(0, kStepPrefix.size()) == kStepPrefix) {
       int64_t index = 0;
@@ -86,7 +88,7 @@ class Importer {
       interval.step = index;
       interval.value = e.samples > 0 ? e.samples : 0;
       ++out_->steps;
-      interval.track = Track(TrackKind::kHostThread, e.pid, e.tid, "thread {1}");
+      interval.track = Track(TrackKind::kHostThread, e.pid, e.tid);
     } else if (cat == "trainscope") {
       Phase phase = Phase::kOther;
       ParsePhase(e.phase, &phase);
@@ -95,7 +97,7 @@ class Importer {
       interval.step = e.step;
       interval.value = 0;
       ++out_->host_ranges;
-      interval.track = Track(TrackKind::kHostThread, e.pid, e.tid, "thread {1}");
+      interval.track = Track(TrackKind::kHostThread, e.pid, e.tid);
     } else {
       ++out_->skipped;
       return;
@@ -104,6 +106,9 @@ class Importer {
     out_->timeline.Add(interval);
   }
 
+  std::unique_ptr<EventSink> NewShare() override;
+  void Commit(std::unique_ptr<EventSink> share) override;
+
  private:
   // What HTA's rules need beyond the intervals (see HtaTraceFacts).
   void NoteHtaFacts(const RawEvent& e) {
@@ -111,37 +116,90 @@ class Importer {
     if (!e.has_ts || e.ts_is_float) facts.round_to_us = true;
     // HTA keeps rows that have a category and a duration, except "Trace".
     const bool loaded = e.has_dur && e.has_ts && !e.cat.empty() && e.cat != "Trace";
-    if (!loaded) {
-      first_event_seen_.store(true, std::memory_order_relaxed);
-      return;
+    if (!first_seen_) {
+      // Event #0's start, when HTA keeps it and it is not a GPU row. (In a
+      // run of events, its first event: Commit uses it only when the run is
+      // the start of the trace.)
+      first_seen_ = true;
+      const bool gpu_row = (e.stream >= 0 && e.correlation >= 0) || e.name == "Event Sync" ||
+                           e.name == "Context Sync";
+      if (loaded && !gpu_row) facts.first_event_ns = MicrosToNanos(e.ts_us);
     }
-    if (e.name.substr(0, kStepPrefix.size()) == kStepPrefix) {
+    if (loaded && e.name.substr(0, kStepPrefix.size()) == kStepPrefix) {
       if (step_names_.insert(std::string(e.name)).second) ++facts.profiler_steps;
       facts.last_step_start_ns = std::max(facts.last_step_start_ns, MicrosToNanos(e.ts_us));
     }
-    if (!first_event_seen_.load(std::memory_order_relaxed)) {
-      first_event_seen_.store(true, std::memory_order_relaxed);
-      const bool gpu_row = (e.stream >= 0 && e.correlation >= 0) || e.name == "Event Sync" ||
-                           e.name == "Context Sync";
-      if (!gpu_row) facts.first_event_ns = MicrosToNanos(e.ts_us);
-    }
   }
 
-  uint32_t Track(TrackKind kind, int64_t pid, int64_t tid, const char* pattern) {
+  // The track (kind, pid, tid), added with its usual name on first use.
+  uint32_t Track(TrackKind kind, int64_t pid, int64_t tid) {
     const auto key = std::make_pair(pid * 4 + static_cast<int64_t>(kind), tid);
     auto it = tracks_.find(key);
     if (it != tracks_.end()) return it->second;
     const uint32_t track = out_->timeline.AddTrack(
-        {kind, pid, tid, fmt::format(fmt::runtime(pattern), pid, tid)});
+        {kind, pid, tid,
+         kind == TrackKind::kDeviceStream ? fmt::format("GPU {} stream {}", pid, tid)
+                                          : fmt::format("thread {}", tid)});
     tracks_.emplace(key, track);
     return track;
   }
 
   ImportedTrace* out_;
-  std::atomic<bool> first_event_seen_{false};
+  bool first_seen_ = false;
   std::unordered_set<std::string> step_names_;
   std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, PairHash> tracks_;
 };
+
+// A run of events imported on a worker thread, into a trace of its own.
+struct ShareImporter : EventSink {
+  ShareImporter() : importer(&trace) {}
+  void Visit(const RawEvent& e) override { importer.Visit(e); }
+  bool WantsArgs(const RawEvent& e) override { return importer.WantsArgs(e); }
+
+  ImportedTrace trace;
+  Importer importer;
+};
+
+std::unique_ptr<EventSink> Importer::NewShare() { return std::make_unique<ShareImporter>(); }
+
+void Importer::Commit(std::unique_ptr<EventSink> share) {
+  ShareImporter& part = static_cast<ShareImporter&>(*share);
+  const ImportedTrace& in = part.trace;
+  const Importer& from = part.importer;
+  // Names and tracks in the order the run first used them: the order a
+  // serial import would have added them in.
+  const analysis::Timeline& timeline = in.timeline;
+  std::vector<uint32_t> names(timeline.names());
+  for (uint32_t id = 0; id < names.size(); ++id) names[id] = out_->timeline.Intern(timeline.name(id));
+  std::vector<uint32_t> tracks(timeline.tracks().size());
+  for (uint32_t id = 0; id < tracks.size(); ++id) {
+    const analysis::Track& t = timeline.tracks()[id];
+    tracks[id] = Track(t.kind, t.pid, t.tid);
+  }
+  for (Interval interval : timeline.intervals()) {
+    interval.name = names[interval.name];
+    interval.track = tracks[interval.track];
+    out_->timeline.Add(interval);
+  }
+  out_->kernels += in.kernels;
+  out_->memcpys += in.memcpys;
+  out_->memsets += in.memsets;
+  out_->runtime_calls += in.runtime_calls;
+  out_->sync_calls += in.sync_calls;
+  out_->steps += in.steps;
+  out_->host_ranges += in.host_ranges;
+  out_->skipped += in.skipped;
+  analysis::HtaTraceFacts& facts = out_->hta;
+  facts.round_to_us = facts.round_to_us || in.hta.round_to_us;
+  if (!first_seen_ && from.first_seen_) {
+    first_seen_ = true;
+    facts.first_event_ns = in.hta.first_event_ns;
+  }
+  for (const std::string& name : from.step_names_) {
+    if (step_names_.insert(name).second) ++facts.profiler_steps;
+  }
+  facts.last_step_start_ns = std::max(facts.last_step_start_ns, in.hta.last_step_start_ns);
+}
 
 }  // namespace
 
@@ -160,9 +218,7 @@ absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path, int threads) 
   Importer importer(&trace);
   TraceReader reader;
   reader.set_max_threads(threads);
-  absl::Status status = reader.Read(
-      path, [&](const RawEvent& e) { importer.Visit(e); },
-      [&](const RawEvent& e) { return importer.WantsArgs(e); });
+  absl::Status status = reader.Read(path, importer);
   if (!status.ok()) return status;
   trace.rank = reader.rank();
   trace.read = reader.stats();

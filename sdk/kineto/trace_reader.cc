@@ -41,6 +41,12 @@ static_assert(kPadding >= 64);
 constexpr size_t kMaxParallel = 64 << 20;
 // The least traceEvents bytes worth a thread of their own.
 constexpr size_t kMinShare = 4 << 20;
+// Shares are about this big, or smaller than the bytes per thread by
+// kSharesPerThread: small enough that whoever is free takes the next one
+// and nobody waits long at the end, big enough that a share's fixed costs
+// (a guess, a sink, a commit) do not count.
+constexpr size_t kSharePiece = 1 << 20;
+constexpr size_t kSharesPerThread = 8;
 
 // The whole of the file at fd (of `size` bytes), or false.
 bool ReadAll(int fd, size_t size, char* out) {
@@ -190,69 +196,26 @@ struct TraceReader::Impl {
   // One share of the traceEvents elements, for ParseShares: those that start
   // in [start, limit).
   struct Share {
-    static constexpr size_t kEventsPerBlock = 4096;
-    static constexpr size_t kTextBlock = 1 << 20;
-
     size_t start = 0, limit = 0;
-    bool reached = false;  // the element after its last one starts at `limit`
-    // Where the serial reader picks up after this share: after its last
-    // element parsed, or at the element where it stopped.
+    // After a parse: `whole` when it stopped at its first element at or past
+    // `limit`, which starts at `next`. Otherwise it stopped early (the array
+    // ended, or trouble), and the serial reader picks up at `resume`: after
+    // its last element parsed, or at the element where it stopped.
+    bool whole = false;
+    size_t next = 0;
     size_t resume = 0;
     bool resume_at_element = true;
-    // A worker's events, in blocks that never move, so the reading thread
-    // can visit the first `published` while the worker adds more; and the
-    // text their views point at. An element takes 3 bytes at least (`{},`),
-    // which bounds the blocks a share can need.
-    std::unique_ptr<std::unique_ptr<RawEvent[]>[]> blocks;
-    size_t kept = 0;
-    std::atomic<size_t> published{0};
-    std::atomic<bool> finished{false};  // set after the last publish
-    std::atomic<bool> cancel{false};    // the share will be dropped: stop early
-    std::vector<std::unique_ptr<char[]>> text;
-    char* text_at = nullptr;
-    size_t text_left = 0;
-    std::unique_ptr<simdjson::ondemand::parser> parser =
-        std::make_unique<simdjson::ondemand::parser>();
+    uint64_t events = 0;               // parsed and handed on
+    std::unique_ptr<EventSink> sink;   // a worker's run (ParallelSink::NewShare)
+    std::atomic<bool> finished{false};  // a worker is done with it
+    std::atomic<bool> cancel{false};    // it will be dropped: stop early
+  };
+
+  // A thread's parser and batch buffers, for ParseShare.
+  struct Batcher {
+    simdjson::ondemand::parser parser;
     std::vector<ElementSpan> spans;  // the batch being parsed
     std::vector<char> copy;          // its bytes, padded
-    size_t batch_bytes = 0;          // in copy
-    const char* batch_source = nullptr;  // where copy's bytes are in the input
-    std::thread thread;
-
-    void Prepare() {
-      blocks.reset(new std::unique_ptr<RawEvent[]>[(limit - start) / 3 / kEventsPerBlock + 2]);
-    }
-    const RawEvent& At(size_t i) const {
-      return blocks[i / kEventsPerBlock][i % kEventsPerBlock];
-    }
-    // Keeps the event. Its views into the batch's copy (which the next batch
-    // overwrites) become views of the same bytes in the input, which
-    // outlives the share; the rest (unescaped strings, in the parser) are
-    // copied.
-    void Keep(RawEvent& event) {
-      for (std::string_view* field : {&event.ph, &event.cat, &event.name, &event.phase}) {
-        if (field->empty()) continue;
-        if (field->data() >= copy.data() && field->data() < copy.data() + batch_bytes) {
-          *field = std::string_view(batch_source + (field->data() - copy.data()), field->size());
-          continue;
-        }
-        if (field->size() > text_left) {
-          const size_t size = std::max(kTextBlock, field->size());
-          text.push_back(std::unique_ptr<char[]>(new char[size]));
-          text_at = text.back().get();
-          text_left = size;
-        }
-        std::memcpy(text_at, field->data(), field->size());
-        *field = std::string_view(text_at, field->size());
-        text_at += field->size();
-        text_left -= field->size();
-      }
-      std::unique_ptr<RawEvent[]>& block = blocks[kept / kEventsPerBlock];
-      if (block == nullptr) block.reset(new RawEvent[kEventsPerBlock]);
-      block[kept % kEventsPerBlock] = event;
-      ++kept;
-    }
-    void Publish() { published.store(kept, std::memory_order_release); }
   };
 
   std::string path;
@@ -513,7 +476,7 @@ struct TraceReader::Impl {
 
   // The fields of one event object, into `event`.
   simdjson::error_code ParseObject(simdjson::ondemand::object object, bool escapes,
-                                   const ArgsFilter& wants_args, RawEvent* event,
+                                   EventSink& sink, RawEvent* event,
                                    std::string* bad_key = nullptr) {
     bool saw_cat = false, saw_name = false;
     for (auto member : object) {
@@ -547,7 +510,7 @@ struct TraceReader::Impl {
         event->has_dur = read == NumberRead::kNumber;
         if (event->has_dur) event->dur_us = number.value;
       } else if (key == "args") {
-        if (wants_args && saw_cat && saw_name && !wants_args(*event)) continue;
+        if (saw_cat && saw_name && !sink.WantsArgs(*event)) continue;
         if (auto error = ParseArgs(value, escapes, event, bad_key)) return error;
       }
     }
@@ -563,68 +526,62 @@ struct TraceReader::Impl {
     if (!spans.empty() && spans.back().stop >= end) spans.pop_back();
   }
 
-  // Parses elements [a, b) of `list` as one array in one simdjson call, in
-  // place: the byte before the first and the one after the last are '[' and
-  // ']' meanwhile. Hands each event to `sink`; returns how many it parsed.
-  // It stops at the first error, or where simdjson's elements and the spans
+  // Parses CutBatch's elements as one array in one simdjson call, in place:
+  // the byte before the first and the one after the last are '[' and ']'
+  // meanwhile. Hands each event to `sink`; returns how many it parsed. It
+  // stops at the first error, or where simdjson's elements and the spans
   // disagree.
-  template <typename Sink>
-  size_t IterateSpans(simdjson::ondemand::parser& with, const std::vector<ElementSpan>& list,
-                      size_t a, size_t b, const ArgsFilter& wants_args, Sink&& sink) {
-    const size_t first = list[a].start - 1, last = list[b - 1].stop;
+  size_t IterateBatch(EventSink& sink) {
+    const size_t first = spans.front().start - 1, last = spans.back().stop;
     const char saved_first = data[first], saved_last = data[last];
     data[first] = '[';
     data[last] = ']';
-    size_t done = a;
+    size_t done = 0;
     simdjson::ondemand::document doc;
     simdjson::ondemand::array array;
-    if (!with.iterate(data + first, last + 1 - first, cap - first).get(doc) &&
+    if (!parser.iterate(data + first, last + 1 - first, cap - first).get(doc) &&
         !doc.get_array().get(array)) {
       for (auto element : array) {
         simdjson::ondemand::value value;
         simdjson::ondemand::object object;
-        if (done == b || std::move(element).get(value)) break;
-        if (value.raw_json_token().data() != data + list[done].start) break;
+        if (done == spans.size() || std::move(element).get(value)) break;
+        if (value.raw_json_token().data() != data + spans[done].start) break;
         RawEvent event;
-        event.offset = consumed + list[done].start;
+        event.offset = consumed + spans[done].start;
         if (value.get_object().get(object) ||
-            ParseObject(object, list[done].escapes, wants_args, &event)) {
+            ParseObject(object, spans[done].escapes, sink, &event)) {
           break;
         }
-        sink(event);
+        ++stats.events;
+        sink.Visit(event);
         ++done;
       }
     }
     data[first] = saved_first;
     data[last] = saved_last;
-    return done - a;
-  }
-
-  // The spans as one batch (CutBatch's), visited.
-  size_t IterateBatch(const Visitor& visit, const ArgsFilter& wants_args) {
-    return IterateSpans(parser, spans, 0, spans.size(), wants_args, [&](RawEvent& event) {
-      ++stats.events;
-      visit(event);
-    });
+    return done;
   }
 
   // Parses the elements of `share` in batches of about kMaxBatch bytes, to
-  // `sink`, until its next element starts at or past its limit, the array
-  // ends, or trouble (which the serial reader then meets again and reports
-  // exactly). Each batch is copied out with its brackets, so the shared
-  // bytes are only read: a share that starts at a wrong guess (inside an
-  // element) reads nonsense, is dropped, and harms no other.
-  template <typename Sink, typename AfterBatch>
-  void ParseShare(Share& share, const ArgsFilter& wants_args, Sink&& sink,
-                  AfterBatch&& after_batch) {
-    std::vector<ElementSpan>& list = share.spans;
-    std::vector<char>& copy = share.copy;
+  // `sink`, until its next element starts at or past its limit (whole), the
+  // array ends, or trouble (which the serial reader then meets again and
+  // reports exactly). Each batch is copied out with its brackets, so the
+  // shared bytes are only read: a share that starts at a wrong guess (inside
+  // an element) reads nonsense, is dropped, and harms no other. Off the
+  // calling thread (`relocate`), the views into the copy become views of the
+  // input, which outlives the share.
+  void ParseShare(Share& share, Batcher& batcher, EventSink& sink, bool relocate) {
+    std::vector<ElementSpan>& list = batcher.spans;
+    std::vector<char>& copy = batcher.copy;
+    share.whole = false;
     share.resume = share.start;
     share.resume_at_element = true;
+    share.events = 0;
     for (size_t at = share.start;;) {
       if (share.cancel.load(std::memory_order_relaxed)) return;
       if (at >= share.limit) {
-        share.reached = at == share.limit;
+        share.whole = true;
+        share.next = at;
         return;
       }
       list.clear();
@@ -637,12 +594,10 @@ struct TraceReader::Impl {
       copy[0] = '[';
       copy[bytes - 1] = ']';
       std::memset(copy.data() + bytes, 0, kPadding);
-      share.batch_bytes = bytes;
-      share.batch_source = data + from;
       size_t done = 0;
       simdjson::ondemand::document doc;
       simdjson::ondemand::array array;
-      if (!share.parser->iterate(copy.data(), bytes, copy.size()).get(doc) &&
+      if (!batcher.parser.iterate(copy.data(), bytes, copy.size()).get(doc) &&
           !doc.get_array().get(array)) {
         for (auto element : array) {
           simdjson::ondemand::value value;
@@ -652,10 +607,19 @@ struct TraceReader::Impl {
           RawEvent event;
           event.offset = consumed + list[done].start;
           if (value.get_object().get(object) ||
-              ParseObject(object, list[done].escapes, wants_args, &event)) {
+              ParseObject(object, list[done].escapes, sink, &event)) {
             break;
           }
-          sink(event);
+          if (relocate) {
+            for (std::string_view* field : {&event.ph, &event.cat, &event.name, &event.phase}) {
+              if (field->data() >= copy.data() && field->data() < copy.data() + bytes) {
+                *field = std::string_view(data + from + (field->data() - copy.data()),
+                                          field->size());
+              }
+            }
+          }
+          sink.Visit(event);
+          ++share.events;
           ++done;
         }
       }
@@ -663,7 +627,6 @@ struct TraceReader::Impl {
         share.resume = list[done - 1].stop;
         share.resume_at_element = false;
       }
-      after_batch();
       if (done < list.size()) return;
       size_t next = list.back().stop;
       while (next < end && IsSpace(data[next])) ++next;
@@ -716,12 +679,11 @@ struct TraceReader::Impl {
                                               bytes / kMinShare, 64}));
   }
 
-  bool ParseShares(const Visitor& visit, const ArgsFilter& wants_args, State* state);
+  bool ParseShares(ParallelSink& sink, State* state);
 
   // The event in [start, stop), which has a backslash in it if `escapes`,
   // parsed on its own: errors name this event and its first byte.
-  absl::Status ParseEvent(size_t start, size_t stop, bool escapes, const Visitor& visit,
-                          const ArgsFilter& wants_args) {
+  absl::Status ParseEvent(size_t start, size_t stop, bool escapes, EventSink& sink) {
     simdjson::ondemand::document doc;
     simdjson::ondemand::object object;
     RawEvent event;
@@ -730,103 +692,138 @@ struct TraceReader::Impl {
         parser.iterate(data + start, stop - start, cap - start).get(doc);
     if (!error) error = doc.get_object().get(object);
     std::string bad_key;
-    if (!error) error = ParseObject(object, escapes, wants_args, &event, &bad_key);
+    if (!error) error = ParseObject(object, escapes, sink, &event, &bad_key);
     if (error) {
       return Error(start, fmt::format("event {}: {}{}", stats.events,
                                       bad_key.empty() ? "" : "\"" + bad_key + "\": ",
                                       simdjson::error_message(error)));
     }
     ++stats.events;
-    visit(event);
+    sink.Visit(event);
     return absl::OkStatus();
   }
 
-  absl::Status Run(const Visitor& visit, const ArgsFilter& wants_args);
+  absl::Status Run(ParallelSink& sink);
 };
 
 // When the whole of the input is in memory and more than one CPU is free:
 // guesses element starts that cut the elements from `begin` into shares of
-// about equal bytes, parses each share on a thread of its own (the first on
-// this one), and visits every event on this thread, in file order. A share
-// is visited only when the share before it was parsed whole and its next
-// element starts exactly where this share starts, so a wrong guess is
-// dropped and what is visited is what the serial reader would have visited.
-// False, with nothing visited, when it does not split. Otherwise it leaves
-// `begin` and *state for the serial reader to finish from: after the last
-// element visited, or at the element where a share stopped (the serial
-// reader then parses it alone and reports any error exactly).
-bool TraceReader::Impl::ParseShares(const Visitor& visit, const ArgsFilter& wants_args,
-                                     State* state) {
+// about kSharePiece bytes. This thread parses shares from the front, handing
+// their events to `sink`; worker threads take shares from the back, each
+// into a sink of its own, which this thread commits in file order when it
+// gets there. A share's events count only if it starts exactly where the
+// share before it ended; otherwise its guess was inside an element, its
+// work is dropped, and this thread parses those bytes itself. So what the
+// sink gets is what the serial reader would have visited. False, with
+// nothing visited, when it does not split. Otherwise it leaves `begin` and
+// *state for the serial reader to finish from: after the last element
+// handed on, or at the element where a share stopped (the serial reader
+// then parses it alone and reports any error exactly).
+bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
   if (!eof || file != nullptr || end > kMaxParallel || begin == 0) return false;
   const int threads = ThreadsFor(end - begin);
   if (threads < 2) return false;
+  const size_t piece =
+      std::max(kSharePiece, (end - begin) / (static_cast<size_t>(threads) * kSharesPerThread));
   std::vector<std::unique_ptr<Share>> shares;
   shares.push_back(std::make_unique<Share>());
   shares[0]->start = begin;
-  const size_t share_bytes = (end - begin) / static_cast<size_t>(threads);
-  for (int k = 1; k < threads; ++k) {
-    const size_t guess = GuessElement(begin + static_cast<size_t>(k) * share_bytes, begin);
-    if (guess == kIncomplete || guess <= shares.back()->start) break;
+  for (size_t at = begin + piece; at < end; at += piece) {
+    const size_t guess = GuessElement(at, begin);
+    if (guess == kIncomplete) break;
+    if (guess <= shares.back()->start) continue;
     shares.back()->limit = guess;
     shares.push_back(std::make_unique<Share>());
     shares.back()->start = guess;
   }
   shares.back()->limit = end;
   if (shares.size() < 2) return false;
-  stats.threads = static_cast<int>(shares.size());
+  const uint64_t count = shares.size();
+  stats.shares = static_cast<int>(count);
+  // Who has which share: the low half is the first share this thread has
+  // not taken, the high half the first one a worker has taken (count when
+  // none). This thread owns share 0 from the start.
+  std::atomic<uint64_t> claims{count << 32 | 1};
+  auto take_front = [&](uint64_t k) {  // this thread takes share k, its next one
+    uint64_t c = claims.load();
+    while (k < (c >> 32)) {
+      if (claims.compare_exchange_weak(c, (c >> 32) << 32 | (k + 1))) return true;
+    }
+    return false;
+  };
+  auto take_back = [&]() -> uint64_t {  // a worker takes the last free share, or count
+    uint64_t c = claims.load();
+    for (;;) {
+      const uint64_t low = c & 0xffffffff, high = c >> 32;
+      if (high <= low) return count;
+      if (claims.compare_exchange_weak(c, (high - 1) << 32 | low)) return high - 1;
+    }
+  };
+  std::vector<std::thread> workers;
   struct JoinAll {  // whatever happens on this thread, no worker outlives the shares
     std::vector<std::unique_ptr<Share>>& shares;
+    std::vector<std::thread>& workers;
     ~JoinAll() {
-      for (auto& share : shares) {
-        share->cancel = true;
-        if (share->thread.joinable()) share->thread.join();
+      for (auto& share : shares) share->cancel = true;
+      for (std::thread& worker : workers) worker.join();
+    }
+  } join_all{shares, workers};
+  auto work = [&] {
+    Batcher batcher;
+    for (uint64_t k; (k = take_back()) < count;) {
+      Share& share = *shares[k];
+      try {
+        share.sink = sink.NewShare();
+        ParseShare(share, batcher, *share.sink, /*relocate=*/true);
+      } catch (...) {  // out of memory: the share stops where it is
+        share.whole = false;
       }
+      share.finished.store(true, std::memory_order_release);
     }
-  } join_all{shares};
-  auto parse_off_thread = [this, &wants_args](Share* share) {
-    ParseShare(
-        *share, wants_args, [share](RawEvent& event) { share->Keep(event); },
-        [share] { share->Publish(); });
-    share->Publish();
-    share->finished.store(true, std::memory_order_release);
   };
-  for (size_t k = 1; k < shares.size(); ++k) {
-    shares[k]->Prepare();
+  for (int t = 1; t < threads; ++t) {
     try {
-      shares[k]->thread = std::thread(parse_off_thread, shares[k].get());
-    } catch (...) {  // no thread: this one parses the share in turn
+      workers.emplace_back(work);
+    } catch (...) {  // no thread: this one takes more shares
+      break;
     }
   }
-  auto visit_here = [&](const RawEvent& event) {
-    ++stats.events;
-    visit(event);
-  };
-  ParseShare(*shares[0], wants_args, visit_here, [] {});
-  size_t last = 0;  // the last share visited
-  for (size_t k = 1; k < shares.size(); ++k) {
+  stats.threads = 1 + static_cast<int>(workers.size());
+  Batcher batcher;
+  size_t at = begin;  // where the next element starts
+  for (uint64_t k = 0; k < count; ++k) {
     Share& share = *shares[k];
-    if (!shares[last]->reached || last + 1 != k) {  // a wrong guess, or trouble before it
-      share.cancel = true;
+    const bool mine = k == 0 || take_front(k);
+    Share* done = &share;
+    Share instead;  // the bytes of a wrongly guessed share, from `at`
+    if (share.start != at) {
       ++stats.shares_dropped;
-      continue;
+      share.cancel = true;
+      if (at >= share.limit) continue;  // one element spans the whole share
+      instead.start = at;
+      instead.limit = share.limit;
+      done = &instead;
     }
-    if (!share.thread.joinable()) parse_off_thread(&share);
-    // Visits its events as the worker publishes them.
-    for (size_t seen = 0;;) {
-      const bool finished = share.finished.load(std::memory_order_acquire);
-      const size_t ready = share.published.load(std::memory_order_acquire);
-      for (; seen < ready; ++seen) visit_here(share.At(seen));
-      if (finished) break;
-      if (seen == ready) std::this_thread::yield();
+    if (mine || done == &instead) {
+      ParseShare(*done, batcher, sink, /*relocate=*/false);
+    } else {
+      while (!share.finished.load(std::memory_order_acquire)) std::this_thread::yield();
+      if (share.sink != nullptr) sink.Commit(std::move(share.sink));
     }
-    last = k;
+    stats.events += done->events;
+    if (!done->whole) {
+      begin = done->resume;
+      *state = done->resume_at_element ? State::kElement : State::kAfterElement;
+      return true;
+    }
+    at = done->next;
   }
-  begin = shares[last]->resume;
-  *state = shares[last]->resume_at_element ? State::kElement : State::kAfterElement;
+  begin = at;  // not reached: the last share ends at the array's end
+  *state = State::kElement;
   return true;
 }
 
-absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& wants_args) {
+absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
   State state = State::kStart;
   bool tried_shares = false;
   std::string key;
@@ -911,12 +908,12 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
         // the element on its own).
         if (!tried_shares) {
           tried_shares = true;
-          if (ParseShares(visit, wants_args, &state)) break;
+          if (ParseShares(sink, &state)) break;
         }
         if (begin > 0) {
           CutBatch();
           if (spans.size() > 1) {
-            const size_t done = IterateBatch(visit, wants_args);
+            const size_t done = IterateBatch(sink);
             if (done > 0) {
               begin = spans[done - 1].stop;
               Release(begin);
@@ -927,7 +924,7 @@ absl::Status TraceReader::Impl::Run(const Visitor& visit, const ArgsFilter& want
         }
         stop = ScanValue(begin, &escapes);
         if (stop == kIncomplete) break;
-        if (absl::Status status = ParseEvent(begin, stop, escapes, visit, wants_args);
+        if (absl::Status status = ParseEvent(begin, stop, escapes, sink);
             !status.ok()) {
           return status;
         }
@@ -967,8 +964,82 @@ TraceReader::~TraceReader() = default;
 
 void TraceReader::set_max_threads(int threads) { max_threads_ = threads; }
 
+namespace {
+
+// Read(path, visit, wants_args) as a ParallelSink: the events parsed on the
+// calling thread go straight to `visit`; a worker's run is kept and visited
+// when it is committed.
+class FunctionSink : public ParallelSink {
+ public:
+  FunctionSink(const TraceReader::Visitor& visit, const TraceReader::ArgsFilter& wants_args)
+      : visit_(visit), wants_args_(wants_args) {}
+
+  // Where Read puts the input when it is held whole (then it outlives the
+  // runs, and views into it are kept as they are).
+  std::string_view* input() { return &input_; }
+
+  void Visit(const RawEvent& event) override { visit_(event); }
+  bool WantsArgs(const RawEvent& event) override { return !wants_args_ || wants_args_(event); }
+  std::unique_ptr<EventSink> NewShare() override { return std::make_unique<Run>(*this); }
+  void Commit(std::unique_ptr<EventSink> share) override {
+    for (const RawEvent& event : static_cast<Run&>(*share).events) visit_(event);
+  }
+
+ private:
+  // A worker's events, with copies of the strings that are not views of the
+  // input (unescaped ones, in the worker's parser).
+  struct Run : EventSink {
+    static constexpr size_t kTextBlock = 1 << 20;
+    explicit Run(FunctionSink& owner) : owner(owner) {}
+    void Visit(const RawEvent& event) override {
+      events.push_back(event);
+      RawEvent& kept = events.back();
+      for (std::string_view* field : {&kept.ph, &kept.cat, &kept.name, &kept.phase}) {
+        const std::string_view input = owner.input_;
+        if (field->empty() ||
+            (field->data() >= input.data() && field->data() < input.data() + input.size())) {
+          continue;
+        }
+        if (field->size() > text_left) {
+          const size_t size = std::max(kTextBlock, field->size());
+          text.push_back(std::unique_ptr<char[]>(new char[size]));
+          text_at = text.back().get();
+          text_left = size;
+        }
+        std::memcpy(text_at, field->data(), field->size());
+        *field = std::string_view(text_at, field->size());
+        text_at += field->size();
+        text_left -= field->size();
+      }
+    }
+    bool WantsArgs(const RawEvent& event) override { return owner.WantsArgs(event); }
+
+    FunctionSink& owner;
+    std::vector<RawEvent> events;
+    std::vector<std::unique_ptr<char[]>> text;
+    char* text_at = nullptr;
+    size_t text_left = 0;
+  };
+
+  const TraceReader::Visitor& visit_;
+  const TraceReader::ArgsFilter& wants_args_;
+  std::string_view input_;
+};
+
+}  // namespace
+
 absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
                                 const ArgsFilter& wants_args) {
+  FunctionSink sink(visit, wants_args);
+  return ReadWith(path, sink, sink.input());
+}
+
+absl::Status TraceReader::Read(const std::string& path, ParallelSink& sink) {
+  return ReadWith(path, sink, nullptr);
+}
+
+absl::Status TraceReader::ReadWith(const std::string& path, ParallelSink& sink,
+                                    std::string_view* input) {
   impl_ = std::make_unique<Impl>();
   Impl& s = *impl_;
   s.path = path;
@@ -977,6 +1048,7 @@ absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
   if (fd < 0) return core::ErrnoStatus(errno, fmt::format("cannot open trace {}", path));
   if (s.MapWhole(fd) || s.InflateWhole(fd)) {
     close(fd);
+    if (input != nullptr) *input = std::string_view(s.data, s.end);
   } else {
     s.file = gzdopen(fd, "rb");
     if (s.file == nullptr) {
@@ -988,7 +1060,7 @@ absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
     s.buf = std::make_unique<char[]>(s.cap);
     s.data = s.buf.get();
   }
-  absl::Status status = s.Run(visit, wants_args);
+  absl::Status status = s.Run(sink);
   if (!status.ok()) return status;
   for (const auto& [key, text] : s.top_level) {
     if (key != "distributedInfo") continue;

@@ -63,9 +63,44 @@ struct ReadStats {
   bool compressed = false;
   double inflate_s = 0;  // time spent in zlib (0 for plain files)
   int threads = 1;       // threads that parsed traceEvents
-  // Shares of traceEvents whose guessed first element turned out not to be
-  // one (it was inside an element): parsed again on the calling thread.
+  int shares = 0;        // the pieces traceEvents was cut into (0: not cut)
+  // Shares whose guessed first element turned out not to be one (it was
+  // inside an element): their work was dropped and the calling thread
+  // parsed those bytes instead.
   int shares_dropped = 0;
+};
+
+// Where the events of a trace go when parts of it may be parsed on other
+// threads (TraceReader::Read with a sink). Visit and WantsArgs are the
+// calling thread's: they get the events parsed there, in file order. The
+// events parsed on a worker thread go to a sink NewShare made for that run
+// of events, on that thread; Commit then adds that run after every event
+// visited or committed so far, on the calling thread. A run that turns out
+// not to be needed (it started at a wrong guess) is destroyed uncommitted.
+// So the events visited here and in the committed runs, in that order, are
+// exactly the trace's events in file order.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // One event. Its views are valid only during the call.
+  virtual void Visit(const RawEvent& event) = 0;
+  // Asked when an event's "args" member is reached, with the fields parsed
+  // so far (only when "cat" and "name" came before it, as Kineto writes
+  // them); false skips args: stream, correlation, device, step, samples and
+  // phase stay unset. A true where false would do costs only time.
+  virtual bool WantsArgs(const RawEvent& event) {
+    (void)event;
+    return true;
+  }
+};
+
+class ParallelSink : public EventSink {
+ public:
+  // A sink for a run of events parsed on another thread (called on it, and
+  // maybe on several threads at once).
+  virtual std::unique_ptr<EventSink> NewShare() = 0;
+  // Appends the run `share` (made by NewShare) after everything so far.
+  virtual void Commit(std::unique_ptr<EventSink> share) = 0;
 };
 
 class TraceReader {
@@ -86,11 +121,13 @@ class TraceReader {
   // Threads that may parse one trace: 0 (the default) means the CPUs the
   // calling thread may run on; 1 keeps it on the calling thread. Inputs
   // held whole in memory (a plain file up to 64 MiB, mapped, or a gzip
-  // file inflated at once) of at least 8 MiB of events are cut into shares
-  // of 4 MiB or more by one structural pass and parsed in parallel; the
-  // visitor still runs on the calling thread, in file order, and errors are
-  // the same as on one thread. Costs a copy of the strings of the events
-  // parsed off the calling thread.
+  // file inflated at once) of at least 8 MiB of events use up to one thread
+  // per 4 MiB. Their events are cut into shares of about 1 MiB at guessed
+  // element starts (no pass over the bytes); the calling thread parses
+  // shares from the front and the workers take them from the back, so
+  // whoever is free takes the next. Every share start is checked against
+  // where the share before it really ended; a wrong guess only costs that
+  // share's work. Errors are the same as on one thread.
   void set_max_threads(int threads);
 
   // Reads `path`, calling `visit` for each element of "traceEvents" in file
@@ -100,6 +137,11 @@ class TraceReader {
   // gzip stream.
   absl::Status Read(const std::string& path, const Visitor& visit,
                     const ArgsFilter& wants_args = nullptr);
+  // The same into a sink (see ParallelSink): the runs parsed on worker
+  // threads are visited there, so the calling thread does not hand on
+  // their events one by one. With `visit`, those runs are kept as
+  // RawEvents (their strings copied) and visited here at their turn.
+  absl::Status Read(const std::string& path, ParallelSink& sink);
 
   // Top-level members other than traceEvents whose JSON text is short (under
   // 64 KiB), e.g. {"distributedInfo", "{\"rank\": 0, ...}"}. Valid after Read.
@@ -110,6 +152,8 @@ class TraceReader {
 
  private:
   struct Impl;
+  // Read; *input (when given) gets the input's bytes if they are held whole.
+  absl::Status ReadWith(const std::string& path, ParallelSink& sink, std::string_view* input);
   std::unique_ptr<Impl> impl_;
   int max_threads_ = 0;
 };
