@@ -266,6 +266,58 @@ TEST(TraceReaderTest, EscapedKeysAndArgsBeforeCatAreRead) {
   EXPECT_EQ(streams, (std::set<int64_t>{7, 9}));
 }
 
+// Batches are cut at guessed element starts without a pass over their bytes,
+// so escapes are found string by string, and a guess inside an element
+// (nested objects written like elements) must be caught and cut again: every
+// event still reads exactly as written.
+TEST(TraceReaderTest, GuessedBatchesReadEscapesAndNestedElementsExactly) {
+  TempDir dir;
+  std::string json = "{\"traceEvents\": [\n  ";
+  std::vector<std::string> names;
+  for (int k = 0; json.size() < (2 << 20); ++k) {
+    if (k > 0) json += ",\n  ";
+    std::string key = "name", written = fmt::format("plain {}", k), text = written;
+    switch (k % 5) {
+      case 1: written = fmt::format(R"(quo\"te {})", k), text = fmt::format("quo\"te {}", k); break;
+      case 2: written = fmt::format(R"(caf\u00e9 {})", k), text = fmt::format("caf\u00e9 {}", k); break;
+      case 3: key = R"(n\u0061me)"; break;
+      case 4: written = fmt::format(R"(back\\slash {})", k), text = fmt::format("back\\slash {}", k); break;
+    }
+    names.push_back(text);
+    json += fmt::format(R"({{"ph": "X", "cat": "kernel", "{}": "{}", "pid": 0, "tid": 7, )"
+                        R"("ts": {}, "dur": 1, "args": {{"stream": 7, "correlation": {})",
+                        key, written, k, k);
+    if (k % 200 == 0) {  // about 10 KB of nested objects on lines of their own
+      json += ", \"list\": [";
+      for (int n = 0; n < 800; ++n) json += fmt::format("{}\n  {{\"n\": {}}}", n ? "," : "", n);
+      json += "]";
+    }
+    json += "}}";
+  }
+  json += "\n]}\n";
+  testing::WriteAll(dir.File("guessed.json"), json);
+  kineto::TraceReader reader;
+  reader.set_max_threads(1);
+  size_t i = 0;
+  bool all_match = true;
+  ASSERT_TRUE(reader
+                  .Read(dir.File("guessed.json"),
+                        [&](const kineto::RawEvent& e) {
+                          if (i >= names.size() || e.name != names[i] || e.ts_us != i ||
+                              e.correlation != static_cast<int64_t>(i)) {
+                            if (all_match) ADD_FAILURE() << "event " << i << ": " << e.name;
+                            all_match = false;
+                          }
+                          ++i;
+                        })
+                  .ok());
+  EXPECT_EQ(i, names.size());
+  const kineto::ReadStats& stats = reader.stats();
+  EXPECT_GT(stats.guessed_batches, 20u);
+  EXPECT_GE(stats.wrong_guesses, 1u) << "some guesses fell inside a list";
+  EXPECT_LT(stats.wrong_guesses, stats.guessed_batches / 2);
+}
+
 TEST(TraceReaderTest, StrayBackslashIsAnErrorAtTheEvent) {
   TempDir dir;
   const std::string path =

@@ -60,16 +60,23 @@ bool ReadAll(int fd, size_t size, char* out) {
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-// A member name as text. Without a backslash in the event, the raw name is
-// the name, and reading it in place skips unescaped_key()'s copy.
+// A member name as text. Without a backslash in it, the raw name is the
+// name, and reading it in place skips unescaped_key()'s copy. `escapes`:
+// the event is known to hold one, so go straight to unescaped_key().
 simdjson::error_code KeyOf(simdjson::ondemand::field& field, bool escapes,
                            std::string_view* key) {
-  if (escapes) return field.unescaped_key().get(*key);
-  const char* raw = field.key().raw();
-  size_t length = 0;
-  while (raw[length] != '"') ++length;  // simdjson has checked the quote is there
-  *key = std::string_view(raw, length);
-  return simdjson::SUCCESS;
+  if (!escapes) {
+    const char* raw = field.key().raw();
+    size_t length = 0;
+    // simdjson has checked that the closing quote is there; a backslash
+    // before the first quote found means an escape (maybe of that quote).
+    for (; raw[length] != '"'; ++length) {
+      if (raw[length] == '\\') return field.unescaped_key().get(*key);
+    }
+    *key = std::string_view(raw, length);
+    return simdjson::SUCCESS;
+  }
+  return field.unescaped_key().get(*key);
 }
 
 // A number; integers (most of Kineto's) are parsed once. A failed get_int64()
@@ -170,20 +177,26 @@ simdjson::error_code AsInt(simdjson::ondemand::value value, int64_t* out) {
   return read == NumberRead::kMalformed ? simdjson::NUMBER_ERROR : simdjson::SUCCESS;
 }
 
-// A string's text, or "" for anything else. Without a backslash in the event, the text between the quotes is the
-// string: a view of the input, with no copy into the parser.
+// A string's text, or "" for anything else. Without a backslash in it, the
+// text between the quotes is the string: a view of the input, with no copy
+// into the parser. The token is looked at without being read (the object's
+// iteration skips it), so the escaped case can still read it.
 void GetString(simdjson::ondemand::value value, bool escapes, std::string_view* out) {
   if (!escapes) {
-    simdjson::ondemand::raw_json_string raw;
-    if (value.get_raw_json_string().get(raw) == simdjson::SUCCESS) {
-      const char* text = raw.raw();
-      // simdjson has checked that the closing quote is there.
-      const char* quote = static_cast<const char*>(rawmemchr(text, '"'));
-      *out = std::string_view(text, static_cast<size_t>(quote - text));
-    } else {
+    // From the opening quote to the next structural character: the string
+    // and any spaces after it.
+    const std::string_view token = value.raw_json_token();
+    if (token.empty() || token[0] != '"') {
       *out = {};
+      return;
     }
-    return;
+    if (std::memchr(token.data(), '\\', token.size()) == nullptr) {
+      const char* quote = static_cast<const char*>(memrchr(token.data(), '"', token.size()));
+      if (quote != token.data()) {  // simdjson has checked that the closing quote is there
+        *out = std::string_view(token.data() + 1, static_cast<size_t>(quote - token.data() - 1));
+        return;
+      }
+    }
   }
   if (value.get_string().get(*out) != simdjson::SUCCESS) *out = {};
 }
@@ -206,6 +219,7 @@ struct TraceReader::Impl {
     size_t resume = 0;
     bool resume_at_element = true;
     uint64_t events = 0;               // parsed and handed on
+    uint64_t guessed = 0, wrong = 0;   // ReadStats' guessed_batches and wrong_guesses
     std::unique_ptr<EventSink> sink;   // a worker's run (ParallelSink::NewShare)
     std::atomic<bool> finished{false};  // a worker is done with it
     std::atomic<bool> cancel{false};    // it will be dropped: stop early
@@ -235,6 +249,9 @@ struct TraceReader::Impl {
   std::vector<std::pair<std::string, std::string>> top_level;
   std::optional<int64_t> rank;
   std::vector<ElementSpan> spans;  // CutBatch's elements
+  // How the first element of traceEvents is laid out (NoteFirstElement).
+  bool lines = false;
+  std::string indent;
   int max_threads = 0;             // 0: the CPUs this thread may run on
 
   ~Impl() {
@@ -577,6 +594,8 @@ struct TraceReader::Impl {
     share.resume = share.start;
     share.resume_at_element = true;
     share.events = 0;
+    share.guessed = share.wrong = 0;
+    bool scan = false;  // cut the next batch with the scanner (a guess just failed)
     for (size_t at = share.start;;) {
       if (share.cancel.load(std::memory_order_relaxed)) return;
       if (at >= share.limit) {
@@ -584,51 +603,82 @@ struct TraceReader::Impl {
         share.next = at;
         return;
       }
-      list.clear();
-      ScanElements(data, at, end, std::min(kMaxBatch, share.limit - at), &list);
-      if (!list.empty() && list.back().stop >= end) list.pop_back();
-      if (list.empty() || list.front().start != at) return;
-      const size_t from = at - 1, bytes = list.back().stop + 1 - from;
-      if (copy.size() < bytes + kPadding) copy.resize(bytes + kPadding);
-      std::memcpy(copy.data(), data + from, bytes);
-      copy[0] = '[';
-      copy[bytes - 1] = ']';
-      std::memset(copy.data() + bytes, 0, kPadding);
-      size_t done = 0;
-      simdjson::ondemand::document doc;
-      simdjson::ondemand::array array;
-      if (!batcher.parser.iterate(copy.data(), bytes, copy.size()).get(doc) &&
-          !doc.get_array().get(array)) {
-        for (auto element : array) {
-          simdjson::ondemand::value value;
-          simdjson::ondemand::object object;
-          if (done == list.size() || std::move(element).get(value)) break;
-          if (value.raw_json_token().data() != copy.data() + (list[done].start - from)) break;
-          RawEvent event;
-          event.offset = consumed + list[done].start;
-          if (value.get_object().get(object) ||
-              ParseObject(object, list[done].escapes, sink, &event)) {
-            break;
-          }
-          if (relocate) {
-            for (std::string_view* field : {&event.ph, &event.cat, &event.name, &event.phase}) {
-              if (field->data() >= copy.data() && field->data() < copy.data() + bytes) {
-                *field = std::string_view(data + from + (field->data() - copy.data()),
-                                          field->size());
-              }
-            }
-          }
-          sink.Visit(event);
-          ++share.events;
-          ++done;
+      // The bytes [from, from + bytes) with '[' and ']' at their ends, copied.
+      auto copy_out = [&](size_t from, size_t bytes) {
+        if (copy.size() < bytes + kPadding) copy.resize(bytes + kPadding);
+        std::memcpy(copy.data(), data + from, bytes);
+        copy[0] = '[';
+        copy[bytes - 1] = ']';
+        std::memset(copy.data() + bytes, 0, kPadding);
+      };
+      size_t stop = 0, next = 0;
+      if (!scan && GuessCut(at, share.limit, &stop, &next)) {
+        const size_t from = at - 1, bytes = stop + 1 - from;
+        copy_out(from, bytes);
+        const bool escapes = false;  // found string by string (KeyOf, GetString)
+        bool ok = false;
+        size_t last = 0;
+        const size_t done = ParseGuessed(
+            batcher.parser, copy.data(), bytes, copy.size(), from, escapes, sink,
+            [&](RawEvent& event) {
+              if (relocate) Relocate(&event, copy.data(), bytes, data + from);
+            },
+            &ok, &last);
+        share.events += done;
+        ++share.guessed;
+        if (ok) {
+          share.resume = stop;
+          share.resume_at_element = false;
+          at = next;
+          continue;
         }
-      }
-      if (done > 0) {
-        share.resume = list[done - 1].stop;
+        // A wrong guess (or trouble): on from the last element parsed, with
+        // the scanner.
+        ++share.wrong;
+        scan = true;
+        if (done == 0) continue;
+        stop = ElementEnd(last);
+        share.resume = stop;
         share.resume_at_element = false;
+      } else {
+        scan = false;
+        list.clear();
+        ScanElements(data, at, end, std::min(kMaxBatch, share.limit - at), &list);
+        if (!list.empty() && list.back().stop >= end) list.pop_back();
+        if (list.empty() || list.front().start != at) return;
+        const size_t from = at - 1, bytes = list.back().stop + 1 - from;
+        copy_out(from, bytes);
+        size_t done = 0;
+        simdjson::ondemand::document doc;
+        simdjson::ondemand::array array;
+        if (!batcher.parser.iterate(copy.data(), bytes, copy.size()).get(doc) &&
+            !doc.get_array().get(array)) {
+          for (auto element : array) {
+            simdjson::ondemand::value value;
+            simdjson::ondemand::object object;
+            if (done == list.size() || std::move(element).get(value)) break;
+            if (value.raw_json_token().data() != copy.data() + (list[done].start - from)) break;
+            RawEvent event;
+            event.offset = consumed + list[done].start;
+            if (value.get_object().get(object) ||
+                ParseObject(object, list[done].escapes, sink, &event)) {
+              break;
+            }
+            if (relocate) Relocate(&event, copy.data(), bytes, data + from);
+            sink.Visit(event);
+            ++share.events;
+            ++done;
+          }
+        }
+        if (done > 0) {
+          share.resume = list[done - 1].stop;
+          share.resume_at_element = false;
+        }
+        if (done < list.size()) return;
+        stop = list.back().stop;
       }
-      if (done < list.size()) return;
-      size_t next = list.back().stop;
+      // The next element, after ", ".
+      next = stop;
       while (next < end && IsSpace(data[next])) ++next;
       if (next == end || data[next] != ',') return;
       ++next;
@@ -638,15 +688,31 @@ struct TraceReader::Impl {
     }
   }
 
-  // A guess at an element's start at or after `from`: a '{' after '}' and
-  // ',' (with spaces between), which, when the array's first element `first`
-  // begins a line, begins a line with the same indentation. kIncomplete when
-  // none is found within 1 MiB. A wrong guess (inside an element) only costs time.
-  size_t GuessElement(size_t from, size_t first) const {
+  // The views of `event` into `copy` (`bytes` long) as views of the same
+  // bytes at `source`.
+  static void Relocate(RawEvent* event, const char* copy, size_t bytes, const char* source) {
+    for (std::string_view* field : {&event->ph, &event->cat, &event->name, &event->phase}) {
+      if (field->data() >= copy && field->data() < copy + bytes) {
+        *field = std::string_view(source + (field->data() - copy), field->size());
+      }
+    }
+  }
+
+  // Notes how the first element of traceEvents, at data[first], is laid
+  // out, for GuessElement: whether it begins a line, and its indentation.
+  void NoteFirstElement(size_t first) {
     size_t line = first;
     while (line > 0 && (data[line - 1] == ' ' || data[line - 1] == '\t')) --line;
-    const bool lines = line > 0 && data[line - 1] == '\n';
-    const std::string_view indent(data + line, first - line);
+    lines = line > 0 && data[line - 1] == '\n';
+    indent.assign(data + line, first - line);
+  }
+
+  // A guess at an element's start at or after `from`: a '{' after '}' and
+  // ',' (with spaces between, all after `floor`), which, when the array's
+  // first element begins a line, begins a line with the same indentation.
+  // kIncomplete when none is found within 1 MiB. A wrong guess (inside an
+  // element) only costs time.
+  size_t GuessElement(size_t from, size_t floor) const {
     const size_t stop = std::min(end, from + (1 << 20));
     for (size_t at = from; at < stop;) {
       const void* brace = std::memchr(data + at, '{', stop - at);
@@ -657,14 +723,81 @@ struct TraceReader::Impl {
                     std::string_view(data + q - indent.size(), indent.size()) != indent)) {
         continue;
       }
-      size_t i = q;
-      while (i > first && IsSpace(data[i - 1])) --i;
-      if (i <= first || data[i - 1] != ',') continue;
-      --i;
-      while (i > first && IsSpace(data[i - 1])) --i;
-      if (i > first && data[i - 1] == '}') return q;
+      if (ElementBefore(q, floor) != kIncomplete) return q;
     }
     return kIncomplete;
+  }
+
+  // For a '{' at q: one past the '}' before it when only spaces and one ','
+  // lie between (all after `floor`), else kIncomplete.
+  size_t ElementBefore(size_t q, size_t floor) const {
+    size_t i = q;
+    while (i > floor && IsSpace(data[i - 1])) --i;
+    if (i <= floor || data[i - 1] != ',') return kIncomplete;
+    --i;
+    while (i > floor && IsSpace(data[i - 1])) --i;
+    return i > floor && data[i - 1] == '}' ? i : kIncomplete;
+  }
+
+  // Where a batch of elements that starts at `at` may end, without a pass
+  // over its bytes: a guessed element start *next at or after at +
+  // kMaxBatch (or `limit`, when that comes first and is not the end), and
+  // *stop one past the '}' of the element before it. False when there is
+  // no guess. ParseGuessed then tells whether the guess was right.
+  bool GuessCut(size_t at, size_t limit, size_t* stop, size_t* next) const {
+    size_t guess = limit;
+    if (at + kMaxBatch < limit) {
+      guess = GuessElement(at + kMaxBatch, at);
+      if (guess == kIncomplete) return false;
+      guess = std::min(guess, limit);
+    }
+    if (guess >= end) return false;
+    *stop = ElementBefore(guess, at);
+    *next = guess;
+    return *stop != kIncomplete;
+  }
+
+  // Parses the elements in a guessed batch as one simdjson array: `text`
+  // (`bytes` long, padded to `capacity`) is '[', the elements, ']', and
+  // text[k] is data[base + k]. Hands each event to `sink`, after
+  // `relocate` (which makes its views outlive the batch, where needed).
+  // Returns how many it handed on; *ok when that is all of them, so the
+  // guess was an element boundary. (A guess inside an element leaves that
+  // element's brackets unbalanced, which fails its parse: it is not handed
+  // on.) *last: where the last element handed on starts, as a data index.
+  template <typename Relocate>
+  size_t ParseGuessed(simdjson::ondemand::parser& with, char* text, size_t bytes,
+                      size_t capacity, size_t base, bool escapes, EventSink& sink,
+                      Relocate&& relocate, bool* ok, size_t* last) {
+    *ok = false;
+    size_t done = 0;
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::array array;
+    if (with.iterate(text, bytes, capacity).get(doc) || doc.get_array().get(array)) return 0;
+    for (auto element : array) {
+      simdjson::ondemand::value value;
+      simdjson::ondemand::object object;
+      if (std::move(element).get(value)) return done;
+      const size_t start = base + static_cast<size_t>(value.raw_json_token().data() - text);
+      RawEvent event;
+      event.offset = consumed + start;
+      if (value.get_object().get(object) || ParseObject(object, escapes, sink, &event)) {
+        return done;
+      }
+      relocate(event);
+      sink.Visit(event);
+      ++done;
+      *last = start;
+    }
+    // Every token used: the ']' that closed the array was the batch's last.
+    *ok = doc.current_location().error() == simdjson::OUT_OF_BOUNDS;
+    return done;
+  }
+
+  // One past the element that starts at data[start] (which parsed).
+  size_t ElementEnd(size_t start) const {
+    ScanState state;
+    return ScanComposite(data, start, end, &state);
   }
 
   // How many threads may parse `bytes` of elements.
@@ -811,6 +944,8 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
       if (share.sink != nullptr) sink.Commit(std::move(share.sink));
     }
     stats.events += done->events;
+    stats.guessed_batches += done->guessed;
+    stats.wrong_guesses += done->wrong;
     if (!done->whole) {
       begin = done->resume;
       *state = done->resume_at_element ? State::kElement : State::kAfterElement;
@@ -826,6 +961,7 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
 absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
   State state = State::kStart;
   bool tried_shares = false;
+  bool scan = false;  // cut the next batch with the scanner (a guess just failed)
   std::string key;
   bool saw_events = false;
   bool escapes = false;
@@ -908,8 +1044,38 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
         // the element on its own).
         if (!tried_shares) {
           tried_shares = true;
+          NoteFirstElement(begin);
           if (ParseShares(sink, &state)) break;
         }
+        if (begin > 0 && !scan) {
+          // A guessed cut first: no pass over the bytes before simdjson's.
+          size_t cut = 0, next = 0;
+          if (GuessCut(begin, end, &cut, &next)) {
+            const size_t from = begin - 1;
+            const char saved_first = data[from], saved_last = data[cut];
+            data[from] = '[';
+            data[cut] = ']';
+            const bool batch_escapes = false;  // found string by string
+            bool ok = false;
+            size_t last = 0;
+            const size_t done =
+                ParseGuessed(parser, data + from, cut + 1 - from, cap - from, from, batch_escapes,
+                             sink, [](RawEvent&) {}, &ok, &last);
+            data[from] = saved_first;
+            data[cut] = saved_last;
+            stats.events += done;
+            ++stats.guessed_batches;
+            if (!ok) ++stats.wrong_guesses;
+            if (ok || done > 0) {
+              begin = ok ? cut : ElementEnd(last);
+              scan = !ok;  // after a wrong guess, the scanner cuts the next batch
+              Release(begin);
+              state = State::kAfterElement;
+              break;
+            }
+          }
+        }
+        scan = false;
         if (begin > 0) {
           CutBatch();
           if (spans.size() > 1) {

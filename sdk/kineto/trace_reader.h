@@ -68,6 +68,12 @@ struct ReadStats {
   // inside an element): their work was dropped and the calling thread
   // parsed those bytes instead.
   int shares_dropped = 0;
+  // Batches of elements cut at a guessed element start, with no pass over
+  // their bytes before simdjson's; and those that did not parse whole (the
+  // guess was inside an element, or an element is malformed): the scanner
+  // then cut the rest of that batch again.
+  uint64_t guessed_batches = 0;
+  uint64_t wrong_guesses = 0;
 };
 
 // Where the events of a trace go when parts of it may be parsed on other
