@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "sdk/analysis/hta_breakdown.h"
+#include "sdk/analysis/trace_analysis.h"
 #include "fmt/format.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/kineto/json_scanner.h"
@@ -766,6 +767,28 @@ void ExpectSameImport(const std::string& path, int threads) {
   EXPECT_EQ(one->hta.round_to_us, many->hta.round_to_us);
   EXPECT_EQ(one->hta.first_event_ns, many->hta.first_event_ns);
   EXPECT_EQ(one->read.events, many->read.events);
+}
+
+// AnalyzeTimeline with a second thread (HTA's breakdowns there) gives what
+// it gives on one.
+TEST(ParallelReadTest, AnalysisOnTwoThreadsIsTheSerialAnalysis) {
+  auto trace = kineto::ImportTrace(SharedTrace("rank0_queue.json.gz"), 1);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_GE(trace->timeline.size(), 10000u) << "big enough for the second thread";
+  const analysis::TraceAnalysis one = analysis::AnalyzeTimeline(trace->timeline, trace->hta, 1);
+  const analysis::TraceAnalysis two = analysis::AnalyzeTimeline(trace->timeline, trace->hta, 2);
+  EXPECT_GT(one.hta.temporal.idle_us, 0);
+  EXPECT_EQ(one.hta.temporal.idle_us, two.hta.temporal.idle_us);
+  EXPECT_EQ(one.hta.temporal.compute_us, two.hta.temporal.compute_us);
+  EXPECT_EQ(one.hta.temporal.non_compute_us, two.hta.temporal.non_compute_us);
+  EXPECT_EQ(one.hta.rows, two.hta.rows);
+  EXPECT_EQ(IdleRows(one.hta), IdleRows(two.hta));
+  EXPECT_EQ(one.idle.idle_ns, two.idle.idle_ns);
+  EXPECT_EQ(one.idle.by_cause, two.idle.by_cause);
+  EXPECT_EQ(one.idle.idle_per_step, two.idle.idle_per_step);
+  EXPECT_EQ(one.steps.steps.size(), two.steps.steps.size());
+  EXPECT_EQ(std::tie(one.window_start_ns, one.window_end_ns),
+            std::tie(two.window_start_ns, two.window_end_ns));
 }
 
 // Worker threads import their shares into timelines of their own, which are

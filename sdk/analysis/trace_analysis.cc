@@ -1,14 +1,45 @@
 // One trace's analysis. See trace_analysis.h.
 #include "sdk/analysis/trace_analysis.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <limits>
+#include <thread>
 
 namespace trainscope::analysis {
 
-TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& facts) {
+namespace {
+
+// Whether a second thread may run: `threads` (0: this thread's CPUs) > 1.
+bool SecondThread(int threads) {
+  if (threads == 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  }
+  return threads > 1;
+}
+
+}  // namespace
+
+TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& facts, int threads) {
   TraceAnalysis result;
-  result.hta = ComputeHtaBreakdown(timeline, facts);
+  std::thread hta;
+  if (timeline.size() >= 10000 && SecondThread(threads)) {
+    try {
+      hta = std::thread([&] { result.hta = ComputeHtaBreakdown(timeline, facts); });
+    } catch (...) {  // no thread: this one does it below
+    }
+  }
+  // If anything below throws, the thread is still joined before `result` goes.
+  struct Join {
+    std::thread& thread;
+    ~Join() {
+      if (thread.joinable()) thread.join();
+    }
+  } join{hta};
+  if (!hta.joinable()) result.hta = ComputeHtaBreakdown(timeline, facts);
   result.steps = AnalyzeSteps(timeline, -1);
   if (!result.steps.steps.empty()) {
     result.window_start_ns = result.steps.steps.front().start_ns;
@@ -29,6 +60,7 @@ TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& fac
     }
   }
   result.idle = GapAnalyzer::Analyze(timeline, result.window_start_ns, result.window_end_ns);
+  if (hta.joinable()) hta.join();  // before `result` is returned (maybe moved)
   return result;
 }
 

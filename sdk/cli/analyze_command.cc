@@ -47,7 +47,7 @@ absl::StatusOr<exporter::AnalyzedTrace> AnalyzeFile(const std::string& path, int
   out.steps = trace->steps;
   out.parse_s = trace->parse_s;
   out.facts = trace->hta;
-  out.analysis = analysis::AnalyzeTimeline(trace->timeline, trace->hta);
+  out.analysis = analysis::AnalyzeTimeline(trace->timeline, trace->hta, threads);
   return out;
 }
 

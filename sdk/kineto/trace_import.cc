@@ -35,7 +35,7 @@ class Importer : public ParallelSink {
  public:
   explicit Importer(ImportedTrace* out) : out_(out) {}
 
-  // Whether Visit needs e's args: for the categories it keeps, steps
+  // Whether Visit needs e's pid, tid and args: for the categories it keeps, steps
   // (args.samples), and the first event (NoteHtaFacts tests its stream and
   // correlation). The rest, most of a trace, skip them.
   bool WantsArgs(const RawEvent& e) override {

@@ -496,6 +496,14 @@ struct TraceReader::Impl {
                                    EventSink& sink, RawEvent* event,
                                    std::string* bad_key = nullptr) {
     bool saw_cat = false, saw_name = false;
+    // Asked once, when pid, tid or args comes after cat and name: whether
+    // the sink wants them.
+    enum { kNotAsked, kWanted, kNotWanted } details = kNotAsked;
+    auto skip = [&] {
+      if (!saw_cat || !saw_name) return false;
+      if (details == kNotAsked) details = sink.WantsArgs(*event) ? kWanted : kNotWanted;
+      return details == kNotWanted;
+    };
     for (auto member : object) {
       simdjson::ondemand::field field;
       if (auto error = std::move(member).get(field)) return error;
@@ -512,8 +520,10 @@ struct TraceReader::Impl {
         GetString(value, escapes, &event->name);
         saw_name = true;
       } else if (key == "pid") {
+        if (skip()) continue;
         if (auto error = AsInt(value, &event->pid)) return Fault(error, "pid", bad_key);
       } else if (key == "tid") {
+        if (skip()) continue;
         if (auto error = AsInt(value, &event->tid)) return Fault(error, "tid", bad_key);
       } else if (key == "ts") {
         const NumberRead read = GetNumber(value, &number);
@@ -527,7 +537,7 @@ struct TraceReader::Impl {
         event->has_dur = read == NumberRead::kNumber;
         if (event->has_dur) event->dur_us = number.value;
       } else if (key == "args") {
-        if (saw_cat && saw_name && !sink.WantsArgs(*event)) continue;
+        if (skip()) continue;
         if (auto error = ParseArgs(value, escapes, event, bad_key)) return error;
       }
     }

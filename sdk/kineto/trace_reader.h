@@ -90,10 +90,12 @@ class EventSink {
   virtual ~EventSink() = default;
   // One event. Its views are valid only during the call.
   virtual void Visit(const RawEvent& event) = 0;
-  // Asked when an event's "args" member is reached, with the fields parsed
-  // so far (only when "cat" and "name" came before it, as Kineto writes
-  // them); false skips args: stream, correlation, device, step, samples and
-  // phase stay unset. A true where false would do costs only time.
+  // Asked once per event, when its "pid", "tid" or "args" member comes
+  // after "cat" and "name" (as Kineto writes them), with the fields parsed
+  // so far; false skips those members: pid and tid stay -1, and stream,
+  // correlation, device, step, samples and phase stay unset. It saves most
+  // of the parse of the events a caller drops. A true where false would do
+  // costs only time.
   virtual bool WantsArgs(const RawEvent& event) {
     (void)event;
     return true;
@@ -112,13 +114,9 @@ class ParallelSink : public EventSink {
 class TraceReader {
  public:
   using Visitor = std::function<void(const RawEvent&)>;
-  // Asked when an event's "args" member is reached, with the fields parsed so
-  // far; false skips args (stream, correlation, device, step, samples and
-  // phase stay unset), which saves most of the parse of the events a caller
-  // drops. Asked only when "cat" and "name" came before "args" (as Kineto
-  // writes them); otherwise args is always read. It may be called from the
-  // reader's worker threads, at the same time as the visitor and as itself;
-  // a true where false would do costs only time.
+  // As EventSink::WantsArgs: false skips the pid, tid and args that come
+  // after cat and name. It may be called from the reader's worker threads,
+  // at the same time as the visitor and as itself.
   using ArgsFilter = std::function<bool(const RawEvent&)>;
 
   TraceReader();
