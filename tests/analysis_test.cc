@@ -437,5 +437,33 @@ TEST(StragglerTest, TheRankThatMakesTheOthersWaitIsNamedWithItsLagAndTheWait) {
   EXPECT_EQ(AnalyzeStragglers({ranks[0]}).slowest_rank, -1) << "one rank: nobody to lag";
 }
 
+// Sorting in two halves on two threads and merging gives the stable order
+// of one sort: by start, longer first, and ties in the order added.
+TEST(TimelineTest, SortOnTwoThreadsIsTheStableSort) {
+  Timeline one, two;
+  uint64_t x = 12345;
+  for (int i = 0; i < 50000; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    Interval interval;
+    interval.start_ns = static_cast<TimestampNs>((x >> 33) % 5000);  // many equal starts
+    interval.end_ns = interval.start_ns + static_cast<TimestampNs>((x >> 20) % 3);  // and ends
+    interval.value = i;  // tells ties apart
+    one.Add(interval);
+    two.Add(interval);
+  }
+  one.Sort();
+  two.Sort(/*two_threads=*/true);
+  ASSERT_EQ(one.size(), two.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    ASSERT_EQ(one.intervals()[i].value, two.intervals()[i].value) << "position " << i;
+  }
+  for (size_t i = 1; i < one.size(); ++i) {
+    const Interval &a = one.intervals()[i - 1], &b = one.intervals()[i];
+    ASSERT_TRUE(a.start_ns < b.start_ns || (a.start_ns == b.start_ns && a.end_ns > b.end_ns) ||
+                (a.start_ns == b.start_ns && a.end_ns == b.end_ns && a.value < b.value))
+        << "position " << i;
+  }
+}
+
 }  // namespace
 }  // namespace trainscope::analysis

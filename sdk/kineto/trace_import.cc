@@ -222,7 +222,7 @@ absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path, int threads) 
   if (!status.ok()) return status;
   trace.rank = reader.rank();
   trace.read = reader.stats();
-  trace.timeline.Sort();
+  trace.timeline.Sort(/*two_threads=*/trace.read.threads > 1);
   trace.parse_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return trace;
