@@ -7,16 +7,19 @@
 //   });
 //
 // The file (plain JSON, or gzip-compressed: zlib detects which) is inflated
-// and scanned in chunks of a few MiB. Each element of the top-level
-// "traceEvents" array is cut out by a structural scanner (strings, escapes
-// and nesting; 64 bytes at a time with SSE2) and parsed with simdjson's On
-// Demand API, which reads only the fields asked for. Memory is the chunk
-// buffer plus the largest single event, whatever the file's size. Inputs
-// that are held whole anyway (a plain file up to 64 MiB is mapped, a gzip
-// file whose content is that small is inflated at once with libdeflate) are
-// parsed on several threads when more than one CPU is free; see
-// set_max_threads. Errors name the file and the byte offset in the
-// uncompressed JSON.
+// and read in chunks of a few MiB. The elements of the top-level
+// "traceEvents" array are parsed about 64 KB at a time with simdjson's On
+// Demand API, which reads only the fields asked for. A batch ends at a
+// guessed element start (a '{' after "}," at the first element's
+// indentation), which the parse itself checks: a guess inside an element
+// leaves it unbalanced and fails, and a structural scanner (strings,
+// escapes and nesting; 64 bytes at a time with SSE2) then cuts that batch.
+// Memory is the chunk buffer plus the largest single event, whatever the
+// file's size. Inputs that are held whole anyway (a plain file up to 64 MiB
+// is mapped, a gzip file whose content is that small is inflated at once
+// with libdeflate) are parsed on several threads when more than one CPU is
+// free; see set_max_threads. Errors name the file and the byte offset in
+// the uncompressed JSON.
 #ifndef TRAINSCOPE_SDK_KINETO_TRACE_READER_H_
 #define TRAINSCOPE_SDK_KINETO_TRACE_READER_H_
 
