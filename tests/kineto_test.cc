@@ -5,11 +5,13 @@
 #include <simdjson.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include <sys/stat.h>
@@ -272,12 +274,17 @@ TEST(TraceReaderTest, EscapedKeysAndArgsBeforeCatAreRead) {
 // (nested objects written like elements) must be caught and cut again: every
 // event still reads exactly as written.
 TEST(TraceReaderTest, GuessedBatchesReadEscapesAndNestedElementsExactly) {
+  for (const bool one_line : {false, true}) {
+  SCOPED_TRACE(one_line ? "one line" : "one event per line");
   TempDir dir;
-  std::string json = "{\"traceEvents\": [\n  ";
+  const std::string between = one_line ? "," : ",\n  ";
+  std::string json = "{\"traceEvents\": [" + std::string(one_line ? "" : "\n  ");
   std::vector<std::string> names;
   for (int k = 0; json.size() < (2 << 20); ++k) {
-    if (k > 0) json += ",\n  ";
-    std::string key = "name", written = fmt::format("plain {}", k), text = written;
+    if (k > 0) json += between;
+    // Every fifth name holds "},{", which a guess on one line can take for
+    // a boundary between elements.
+    std::string key = "name", written = fmt::format("plain {} }},{{ x", k), text = written;
     switch (k % 5) {
       case 1: written = fmt::format(R"(quo\"te {})", k), text = fmt::format("quo\"te {}", k); break;
       case 2: written = fmt::format(R"(caf\u00e9 {})", k), text = fmt::format("caf\u00e9 {}", k); break;
@@ -288,14 +295,18 @@ TEST(TraceReaderTest, GuessedBatchesReadEscapesAndNestedElementsExactly) {
     json += fmt::format(R"({{"ph": "X", "cat": "kernel", "{}": "{}", "pid": 0, "tid": 7, )"
                         R"("ts": {}, "dur": 1, "args": {{"stream": 7, "correlation": {})",
                         key, written, k, k);
-    if (k % 200 == 0) {  // about 10 KB of nested objects on lines of their own
+    if (k % 200 == 0) {  // 3 to 15 KB of nested objects, written like elements
+      // (of uneven lengths: batches must not fall into step with them)
       json += ", \"list\": [";
-      for (int n = 0; n < 800; ++n) json += fmt::format("{}\n  {{\"n\": {}}}", n ? "," : "", n);
+      const int entries = 200 + (k * 7919) % 1000;
+      for (int n = 0; n < entries; ++n) {
+        json += fmt::format("{}{{\"n\": {}}}", n ? between : "", n);
+      }
       json += "]";
     }
     json += "}}";
   }
-  json += "\n]}\n";
+  json += one_line ? "]}" : "\n]}\n";
   testing::WriteAll(dir.File("guessed.json"), json);
   kineto::TraceReader reader;
   reader.set_max_threads(1);
@@ -317,6 +328,7 @@ TEST(TraceReaderTest, GuessedBatchesReadEscapesAndNestedElementsExactly) {
   EXPECT_GT(stats.guessed_batches, 20u);
   EXPECT_GE(stats.wrong_guesses, 1u) << "some guesses fell inside a list";
   EXPECT_LT(stats.wrong_guesses, stats.guessed_batches / 2);
+  }
 }
 
 TEST(TraceReaderTest, StrayBackslashIsAnErrorAtTheEvent) {
@@ -767,6 +779,52 @@ void ExpectSameImport(const std::string& path, int threads) {
   EXPECT_EQ(one->hta.round_to_us, many->hta.round_to_us);
   EXPECT_EQ(one->hta.first_event_ns, many->hta.first_event_ns);
   EXPECT_EQ(one->read.events, many->read.events);
+}
+
+// A sink that throws on the event with ts == `at`, wherever it is parsed.
+struct ThrowingSink : kineto::ParallelSink {
+  struct Share : kineto::EventSink {
+    explicit Share(ThrowingSink& owner) : owner(owner) {}
+    void Visit(const kineto::RawEvent& e) override {
+      if (e.ts_us == owner.at && !owner.thrown.exchange(true)) {
+        owner.thrown_in_a_share = true;
+        throw std::runtime_error("sink failed");
+      }
+    }
+    ThrowingSink& owner;
+  };
+  void Visit(const kineto::RawEvent& e) override {
+    if (e.ts_us == at && !thrown.exchange(true)) throw std::runtime_error("sink failed");
+  }
+  std::unique_ptr<kineto::EventSink> NewShare() override { return std::make_unique<Share>(*this); }
+  void Commit(std::unique_ptr<kineto::EventSink>) override {}
+  double at = 0;
+  // Once only: a reader that swallowed it and parsed the event again
+  // would then finish without it.
+  std::atomic<bool> thrown{false};
+  std::atomic<bool> thrown_in_a_share{false};
+};
+
+// What a sink throws on a worker thread reaches the caller of Read, as it
+// does on one thread (and the workers are joined first).
+TEST(ParallelReadTest, WhatASinkThrowsOnAWorkerReachesTheCaller) {
+  TempDir dir;
+  const std::string path = BigTrace(dir, "t.json", 9 << 20, false);
+  const std::string text = testing::ReadAll(path);
+  // BigTrace's event k has ts 10 k: one about 85% into the file.
+  int64_t events = 0;
+  for (size_t at = text.find("\"ph\""); at != std::string::npos; at = text.find("\"ph\"", at + 1)) {
+    ++events;
+  }
+  for (const int threads : {1, 3}) {
+    SCOPED_TRACE(threads);
+    ThrowingSink sink;
+    sink.at = 10.0 * (events * 85 / 100);
+    kineto::TraceReader reader;
+    reader.set_max_threads(threads);
+    EXPECT_THROW((void)reader.Read(path, sink), std::runtime_error);
+    EXPECT_EQ(sink.thrown_in_a_share.load(), threads > 1) << "thrown on a worker";
+  }
 }
 
 // AnalyzeTimeline with a second thread (HTA's breakdowns there) gives what

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <thread>
 
@@ -26,9 +27,16 @@ bool SecondThread(int threads) {
 TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& facts, int threads) {
   TraceAnalysis result;
   std::thread hta;
+  std::exception_ptr hta_error;  // rethrown here, as on one thread
   if (timeline.size() >= 10000 && SecondThread(threads)) {
     try {
-      hta = std::thread([&] { result.hta = ComputeHtaBreakdown(timeline, facts); });
+      hta = std::thread([&] {
+        try {
+          result.hta = ComputeHtaBreakdown(timeline, facts);
+        } catch (...) {
+          hta_error = std::current_exception();
+        }
+      });
     } catch (...) {  // no thread: this one does it below
     }
   }
@@ -61,6 +69,7 @@ TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& fac
   }
   result.idle = GapAnalyzer::Analyze(timeline, result.window_start_ns, result.window_end_ns);
   if (hta.joinable()) hta.join();  // before `result` is returned (maybe moved)
+  if (hta_error) std::rethrow_exception(hta_error);
   return result;
 }
 

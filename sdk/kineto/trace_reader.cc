@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <atomic>
 #include <new>
 #include <thread>
@@ -221,6 +222,7 @@ struct TraceReader::Impl {
     uint64_t events = 0;               // parsed and handed on
     uint64_t guessed = 0, wrong = 0;   // ReadStats' guessed_batches and wrong_guesses
     std::unique_ptr<EventSink> sink;   // a worker's run (ParallelSink::NewShare)
+    std::exception_ptr error;          // what the worker's sink threw
     std::atomic<bool> finished{false};  // a worker is done with it
     std::atomic<bool> cancel{false};    // it will be dropped: stop early
   };
@@ -804,10 +806,13 @@ struct TraceReader::Impl {
     return done;
   }
 
-  // One past the element that starts at data[start] (which parsed).
+  // One past the element that starts at data[start] (which parsed, so it
+  // ends; should the scanner disagree, `end`, where the serial reader then
+  // reports the trace cut off).
   size_t ElementEnd(size_t start) const {
     ScanState state;
-    return ScanComposite(data, start, end, &state);
+    const size_t stop = ScanComposite(data, start, end, &state);
+    return stop == kIncomplete ? end : stop;
   }
 
   // How many threads may parse `bytes` of elements.
@@ -873,8 +878,7 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
   shares[0]->start = begin;
   for (size_t at = begin + piece; at < end; at += piece) {
     const size_t guess = GuessElement(at, begin);
-    if (guess == kIncomplete) break;
-    if (guess <= shares.back()->start) continue;
+    if (guess == kIncomplete || guess <= shares.back()->start) continue;
     shares.back()->limit = guess;
     shares.push_back(std::make_unique<Share>());
     shares.back()->start = guess;
@@ -918,8 +922,8 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
       try {
         share.sink = sink.NewShare();
         ParseShare(share, batcher, *share.sink, /*relocate=*/true);
-      } catch (...) {  // out of memory: the share stops where it is
-        share.whole = false;
+      } catch (...) {  // rethrown on the calling thread, at this share's turn
+        share.error = std::current_exception();
       }
       share.finished.store(true, std::memory_order_release);
     }
@@ -951,6 +955,9 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
       ParseShare(*done, batcher, sink, /*relocate=*/false);
     } else {
       while (!share.finished.load(std::memory_order_acquire)) std::this_thread::yield();
+      // As on one thread, what the sink threw reaches the caller (after the
+      // workers are joined), where the events before it were handed on.
+      if (share.error) std::rethrow_exception(share.error);
       if (share.sink != nullptr) sink.Commit(std::move(share.sink));
     }
     stats.events += done->events;
@@ -1168,8 +1175,7 @@ class FunctionSink : public ParallelSink {
     static constexpr size_t kTextBlock = 1 << 20;
     explicit Run(FunctionSink& owner) : owner(owner) {}
     void Visit(const RawEvent& event) override {
-      events.push_back(event);
-      RawEvent& kept = events.back();
+      RawEvent kept = event;  // kept only once every view is safe
       for (std::string_view* field : {&kept.ph, &kept.cat, &kept.name, &kept.phase}) {
         const std::string_view input = owner.input_;
         if (field->empty() ||
@@ -1187,6 +1193,7 @@ class FunctionSink : public ParallelSink {
         text_at += field->size();
         text_left -= field->size();
       }
+      events.push_back(kept);
     }
     bool WantsArgs(const RawEvent& event) override { return owner.WantsArgs(event); }
 

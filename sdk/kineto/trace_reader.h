@@ -93,7 +93,9 @@ class EventSink {
   virtual ~EventSink() = default;
   // One event. Its views are valid only during the call.
   virtual void Visit(const RawEvent& event) = 0;
-  // Asked once per event, when its "pid", "tid" or "args" member comes
+  // Asked once per parse of an event (an event is parsed again after a
+  // wrong guess, and a dropped share's "events" are asked too, so keep it
+  // free of side effects), when its "pid", "tid" or "args" member comes
   // after "cat" and "name" (as Kineto writes them), with the fields parsed
   // so far; false skips those members: pid and tid stay -1, and stream,
   // correlation, device, step, samples and phase stay unset. It saves most
@@ -147,7 +149,9 @@ class TraceReader {
   // The same into a sink (see ParallelSink): the runs parsed on worker
   // threads are visited there, so the calling thread does not hand on
   // their events one by one. With `visit`, those runs are kept as
-  // RawEvents (their strings copied) and visited here at their turn.
+  // RawEvents (their strings copied) and visited here at their turn. An
+  // exception from a sink (or from `visit`, `wants_args`) reaches the
+  // caller, from whichever thread, once the workers are joined.
   absl::Status Read(const std::string& path, ParallelSink& sink);
 
   // Top-level members other than traceEvents whose JSON text is short (under
