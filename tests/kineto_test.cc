@@ -106,6 +106,14 @@ std::string Launch(double ts, int corr) {
                      R"("tid": 9, "ts": {}, "dur": 1, "args": {{"correlation": {}}}}})",
                      ts, corr);
 }
+// `entries` small objects {"n": i}, each written like an element of
+// traceEvents (after `between`): a list inside an element that a guessed
+// element start can fall into.
+std::string ElementLikeObjects(int entries, const std::string& between = ",\n  ") {
+  std::string out;
+  for (int n = 0; n < entries; ++n) out += fmt::format("{}{{\"n\": {}}}", n ? between : "", n);
+  return out;
+}
 std::string Step(int n, double ts, double dur) {
   return fmt::format(R"({{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{}", )"
                      R"("pid": 9, "tid": 9, "ts": {}, "dur": {}}})",
@@ -297,12 +305,7 @@ TEST(TraceReaderTest, GuessedBatchesReadEscapesAndNestedElementsExactly) {
                         key, written, k, k);
     if (k % 200 == 0) {  // 3 to 15 KB of nested objects, written like elements
       // (of uneven lengths: batches must not fall into step with them)
-      json += ", \"list\": [";
-      const int entries = 200 + (k * 7919) % 1000;
-      for (int n = 0; n < entries; ++n) {
-        json += fmt::format("{}{{\"n\": {}}}", n ? between : "", n);
-      }
-      json += "]";
+      json += ", \"list\": [" + ElementLikeObjects(200 + (k * 7919) % 1000, between) + "]";
     }
     json += "}}";
   }
@@ -707,8 +710,7 @@ TEST(ParallelReadTest, GuessesInsideElementsAreDroppedAndTheResultIsTheSame) {
     json += fmt::format(R"({{"ph": "X", "cat": "kernel", "name": "k{}", "pid": 0, "tid": 7, )"
                         R"("ts": {}, "dur": 2, "args": {{"stream": 7, "correlation": {}, "list": [)",
                         k, 5 * k, k);
-    for (int n = 0; n < 2000; ++n) json += fmt::format("{}\n  {{\"n\": {}}}", n ? "," : "", n);
-    json += "]}}";
+    json += ElementLikeObjects(2000) + "]}}";
   }
   json += "\n]}\n";
   testing::WriteAll(dir.File("nested.json"), json);
@@ -731,8 +733,7 @@ TEST(ParallelReadTest, AnElementSpanningSeveralSharesIsParsedOnce) {
     if (k == 20000) {  // about 3.5 MiB in, 3 MiB of nested objects written like elements
       json += ",\n  " + fmt::format(R"({{"ph": "X", "cat": "cpu_op", "name": "big", "pid": 0, )"
                                      R"("tid": 1, "ts": {}, "dur": 1, "args": {{"list": [)", 10 * k);
-      for (int n = 0; n < 200000; ++n) json += fmt::format("{}\n  {{\"n\": {}}}", n ? "," : "", n);
-      json += "]}}";
+      json += ElementLikeObjects(200000) + "]}}";
     }
   }
   json += "\n]}\n";
