@@ -1,7 +1,7 @@
 // One trace's analysis. See trace_analysis.h.
 #include "sdk/analysis/trace_analysis.h"
 
-#include <sched.h>
+#include "sdk/core/cpus.h"
 
 #include <algorithm>
 #include <exception>
@@ -10,25 +10,11 @@
 
 namespace trainscope::analysis {
 
-namespace {
-
-// Whether a second thread may run: `threads` (0: this thread's CPUs) > 1.
-bool SecondThread(int threads) {
-  if (threads == 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  }
-  return threads > 1;
-}
-
-}  // namespace
-
 TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& facts, int threads) {
   TraceAnalysis result;
   std::thread hta;
   std::exception_ptr hta_error;  // rethrown here, as on one thread
-  if (timeline.size() >= 10000 && SecondThread(threads)) {
+  if (timeline.size() >= 10000 && (threads == 0 ? core::AvailableCpus() : threads) > 1) {
     try {
       hta = std::thread([&] {
         try {

@@ -1,8 +1,6 @@
 // `trainscope analyze`: the GPU idle-gap analysis of a trace (Kineto or
 // trainscope's own), with HTA's two breakdowns beside it; or of a folder of
 // per-rank traces, analysed in parallel. See commands.h.
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -13,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "fmt/format.h"
 #include "sdk/cli/commands.h"
+#include "sdk/core/cpus.h"
 #include "sdk/export/analysis_report.h"
 #include "sdk/kineto/trace_import.h"
 
@@ -23,14 +22,6 @@ ABSL_FLAG(int, threads, 0,
 
 namespace trainscope::cli {
 namespace {
-
-// The CPUs this process may run on (its affinity mask), at least 1.
-int AvailableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
 
 absl::StatusOr<exporter::AnalyzedTrace> AnalyzeFile(const std::string& path, int threads) {
   absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path, threads);
@@ -81,10 +72,10 @@ int AnalyzeDirectory(const std::string& dir, const std::string& format) {
     return kExitBadInput;
   }
   int jobs = absl::GetFlag(FLAGS_jobs);
-  if (jobs <= 0) jobs = AvailableCpus();
+  if (jobs <= 0) jobs = core::AvailableCpus();
   jobs = std::min<int>(jobs, static_cast<int>(files.size()));
   int threads = absl::GetFlag(FLAGS_threads);
-  if (threads == 0) threads = std::max(1, AvailableCpus() / jobs);
+  if (threads == 0) threads = std::max(1, core::AvailableCpus() / jobs);
   std::vector<absl::StatusOr<exporter::AnalyzedTrace>> results(files.size(),
                                                               absl::UnknownError("not run"));
   std::atomic<size_t> next{0};

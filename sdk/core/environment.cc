@@ -1,8 +1,9 @@
 // Process and machine facts for the report. See environment.h.
 #include "sdk/core/environment.h"
 
+#include "sdk/core/cpus.h"
+
 #include <dlfcn.h>
-#include <sched.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,7 +12,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "fmt/format.h"
@@ -169,11 +169,7 @@ void DescribeEnvironment(const Options& options, Report* report) {
   Report::Environment& env = report->environment;
   env.cpu_model = CpuModel();
   // The CPUs this process may run on (affinity, cgroup cpusets), not the host's.
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  env.cpu_count = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
-                      ? CPU_COUNT(&cpus)
-                      : static_cast<int>(std::thread::hardware_concurrency());
+  env.cpu_count = AvailableCpus();
   const CudaDevices cuda = ProbeCudaDevices();
   env.accelerator_count = cuda.count;
   env.accelerator = cuda.count > 0 ? cuda.first_name : env.cpu_model;

@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <libdeflate.h>
-#include <sched.h>
 #include <simdjson.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -20,6 +19,7 @@
 #include <thread>
 
 #include "fmt/format.h"
+#include "sdk/core/cpus.h"
 #include "sdk/core/files.h"
 #include "sdk/kineto/json_scanner.h"
 
@@ -246,11 +246,10 @@ struct TraceReader::Impl {
   size_t end = 0;    // one past the last byte read
   uint64_t consumed = 0;  // absolute offset of buf[0]
   bool eof = false;
-  simdjson::ondemand::parser parser;
   ReadStats stats;
   std::vector<std::pair<std::string, std::string>> top_level;
   std::optional<int64_t> rank;
-  std::vector<ElementSpan> spans;  // CutBatch's elements
+  Batcher serial;  // this thread's parser and batch buffers
   // How the first element of traceEvents is laid out (NoteFirstElement).
   bool lines = false;
   std::string indent;
@@ -546,62 +545,125 @@ struct TraceReader::Impl {
     return simdjson::SUCCESS;
   }
 
-  // Finds the run of complete elements that starts at `begin` (a '{'), of
-  // about kMaxBatch bytes, in one pass. The last must end before `end` (its
-  // next byte becomes ']' while it is parsed).
-  void CutBatch() {
-    spans.clear();
-    ScanElements(data, begin, end, kMaxBatch, &spans);
-    if (!spans.empty() && spans.back().stop >= end) spans.pop_back();
-  }
+  // What ParseBatch did.
+  struct Batch {
+    size_t done = 0;            // events handed on
+    size_t stop = kIncomplete;  // one past the last of them (kIncomplete: none)
+    bool guessed = false;       // cut at a guessed element start
+    bool whole = false;         // every element of the batch was handed on
+  };
 
-  // Parses CutBatch's elements as one array in one simdjson call, in place:
-  // the byte before the first and the one after the last are '[' and ']'
-  // meanwhile. Hands each event to `sink`; returns how many it parsed. It
-  // stops at the first error, or where simdjson's elements and the spans
-  // disagree.
-  size_t IterateBatch(EventSink& sink) {
-    const size_t first = spans.front().start - 1, last = spans.back().stop;
-    const char saved_first = data[first], saved_last = data[last];
-    data[first] = '[';
-    data[last] = ']';
-    size_t done = 0;
+  // Parses one batch of elements, the first at `at` (a '{'), about
+  // kMaxBatch bytes with none starting at or past `limit`, in one simdjson
+  // call, handing each event to `sink`. The batch ends at a guessed element
+  // start (no pass over its bytes before simdjson's) unless `scan` or there
+  // is no guess; then the scanner finds where its last whole element ends.
+  // A wrong guess leaves the element it falls in unbalanced, so that
+  // element's parse fails and it is not handed on. simdjson needs the
+  // elements inside '[' and ']': written over the bytes around them while
+  // it parses, or, with `copy_out` (other threads read the bytes), around
+  // a copy in `batcher`; `relocate` then makes the events' views into the
+  // copy views of the input. It stops at the first error, or where
+  // simdjson's elements and the scanner's disagree.
+  Batch ParseBatch(size_t at, size_t limit, bool scan, Batcher& batcher, bool copy_out,
+                   bool relocate, EventSink& sink) {
+    Batch batch;
+    const std::vector<ElementSpan>* list = nullptr;  // the scanner's elements
+    size_t stop = 0;
+    if (!scan && GuessCut(at, limit, &stop)) {
+      batch.guessed = true;
+    } else {
+      std::vector<ElementSpan>& spans = batcher.spans;
+      spans.clear();
+      ScanElements(data, at, end, std::min(kMaxBatch, limit - at), &spans);
+      if (!spans.empty() && spans.back().stop >= end) spans.pop_back();
+      if (spans.empty() || spans.front().start != at) return batch;
+      stop = spans.back().stop;
+      list = &spans;
+    }
+    const size_t from = at - 1, bytes = stop + 1 - from;
+    char* text = data + from;
+    size_t capacity = cap - from;
+    const char saved_first = data[from], saved_last = data[stop];
+    if (copy_out) {
+      std::vector<char>& copy = batcher.copy;
+      if (copy.size() < bytes + kPadding) copy.resize(bytes + kPadding);
+      std::memcpy(copy.data(), data + from, bytes);
+      std::memset(copy.data() + bytes, 0, kPadding);
+      text = copy.data();
+      capacity = copy.size();
+    }
+    text[0] = '[';
+    text[bytes - 1] = ']';
+    size_t last = 0;  // where the last element handed on starts
+    bool stopped = false;
     simdjson::ondemand::document doc;
     simdjson::ondemand::array array;
-    if (!parser.iterate(data + first, last + 1 - first, cap - first).get(doc) &&
-        !doc.get_array().get(array)) {
+    if (batcher.parser.iterate(text, bytes, capacity).get(doc) || doc.get_array().get(array)) {
+      stopped = true;
+    } else {
       for (auto element : array) {
         simdjson::ondemand::value value;
         simdjson::ondemand::object object;
-        if (done == spans.size() || std::move(element).get(value)) break;
-        if (value.raw_json_token().data() != data + spans[done].start) break;
-        RawEvent event;
-        event.offset = consumed + spans[done].start;
-        if (value.get_object().get(object) ||
-            ParseObject(object, spans[done].escapes, sink, &event)) {
+        if (std::move(element).get(value)) {
+          stopped = true;
           break;
         }
-        ++stats.events;
+        const size_t start = from + static_cast<size_t>(value.raw_json_token().data() - text);
+        if (list != nullptr && (batch.done == list->size() || start != (*list)[batch.done].start)) {
+          stopped = true;
+          break;
+        }
+        RawEvent event;
+        event.offset = consumed + start;
+        // Without the scanner, backslashes are found string by string.
+        const bool escapes = list != nullptr && (*list)[batch.done].escapes;
+        if (value.get_object().get(object) || ParseObject(object, escapes, sink, &event)) {
+          stopped = true;
+          break;
+        }
+        if (relocate) Relocate(&event, text, bytes, data + from);
         sink.Visit(event);
-        ++done;
+        ++batch.done;
+        last = start;
       }
     }
-    data[first] = saved_first;
-    data[last] = saved_last;
-    return done;
+    if (!copy_out) {
+      data[from] = saved_first;
+      data[stop] = saved_last;
+    }
+    // A guessed batch must also have used every token: the ']' that closed
+    // the array was the batch's last.
+    batch.whole = !stopped && (list != nullptr ? batch.done == list->size()
+                                               : doc.current_location().error() ==
+                                                     simdjson::OUT_OF_BOUNDS);
+    if (batch.whole) {
+      batch.stop = stop;
+    } else if (batch.done > 0) {
+      batch.stop = list != nullptr ? (*list)[batch.done - 1].stop : ElementEnd(last);
+    }
+    return batch;
   }
 
-  // Parses the elements of `share` in batches of about kMaxBatch bytes, to
+  // The start of the element after the one that ends at `stop`, past ", ",
+  // or kIncomplete when other text (or the end) comes first.
+  size_t NextElement(size_t stop) const {
+    size_t next = stop;
+    while (next < end && IsSpace(data[next])) ++next;
+    if (next == end || data[next] != ',') return kIncomplete;
+    ++next;
+    while (next < end && IsSpace(data[next])) ++next;
+    return next < end && data[next] == '{' ? next : kIncomplete;
+  }
+
+  // Parses the elements of `share` in batches (ParseBatch, on copies), to
   // `sink`, until its next element starts at or past its limit (whole), the
   // array ends, or trouble (which the serial reader then meets again and
-  // reports exactly). Each batch is copied out with its brackets, so the
-  // shared bytes are only read: a share that starts at a wrong guess (inside
-  // an element) reads nonsense, is dropped, and harms no other. Off the
-  // calling thread (`relocate`), the views into the copy become views of the
-  // input, which outlives the share.
+  // reports exactly). The shared bytes are only read: a share that starts
+  // at a wrong guess (inside an element) reads nonsense, is dropped, and
+  // harms no other. Off the calling thread (`relocate`), the events' views
+  // point into the input, which outlives the share.
   void ParseShare(Share& share, Batcher& batcher, EventSink& sink, bool relocate) {
-    std::vector<ElementSpan>& list = batcher.spans;
-    std::vector<char>& copy = batcher.copy;
     share.whole = false;
     share.resume = share.start;
     share.resume_at_element = true;
@@ -615,88 +677,22 @@ struct TraceReader::Impl {
         share.next = at;
         return;
       }
-      // The bytes [from, from + bytes) with '[' and ']' at their ends, copied.
-      auto copy_out = [&](size_t from, size_t bytes) {
-        if (copy.size() < bytes + kPadding) copy.resize(bytes + kPadding);
-        std::memcpy(copy.data(), data + from, bytes);
-        copy[0] = '[';
-        copy[bytes - 1] = ']';
-        std::memset(copy.data() + bytes, 0, kPadding);
-      };
-      size_t stop = 0, next = 0;
-      if (!scan && GuessCut(at, share.limit, &stop, &next)) {
-        const size_t from = at - 1, bytes = stop + 1 - from;
-        copy_out(from, bytes);
-        const bool escapes = false;  // found string by string (KeyOf, GetString)
-        bool ok = false;
-        size_t last = 0;
-        const size_t done = ParseGuessed(
-            batcher.parser, copy.data(), bytes, copy.size(), from, escapes, sink,
-            [&](RawEvent& event) {
-              if (relocate) Relocate(&event, copy.data(), bytes, data + from);
-            },
-            &ok, &last);
-        share.events += done;
-        ++share.guessed;
-        if (ok) {
-          share.resume = stop;
-          share.resume_at_element = false;
-          at = next;
-          continue;
-        }
-        // A wrong guess (or trouble): on from the last element parsed, with
-        // the scanner.
-        ++share.wrong;
-        scan = true;
-        if (done == 0) continue;
-        stop = ElementEnd(last);
-        share.resume = stop;
+      const Batch batch =
+          ParseBatch(at, share.limit, scan, batcher, /*copy_out=*/true, relocate, sink);
+      share.events += batch.done;
+      share.guessed += batch.guessed;
+      share.wrong += batch.guessed && !batch.whole;
+      if (batch.stop != kIncomplete) {
+        share.resume = batch.stop;
         share.resume_at_element = false;
-      } else {
-        scan = false;
-        list.clear();
-        ScanElements(data, at, end, std::min(kMaxBatch, share.limit - at), &list);
-        if (!list.empty() && list.back().stop >= end) list.pop_back();
-        if (list.empty() || list.front().start != at) return;
-        const size_t from = at - 1, bytes = list.back().stop + 1 - from;
-        copy_out(from, bytes);
-        size_t done = 0;
-        simdjson::ondemand::document doc;
-        simdjson::ondemand::array array;
-        if (!batcher.parser.iterate(copy.data(), bytes, copy.size()).get(doc) &&
-            !doc.get_array().get(array)) {
-          for (auto element : array) {
-            simdjson::ondemand::value value;
-            simdjson::ondemand::object object;
-            if (done == list.size() || std::move(element).get(value)) break;
-            if (value.raw_json_token().data() != copy.data() + (list[done].start - from)) break;
-            RawEvent event;
-            event.offset = consumed + list[done].start;
-            if (value.get_object().get(object) ||
-                ParseObject(object, list[done].escapes, sink, &event)) {
-              break;
-            }
-            if (relocate) Relocate(&event, copy.data(), bytes, data + from);
-            sink.Visit(event);
-            ++share.events;
-            ++done;
-          }
-        }
-        if (done > 0) {
-          share.resume = list[done - 1].stop;
-          share.resume_at_element = false;
-        }
-        if (done < list.size()) return;
-        stop = list.back().stop;
       }
-      // The next element, after ", ".
-      next = stop;
-      while (next < end && IsSpace(data[next])) ++next;
-      if (next == end || data[next] != ',') return;
-      ++next;
-      while (next < end && IsSpace(data[next])) ++next;
-      if (next == end || data[next] != '{') return;
-      at = next;
+      // After a wrong guess the scanner cuts on from the last element
+      // parsed; a scanned batch that stops short is trouble.
+      scan = batch.guessed && !batch.whole;
+      if (!batch.whole && !batch.guessed) return;
+      if (batch.done == 0) continue;
+      at = NextElement(batch.stop);
+      if (at == kIncomplete) return;
     }
   }
 
@@ -752,11 +748,11 @@ struct TraceReader::Impl {
   }
 
   // Where a batch of elements that starts at `at` may end, without a pass
-  // over its bytes: a guessed element start *next at or after at +
-  // kMaxBatch (or `limit`, when that comes first and is not the end), and
-  // *stop one past the '}' of the element before it. False when there is
-  // no guess. ParseGuessed then tells whether the guess was right.
-  bool GuessCut(size_t at, size_t limit, size_t* stop, size_t* next) const {
+  // over its bytes: *stop, one past the '}' before a guessed element start
+  // at or after at + kMaxBatch (or before `limit`, when that comes first
+  // and is not the end). False when there is no guess. ParseBatch then
+  // tells whether the guess was right.
+  bool GuessCut(size_t at, size_t limit, size_t* stop) const {
     size_t guess = limit;
     if (at + kMaxBatch < limit) {
       guess = GuessElement(at + kMaxBatch, at);
@@ -765,45 +761,7 @@ struct TraceReader::Impl {
     }
     if (guess >= end) return false;
     *stop = ElementBefore(guess, at);
-    *next = guess;
     return *stop != kIncomplete;
-  }
-
-  // Parses the elements in a guessed batch as one simdjson array: `text`
-  // (`bytes` long, padded to `capacity`) is '[', the elements, ']', and
-  // text[k] is data[base + k]. Hands each event to `sink`, after
-  // `relocate` (which makes its views outlive the batch, where needed).
-  // Returns how many it handed on; *ok when that is all of them, so the
-  // guess was an element boundary. (A guess inside an element leaves that
-  // element's brackets unbalanced, which fails its parse: it is not handed
-  // on.) *last: where the last element handed on starts, as a data index.
-  template <typename Relocate>
-  size_t ParseGuessed(simdjson::ondemand::parser& with, char* text, size_t bytes,
-                      size_t capacity, size_t base, bool escapes, EventSink& sink,
-                      Relocate&& relocate, bool* ok, size_t* last) {
-    *ok = false;
-    size_t done = 0;
-    simdjson::ondemand::document doc;
-    simdjson::ondemand::array array;
-    if (with.iterate(text, bytes, capacity).get(doc) || doc.get_array().get(array)) return 0;
-    for (auto element : array) {
-      simdjson::ondemand::value value;
-      simdjson::ondemand::object object;
-      if (std::move(element).get(value)) return done;
-      const size_t start = base + static_cast<size_t>(value.raw_json_token().data() - text);
-      RawEvent event;
-      event.offset = consumed + start;
-      if (value.get_object().get(object) || ParseObject(object, escapes, sink, &event)) {
-        return done;
-      }
-      relocate(event);
-      sink.Visit(event);
-      ++done;
-      *last = start;
-    }
-    // Every token used: the ']' that closed the array was the batch's last.
-    *ok = doc.current_location().error() == simdjson::OUT_OF_BOUNDS;
-    return done;
   }
 
   // One past the element that starts at data[start] (which parsed, so it
@@ -817,13 +775,8 @@ struct TraceReader::Impl {
 
   // How many threads may parse `bytes` of elements.
   int ThreadsFor(size_t bytes) const {
-    int cpus = max_threads;
-    if (cpus <= 0) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-    }
-    return static_cast<int>(std::min<size_t>({static_cast<size_t>(std::max(cpus, 1)),
+    const int cpus = max_threads > 0 ? max_threads : core::AvailableCpus();
+    return static_cast<int>(std::min<size_t>({static_cast<size_t>(cpus),
                                               bytes / kMinShare, 64}));
   }
 
@@ -837,7 +790,7 @@ struct TraceReader::Impl {
     RawEvent event;
     event.offset = consumed + start;
     simdjson::error_code error =
-        parser.iterate(data + start, stop - start, cap - start).get(doc);
+        serial.parser.iterate(data + start, stop - start, cap - start).get(doc);
     if (!error) error = doc.get_object().get(object);
     std::string bad_key;
     if (!error) error = ParseObject(object, escapes, sink, &event, &bad_key);
@@ -1064,45 +1017,27 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
           NoteFirstElement(begin);
           if (ParseShares(sink, &state)) break;
         }
-        if (begin > 0 && !scan) {
-          // A guessed cut first: no pass over the bytes before simdjson's.
-          size_t cut = 0, next = 0;
-          if (GuessCut(begin, end, &cut, &next)) {
-            const size_t from = begin - 1;
-            const char saved_first = data[from], saved_last = data[cut];
-            data[from] = '[';
-            data[cut] = ']';
-            const bool batch_escapes = false;  // found string by string
-            bool ok = false;
-            size_t last = 0;
-            const size_t done =
-                ParseGuessed(parser, data + from, cut + 1 - from, cap - from, from, batch_escapes,
-                             sink, [](RawEvent&) {}, &ok, &last);
-            data[from] = saved_first;
-            data[cut] = saved_last;
-            stats.events += done;
-            ++stats.guessed_batches;
-            if (!ok) ++stats.wrong_guesses;
-            if (ok || done > 0) {
-              begin = ok ? cut : ElementEnd(last);
-              scan = !ok;  // after a wrong guess, the scanner cuts the next batch
-              Release(begin);
-              state = State::kAfterElement;
-              break;
-            }
-          }
-        }
-        scan = false;
         if (begin > 0) {
-          CutBatch();
-          if (spans.size() > 1) {
-            const size_t done = IterateBatch(sink);
-            if (done > 0) {
-              begin = spans[done - 1].stop;
+          // A guessed cut first (unless one just failed), then the scanner's.
+          bool handed_on = false;
+          for (bool scan_now = scan;; scan_now = true) {
+            const Batch batch = ParseBatch(begin, end, scan_now, serial, /*copy_out=*/false,
+                                           /*relocate=*/false, sink);
+            stats.events += batch.done;
+            stats.guessed_batches += batch.guessed;
+            stats.wrong_guesses += batch.guessed && !batch.whole;
+            scan = batch.guessed && !batch.whole;
+            if (batch.done > 0) {
+              begin = batch.stop;
               Release(begin);
-              state = State::kAfterElement;
+              handed_on = true;
               break;
             }
+            if (!batch.guessed) break;  // nothing: the element on its own, below
+          }
+          if (handed_on) {
+            state = State::kAfterElement;
+            break;
           }
         }
         stop = ScanValue(begin, &escapes);
