@@ -889,7 +889,6 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
     }
   }
   stats.threads = 1 + static_cast<int>(workers.size());
-  Batcher batcher;
   size_t at = begin;  // where the next element starts
   for (uint64_t k = 0; k < count; ++k) {
     Share& share = *shares[k];
@@ -905,7 +904,7 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
       done = &instead;
     }
     if (mine || done == &instead) {
-      ParseShare(*done, batcher, sink, /*relocate=*/false);
+      ParseShare(*done, serial, sink, /*relocate=*/false);
     } else {
       while (!share.finished.load(std::memory_order_acquire)) std::this_thread::yield();
       // As on one thread, what the sink threw reaches the caller (after the
