@@ -70,7 +70,7 @@ TEST(SessionTest, RecordsNestedPhasesStepsAndCustomRangesIntoTraceAndReport) {
     StepScope step(*session, i, Samples(32));
     {
       TRAINSCOPE_PHASE(kDataWait);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::this_thread::sleep_for(std::chrono::milliseconds(6));
     }
     {
       TRAINSCOPE_PHASE(kForward);
@@ -114,10 +114,11 @@ TEST(SessionTest, RecordsNestedPhasesStepsAndCustomRangesIntoTraceAndReport) {
   EXPECT_EQ(report->events.recorded, 5 * 4);
   EXPECT_EQ(report->events.dropped, 0);
   EXPECT_EQ(report->events.threads, 1);
-  // 2 ms waits and 1 ms compute per step: about two thirds idle, on input.
+  // 6 ms waits and 1 ms compute per step: about 6/7 idle, on input. (The
+  // bounds hold while a loaded machine's sleeps overshoot by up to 5 ms.)
   EXPECT_EQ(report->idle.top_cause, "data_wait");
   EXPECT_GT(report->idle.share, 0.5);
-  EXPECT_LT(report->idle.share, 0.9);
+  EXPECT_LT(report->idle.share, 0.97);
   const absl::StatusOr<Report> reread = exporter::ReadReportFile(dir.File("report.json"));
   ASSERT_TRUE(reread.ok()) << reread.status();
   EXPECT_EQ(reread->timing.steps, 5);
