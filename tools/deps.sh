@@ -11,7 +11,7 @@
 set -euo pipefail
 
 packages=(cmake make g++ git python3 python3-pip pkg-config
-          libabsl-dev libfmt-dev libsimdjson-dev libxxhash-dev zlib1g-dev libdeflate-dev
+          libabsl-dev libfmt-dev libsimdjson-dev libxxhash-dev zlib1g-dev libisal-dev
           libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev)
 missing=()
 for p in "${packages[@]}"; do

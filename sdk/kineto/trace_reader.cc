@@ -2,7 +2,6 @@
 #include "sdk/kineto/trace_reader.h"
 
 #include <fcntl.h>
-#include <libdeflate.h>
 #include <simdjson.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,27 +11,37 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <atomic>
+#include <mutex>
 #include <new>
 #include <thread>
 
 #include "fmt/format.h"
 #include "sdk/core/cpus.h"
 #include "sdk/core/files.h"
+#include "sdk/kineto/gzip_stream.h"
 #include "sdk/kineto/json_scanner.h"
 
 namespace trainscope::kineto {
 namespace {
 
-constexpr size_t kInitialBuffer = 4 << 20;
+// The buffer a streamed input is read into: small enough to stay in a
+// core's L2 cache between inflating and parsing (an element bigger than it
+// grows it).
+constexpr size_t kInitialBuffer = 2 << 20;
 constexpr size_t kPadding = simdjson::SIMDJSON_PADDING;
 constexpr size_t kIncomplete = kScanIncomplete;
 constexpr size_t kMaxTopLevelText = 64 << 10;
-// A gzip file whose member inflates to less is inflated at once with
-// libdeflate (several times faster than zlib); larger ones stream.
-constexpr size_t kMaxWholeGzip = 64 << 20;
+// With several CPUs, a gzip file is inflated on a thread of its own, ahead
+// of the parse, into a buffer as big as its gzip trailer says, with this
+// much room to spare (several members, whose trailer gives only the last
+// one's length, then read on from where the buffer ends), in steps of
+// kInflateStep.
+constexpr size_t kInflateSlack = 64 << 10;
+constexpr size_t kInflateStep = 1 << 20;
 // About how many bytes of traceEvents elements one simdjson call parses.
 constexpr size_t kMaxBatch = 64 << 10;
 // ScanComposite reads whole 64-byte blocks past the data.
@@ -48,16 +57,6 @@ constexpr size_t kMinShare = 4 << 20;
 // (a guess, a sink, a commit) do not count.
 constexpr size_t kSharePiece = 1 << 20;
 constexpr size_t kSharesPerThread = 8;
-
-// The whole of the file at fd (of `size` bytes), or false.
-bool ReadAll(int fd, size_t size, char* out) {
-  for (size_t done = 0; done < size;) {
-    const ssize_t n = pread(fd, out + done, size - done, static_cast<off_t>(done));
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -234,8 +233,29 @@ struct TraceReader::Impl {
     std::vector<char> copy;          // its bytes, padded
   };
 
+  // Inflates a gzip file into `data` on a thread of its own, ahead of the
+  // parse (StartInflater); Fill waits for it.
+  struct Inflater {
+    std::thread thread;
+    std::unique_ptr<GzipStream> stream;
+    size_t room = 0;  // bytes of data it may fill (the padding comes after)
+    std::mutex mutex;
+    std::condition_variable progress;
+    size_t ready = 0;         // bytes of data inflated (under mutex)
+    bool done = false;        // it has stopped (under mutex)
+    bool ended = false;       // ... at the end of the gzip data
+    absl::Status status;      // ... or at this fault
+    double seconds = 0;       // its time inflating
+    std::atomic<bool> finished{false};  // done, for a look without the mutex
+    std::atomic<bool> cancel{false};
+  };
+
   std::string path;
-  gzFile file = nullptr;
+  int fd = -1;                         // the gzip file, while it streams
+  std::unique_ptr<GzipStream> gzip;    // streams it into the buffer (Fill)
+  std::unique_ptr<Inflater> inflater;  // or inflates it ahead (StartInflater)
+  std::string_view* input = nullptr;   // where ParseShares shows the workers the input
+  gzFile file = nullptr;               // any other input that is not a mapped file
   std::unique_ptr<char[]> buf;  // the bytes, when read or inflated
   char* data = nullptr;         // buf, or the mapping of a plain file
   void* map = nullptr;          // MapWhole's mapping, when there is one
@@ -256,6 +276,11 @@ struct TraceReader::Impl {
   int max_threads = 0;             // 0: the CPUs this thread may run on
 
   ~Impl() {
+    if (inflater != nullptr && inflater->thread.joinable()) {
+      inflater->cancel = true;
+      inflater->thread.join();
+    }
+    if (fd >= 0) close(fd);
     if (file != nullptr) gzclose(file);
     if (map != nullptr) munmap(map, map_size);
   }
@@ -268,6 +293,7 @@ struct TraceReader::Impl {
   // Keeps [begin, end), moves it to the front, grows the buffer when it is
   // full, and reads more. Sets eof at the end of the file.
   absl::Status Fill() {
+    if (inflater != nullptr) return AwaitInflater();
     if (begin > 0) {
       std::memmove(data, data + begin, end - begin);
       consumed += begin;
@@ -283,6 +309,17 @@ struct TraceReader::Impl {
       cap = grown;
     }
     const auto started = std::chrono::steady_clock::now();
+    if (gzip != nullptr) {
+      absl::StatusOr<size_t> n = gzip->Read(data + end, cap - end - kPadding);
+      stats.inflate_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (!n.ok()) return InflateError(n.status());
+      if (*n == 0) eof = true;
+      end += *n;
+      std::memset(data + end, 0, kPadding);
+      stats.bytes += *n;
+      return absl::OkStatus();
+    }
     const int n = gzread(file, data + end, static_cast<unsigned>(cap - end - kPadding));
     if (!stats.compressed && gzdirect(file) == 0) stats.compressed = true;
     if (stats.compressed) {
@@ -302,73 +339,104 @@ struct TraceReader::Impl {
     return absl::OkStatus();
   }
 
-  // Inflates a small single-member gzip file at fd into buf with libdeflate
-  // and marks it all read. False, with nothing changed, for anything else
-  // (plain, multi-member, big or corrupt files): the streaming zlib path then
-  // reads it and reports any error.
-  bool InflateWhole(int fd) {
-    const auto started = std::chrono::steady_clock::now();
+  // A GzipStream fault as the reader's error: the stream names the bytes.
+  absl::Status InflateError(const absl::Status& fault) const {
+    return absl::Status(fault.code(),
+                        fmt::format("{}: cannot inflate: {}", path, std::string(fault.message())));
+  }
+
+  // With several CPUs and a gzip file whose trailer says it inflates to
+  // at most kMaxParallel bytes: a thread inflates it into one buffer of
+  // that size, kInflateStep bytes at a time, while this one parses behind
+  // it (Fill waits for it); once it is all in, ParseShares cuts what is
+  // left into shares for every CPU. False, with nothing changed, when that
+  // does not apply or no thread starts: the file then streams through
+  // `gzip` on this thread, in a buffer that stays in cache.
+  bool StartInflater() {
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 18 ||
-        static_cast<uint64_t>(st.st_size) > kMaxWholeGzip) {
+    unsigned char trailer[4];
+    if (fstat(fd, &st) != 0 || st.st_size < 18 ||
+        pread(fd, trailer, 4, st.st_size - 4) != 4) {
       return false;
     }
-    const size_t size = static_cast<size_t>(st.st_size);
-    unsigned char magic[2];
-    if (pread(fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b) return false;
-    std::unique_ptr<unsigned char[]> in(new (std::nothrow) unsigned char[size]);
-    if (in == nullptr || !ReadAll(fd, size, reinterpret_cast<char*>(in.get()))) return false;
-    // ISIZE: the length mod 2^32. A longer output does not fit the buffer.
-    const size_t isize = in[size - 4] | in[size - 3] << 8 | in[size - 2] << 16 |
-                         static_cast<size_t>(in[size - 1]) << 24;
-    if (isize == 0 || isize > kMaxWholeGzip) return false;
-    // Not zeroed first (libdeflate writes every byte); the heap reuses the
-    // pages of an earlier trace in the same process.
-    const size_t reserve = isize + kPadding;
-    std::unique_ptr<char[]> buffer(new (std::nothrow) char[reserve]);
+    // ISIZE: the length of the last member, mod 2^32.
+    const size_t isize = trailer[0] | trailer[1] << 8 | trailer[2] << 16 |
+                         static_cast<size_t>(trailer[3]) << 24;
+    if (isize == 0 || isize > kMaxParallel || ThreadsFor(isize) < 2) return false;
+    const size_t room = isize + kInflateSlack;
+    std::unique_ptr<char[]> buffer(new (std::nothrow) char[room + kPadding]);
     if (buffer == nullptr) return false;
-    char* out = buffer.get();
-    // With a second CPU, a helper maps the output's pages in, 1 MiB at a time
-    // from the front (MADV_POPULATE_WRITE, Linux 5.14+; it writes nothing
-    // and skips pages already there), ahead of the inflater, which would
-    // otherwise stop at each new page for a fault.
-    std::thread populate;
-    if (ThreadsFor(isize) >= 2) {
-      try {
-        populate = std::thread([out, reserve] {
-#ifdef MADV_POPULATE_WRITE
-          const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-          const uintptr_t first = reinterpret_cast<uintptr_t>(out) / page * page;
-          const uintptr_t last = reinterpret_cast<uintptr_t>(out) + reserve;
-          for (uintptr_t at = first; at < last; at += 1 << 20) {
-            const size_t length = std::min<uintptr_t>(1 << 20, last - at);
-            if (madvise(reinterpret_cast<void*>(at), length, MADV_POPULATE_WRITE) != 0) break;
+    auto job = std::make_unique<Inflater>();
+    job->stream = std::move(gzip);
+    job->room = room;
+    Inflater* const j = job.get();
+    char* const out = buffer.get();
+    try {
+      job->thread = std::thread([j, out] {
+        const auto started = std::chrono::steady_clock::now();
+        size_t at = 0;
+        absl::Status status;
+        bool ended = false;
+        while (at < j->room && !j->cancel.load(std::memory_order_relaxed)) {
+          absl::StatusOr<size_t> n = j->stream->Read(out + at, std::min(kInflateStep, j->room - at));
+          if (!n.ok()) status = n.status();
+          if (!n.ok() || *n == 0) {
+            ended = n.ok();
+            break;
           }
-#endif
-        });
-      } catch (...) {
-      }
+          at += *n;
+          std::lock_guard<std::mutex> lock(j->mutex);
+          j->ready = at;
+          j->progress.notify_one();
+        }
+        std::memset(out + at, 0, kPadding);
+        std::lock_guard<std::mutex> lock(j->mutex);
+        j->ready = at;
+        j->ended = ended;
+        j->status = std::move(status);
+        j->seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        j->done = true;
+        j->finished.store(true, std::memory_order_release);
+        j->progress.notify_one();
+      });
+    } catch (...) {  // no thread: stream on this one
+      gzip = std::move(job->stream);
+      return false;
     }
-    libdeflate_decompressor* inflater = libdeflate_alloc_decompressor();
-    size_t in_used = 0, out_used = 0;
-    const libdeflate_result result =
-        inflater == nullptr ? LIBDEFLATE_BAD_DATA
-                            : libdeflate_gzip_decompress_ex(inflater, in.get(), size, out, isize,
-                                                            &in_used, &out_used);
-    if (inflater != nullptr) libdeflate_free_decompressor(inflater);
-    if (populate.joinable()) populate.join();
-    if (result != LIBDEFLATE_SUCCESS || in_used != size || out_used != isize) return false;
-    std::memset(out + isize, 0, kPadding);
     buf = std::move(buffer);
     data = out;
-    cap = isize + kPadding;
-    end = isize;
-    eof = true;
-    stats.compressed = true;
-    stats.bytes = isize;
-    stats.inflate_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    cap = room + kPadding;
+    inflater = std::move(job);
+    stats.inflated_ahead = true;
     return true;
+  }
+
+  // Fill with the inflater: waits until it has inflated more than the bytes
+  // here, and makes them readable, all but the last kPadding (simdjson reads
+  // that far past what it parses) until it is done. Then the input has
+  // ended, or failed, or outgrown the buffer (several members): the rest,
+  // or the fault, comes through `gzip` on this thread.
+  absl::Status AwaitInflater() {
+    Inflater& j = *inflater;
+    {
+      std::unique_lock<std::mutex> lock(j.mutex);
+      j.progress.wait(lock, [&] { return j.done || j.ready > end + kPadding; });
+      if (!j.done) {
+        end = j.ready - kPadding;
+        return absl::OkStatus();
+      }
+    }
+    j.thread.join();
+    const size_t before = end;
+    end = j.ready;
+    stats.bytes = j.ready;
+    stats.inflate_s += j.seconds;
+    eof = j.ended;
+    // A fault stays with the stream, which reports it when asked for more.
+    if (!eof) gzip = std::move(j.stream);
+    inflater.reset();
+    return end > before || eof ? absl::OkStatus() : Fill();
   }
 
   // Maps a plain (not gzip) regular file at fd whole, copy-on-write, with
@@ -821,9 +889,12 @@ struct TraceReader::Impl {
 // handed on, or at the element where a share stopped (the serial reader
 // then parses it alone and reports any error exactly).
 bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
-  if (!eof || file != nullptr || end > kMaxParallel || begin == 0) return false;
+  if (!eof || file != nullptr || gzip != nullptr || end > kMaxParallel || begin == 0) {
+    return false;
+  }
   const int threads = ThreadsFor(end - begin);
   if (threads < 2) return false;
+  if (input != nullptr) *input = std::string_view(data, end);
   const size_t piece =
       std::max(kSharePiece, (end - begin) / (static_cast<size_t>(threads) * kSharesPerThread));
   std::vector<std::unique_ptr<Share>> shares;
@@ -929,7 +1000,7 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
 
 absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
   State state = State::kStart;
-  bool tried_shares = false;
+  bool tried_shares = false, noted_first = false;
   bool scan = false;  // cut the next batch with the scanner (a guess just failed)
   std::string key;
   bool saw_events = false;
@@ -1011,9 +1082,18 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
         // last element it visited: an error then names its element and byte
         // exactly (a batch that fails at its first element falls through to
         // the element on its own).
-        if (!tried_shares) {
-          tried_shares = true;
+        if (!noted_first) {
+          noted_first = true;
           NoteFirstElement(begin);
+        }
+        // Once the input is all in memory: an inflater that has finished
+        // hands over its bytes now, not when this thread runs out of them,
+        // so that every CPU parses what is left.
+        if (inflater != nullptr && inflater->finished.load(std::memory_order_acquire)) {
+          if (absl::Status status = Fill(); !status.ok()) return status;
+        }
+        if (!tried_shares && inflater == nullptr) {
+          tried_shares = true;
           if (ParseShares(sink, &state)) break;
         }
         if (begin > 0) {
@@ -1075,6 +1155,16 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
   if (!saw_events) return Error(begin, "the trace has no traceEvents array");
   return absl::OkStatus();
 }
+
+namespace {
+// A regular file that starts with gzip's magic bytes.
+bool IsGzipFile(int fd) {
+  struct stat st;
+  unsigned char magic[2];
+  return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, magic, 2, 0) == 2 &&
+         magic[0] == 0x1f && magic[1] == 0x8b;
+}
+}  // namespace
 
 TraceReader::TraceReader() : impl_(std::make_unique<Impl>()) {}
 TraceReader::~TraceReader() = default;
@@ -1163,10 +1253,21 @@ absl::Status TraceReader::ReadWith(const std::string& path, ParallelSink& sink,
   s.max_threads = max_threads_;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return core::ErrnoStatus(errno, fmt::format("cannot open trace {}", path));
-  if (s.MapWhole(fd) || s.InflateWhole(fd)) {
+  s.input = input;
+  if (s.MapWhole(fd)) {
     close(fd);
-    if (input != nullptr) *input = std::string_view(s.data, s.end);
+  } else if (IsGzipFile(fd)) {
+    // ISA-L: inflated ahead on a thread of its own, or streamed here.
+    s.fd = fd;
+    s.gzip = std::make_unique<GzipStream>(fd);
+    s.stats.compressed = true;
+    if (!s.StartInflater()) {
+      s.cap = kInitialBuffer;
+      s.buf = std::make_unique<char[]>(s.cap);
+      s.data = s.buf.get();
+    }
   } else {
+    // Pipes and the like: zlib reads them, gzip or plain.
     s.file = gzdopen(fd, "rb");
     if (s.file == nullptr) {
       close(fd);

@@ -6,18 +6,20 @@
 //     if (e.cat == "kernel") kernels.push_back(...);
 //   });
 //
-// The file (plain JSON, or gzip-compressed: zlib detects which) is inflated
-// and read in chunks of a few MiB. The elements of the top-level
-// "traceEvents" array are parsed about 64 KB at a time with simdjson's On
-// Demand API, which reads only the fields asked for. A batch ends at a
-// guessed element start (a '{' after "}," at the first element's
+// A plain file is mapped; a gzip file is inflated with ISA-L
+// (GzipStream) into a 2 MiB buffer that stays in cache, or, with several
+// CPUs and a trailer saying it holds at most 64 MiB, on a thread of its own
+// ahead of the parse into one buffer; pipes go through zlib. The elements of
+// the top-level "traceEvents" array are parsed about 64 KB at a time with
+// simdjson's On Demand API, which reads only the fields asked for. A batch
+// ends at a guessed element start (a '{' after "}," at the first element's
 // indentation), which the parse itself checks: a guess inside an element
 // leaves it unbalanced and fails, and a structural scanner (strings,
 // escapes and nesting; 64 bytes at a time with SSE2) then cuts that batch.
 // Memory is the chunk buffer plus the largest single event, whatever the
-// file's size. Inputs that are held whole anyway (a plain file up to 64 MiB
-// is mapped, a gzip file whose content is that small is inflated at once
-// with libdeflate) are parsed on several threads when more than one CPU is
+// file's size. Inputs that are held whole (a plain file up to 64 MiB, which
+// is mapped, or a gzip file inflated ahead, once it is all in) are parsed
+// on several threads when more than one CPU is
 // free; see set_max_threads. Errors name the file and the byte offset in
 // the uncompressed JSON.
 #ifndef TRAINSCOPE_SDK_KINETO_TRACE_READER_H_
@@ -64,7 +66,9 @@ struct ReadStats {
   uint64_t bytes = 0;   // uncompressed JSON bytes read
   uint64_t events = 0;  // elements of traceEvents
   bool compressed = false;
-  double inflate_s = 0;  // time spent in zlib (0 for plain files)
+  double inflate_s = 0;  // time spent inflating (0 for plain files)
+  // The gzip data was inflated on a thread of its own, ahead of the parse.
+  bool inflated_ahead = false;
   int threads = 1;       // threads that parsed traceEvents
   int shares = 0;        // the pieces traceEvents was cut into (0: not cut)
   // Shares whose guessed first element turned out not to be one (it was
