@@ -885,6 +885,58 @@ TEST(GzipStreamTest, MembersOneAfterAnotherReadAsOneStreamInPiecesOfAnySize) {
   }
 }
 
+// A member with a header CRC and a file name, as zlib writes it.
+std::string GzipMemberWithHeader(std::string_view text, const char* name) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  gz_header header{};
+  header.name = reinterpret_cast<Bytef*>(const_cast<char*>(name));
+  header.hcrc = 1;
+  EXPECT_EQ(deflateSetHeader(&z, &header), Z_OK);
+  std::string out(deflateBound(&z, text.size()) + 256, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// A second member whose header (with a header CRC and a name) straddles
+// the stream's 256 KiB reads, at several offsets.
+TEST(GzipStreamTest, AMemberHeaderAcrossTwoReadsParses) {
+  TempDir dir;
+  std::string noise;
+  uint64_t x = 88172645463325252ull;
+  while (noise.size() < (300 << 10)) {  // incompressible: stored blocks
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    noise.push_back(static_cast<char>('a' + x % 26));
+    noise.push_back(static_cast<char>(x >> 8));
+  }
+  const std::string second_text = "{\"traceEvents\": []}\n";
+  const std::string second = GzipMemberWithHeader(second_text, "second.json");
+  for (const size_t before_boundary : {size_t{1}, size_t{2}, size_t{9}, size_t{17}}) {
+    SCOPED_TRACE(before_boundary);
+    // The first member's length: the largest whose compressed size ends
+    // `before_boundary` bytes before 256 KiB.
+    const size_t target = (256 << 10) - before_boundary;
+    size_t lo = 0, hi = noise.size();
+    while (lo + 1 < hi) {
+      const size_t mid = (lo + hi) / 2;
+      (GzipMember(std::string_view(noise).substr(0, mid), 0).size() <= target ? lo : hi) = mid;
+    }
+    const std::string first = GzipMember(std::string_view(noise).substr(0, lo), 0);
+    ASSERT_LE(first.size(), target);
+    ASSERT_GT(first.size() + 12, target) << "lands near the boundary";
+    testing::WriteAll(dir.File("t.gz"), first + second);
+    auto [got, status] = InflateAll(dir.File("t.gz"), 4093);
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_TRUE(got == noise.substr(0, lo) + second_text) << got.size();
+  }
+}
+
 TEST(GzipStreamTest, BadDataComesAfterTheBytesBeforeItAndNamesWhere) {
   TempDir dir;
   std::string text;
@@ -906,7 +958,9 @@ TEST(GzipStreamTest, BadDataComesAfterTheBytesBeforeItAndNamesWhere) {
   testing::WriteAll(dir.File("crc.gz"), bad_crc);
   auto [all, crc_status] = InflateAll(dir.File("crc.gz"), 1 << 20);
   EXPECT_EQ(crc_status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_NE(std::string(crc_status.message()).find("CRC-32"), std::string::npos) << crc_status;
+  EXPECT_NE(std::string(crc_status.message()).find("a CRC-32, length or header check failed"),
+            std::string::npos)
+      << crc_status;
   EXPECT_EQ(all.size(), text.size());
   // Corrupt deflate data: a clear error (what came before it may be the
   // flipped bytes inflated into other text).
@@ -980,6 +1034,54 @@ TEST(ParallelReadTest, BrokenGzipIsTheSameErrorInflatedAheadOrStreamed) {
   EXPECT_EQ(cut_off.status.code(), absl::StatusCode::kDataLoss) << cut_off.status;
   EXPECT_NE(std::string(cut_off.status.message()).find(": cannot inflate: "), std::string::npos);
   EXPECT_NE(std::string(cut_off.status.message()).find("truncated"), std::string::npos);
+}
+
+// A trace whose gzip trailer fails its CRC-32 check is refused on one
+// thread and inflated ahead, though every byte of the JSON parses.
+TEST(ParallelReadTest, AFailedGzipCheckAfterTheLastEventIsAnError) {
+  TempDir dir;
+  const std::string plain = BigTrace(dir, "t.json", 10 << 20, /*one_line=*/false);
+  std::string gz = GzipMember(testing::ReadAll(plain));
+  gz[gz.size() - 8] ^= 0x01;  // the CRC-32; the length after it stays right
+  testing::WriteAll(dir.File("t.json.gz"), gz);
+  for (const int threads : {1, 4}) {
+    SCOPED_TRACE(threads);
+    const ReadResult r = ReadEvents(dir.File("t.json.gz"), threads);
+    EXPECT_EQ(r.stats.inflated_ahead, threads > 1);
+    EXPECT_EQ(r.status.code(), absl::StatusCode::kDataLoss) << r.status;
+    EXPECT_NE(std::string(r.status.message()).find("cannot inflate: a CRC-32, length or header "
+                                                   "check failed"),
+              std::string::npos)
+        << r.status;
+  }
+}
+
+// The thread that inflates ahead stops when Read returns, even when the
+// parse fails at the first event, long before the inflate would end.
+TEST(ParallelReadTest, NoInflaterOutlivesRead) {
+  TempDir dir;
+  std::string text = testing::ReadAll(BigTrace(dir, "t.json", 30 << 20, /*one_line=*/false));
+  const size_t first = text.find("{\"ph\"");
+  ASSERT_NE(first, std::string::npos);
+  text[first] = '[';  // traceEvents element 0 is not an object
+  testing::WriteAll(dir.File("bad.json.gz"), GzipMember(text, 1));
+  auto threads_now = [] {
+    size_t n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+      (void)entry;
+      ++n;
+    }
+    return n;
+  };
+  const size_t before = threads_now();
+  kineto::TraceReader reader;
+  reader.set_max_threads(4);
+  const absl::Status status = reader.Read(dir.File("bad.json.gz"), [](const kineto::RawEvent&) {});
+  EXPECT_NE(std::string(status.message()).find("element 0 is not an object"), std::string::npos)
+      << status;
+  EXPECT_TRUE(reader.stats().inflated_ahead);
+  EXPECT_EQ(threads_now(), before) << "a thread still runs after Read returned";
+  EXPECT_GT(reader.stats().bytes, 0u) << "the bytes inflated are counted";
 }
 
 TEST(ParallelReadTest, WhatASinkThrowsOnAWorkerReachesTheCaller) {

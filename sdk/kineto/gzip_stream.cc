@@ -14,6 +14,9 @@ namespace trainscope::kineto {
 namespace {
 
 constexpr size_t kInput = 256 << 10;
+// Input kept in the buffer before a member after the first starts (gzip
+// headers hold a name, a comment and up to 64 KiB of extra fields).
+constexpr size_t kHeaderMargin = kInput / 2;
 
 const char* Reason(int code) {
   switch (code) {
@@ -28,7 +31,7 @@ const char* Reason(int code) {
     case ISAL_UNSUPPORTED_METHOD:
       return "not deflate data (unsupported compression method)";
     case ISAL_INCORRECT_CHECKSUM:
-      return "CRC-32 or length check failed";
+      return "a CRC-32, length or header check failed";
     case ISAL_NEED_DICT:
       return "needs a preset dictionary";
     default:
@@ -84,8 +87,11 @@ absl::StatusOr<size_t> GzipStream::Read(char* out, size_t room) {
   while (wrote < room && !finished_) {
     if (s.block_state == ISAL_BLOCK_FINISH) {
       // A member has ended (its checks passed): another may follow.
+      // The next member's whole header must be in the buffer: ISA-L 2.30
+      // does not keep a header's flags and checksum across calls, so a
+      // header split between two reads can fail to parse.
       absl::Status read_status;
-      while (s.avail_in < 2) {
+      while (s.avail_in < kHeaderMargin) {
         absl::StatusOr<bool> more = Refill();
         if (!more.ok()) read_status = more.status();
         if (!more.ok() || !*more) break;

@@ -23,7 +23,8 @@ class GzipStream {
   // Inflates the gzip data that `fd` (not owned, left open) reads from its
   // current offset. Several members one after another (`cat a.gz b.gz`)
   // read as one stream, as with `gzip -d`; bytes after the last member that
-  // do not start another are ignored, as gzip does. Allocates ISA-L's state
+  // do not start another are ignored, as gzip does (a member's header must
+  // fit in 128 KiB). Allocates ISA-L's state
   // (~100 KB) and a 256 KiB input buffer.
   explicit GzipStream(int fd);
   ~GzipStream();
@@ -32,8 +33,9 @@ class GzipStream {
 
   // Inflates up to `room` bytes into `out`: how many it wrote, 0 once the
   // data has ended (and every member's CRC-32 and length have checked).
-  // Where the data is bad, the bytes before the fault come first, and the
-  // next call fails: DataLoss (corrupt or truncated data, a failed check)
+  // Where the data is bad, the bytes before the fault that fit in this
+  // call's room come first (ISA-L drops what it held past them: with a room
+  // of a few KiB, some tens of KiB), and the next call fails: DataLoss (corrupt or truncated data, a failed check)
   // or the read()'s errno, naming the uncompressed byte where it stopped
   // and the compressed byte it had read up to. Costs one read() per 256 KiB
   // of input.

@@ -439,6 +439,50 @@ struct TraceReader::Impl {
     return end > before || eof ? absl::OkStatus() : Fill();
   }
 
+  // After the parse. With `read_rest`, inflates what is left of a gzip file
+  // (after the closing '}', usually a newline and the trailer) so that its
+  // CRC-32 and length checks run: a failed check is Fill's error. Without,
+  // stops the inflater. Either way no thread outlives Read, and stats count
+  // the bytes inflated.
+  absl::Status FinishInput(bool read_rest) {
+    if (inflater != nullptr) {
+      Inflater& j = *inflater;
+      if (!read_rest) j.cancel = true;
+      {
+        std::unique_lock<std::mutex> lock(j.mutex);
+        j.progress.wait(lock, [&] { return j.done; });
+      }
+      j.thread.join();
+      stats.bytes = j.ready;
+      stats.inflate_s += j.seconds;
+      const absl::Status status = j.status;
+      const bool ended = j.ended;
+      std::unique_ptr<GzipStream> stream = std::move(j.stream);
+      inflater.reset();
+      if (!read_rest) return absl::OkStatus();
+      if (!status.ok()) return InflateError(status);
+      if (ended) return absl::OkStatus();
+      gzip = std::move(stream);  // it outgrew its buffer: the rest below
+    } else if (gzip == nullptr || !read_rest || eof) {
+      return absl::OkStatus();
+    }
+    const auto started = std::chrono::steady_clock::now();
+    constexpr size_t kScratch = 1 << 20;
+    std::unique_ptr<char[]> scratch(new (std::nothrow) char[kScratch]);
+    if (scratch == nullptr) return absl::ResourceExhaustedError(path + ": out of memory");
+    absl::Status status;
+    for (;;) {
+      absl::StatusOr<size_t> n = gzip->Read(scratch.get(), kScratch);
+      if (!n.ok()) status = InflateError(n.status());
+      if (!n.ok() || *n == 0) break;
+      stats.bytes += *n;
+    }
+    stats.inflate_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    eof = status.ok();
+    return status;
+  }
+
   // Maps a plain (not gzip) regular file at fd whole, copy-on-write, with
   // zeroed padding after it, and marks it all read: no copy into a buffer.
   // False, with nothing changed, when it is not such a file or mmap fails;
@@ -1279,7 +1323,9 @@ absl::Status TraceReader::ReadWith(const std::string& path, ParallelSink& sink,
     s.data = s.buf.get();
   }
   absl::Status status = s.Run(sink);
+  const absl::Status rest = s.FinishInput(/*read_rest=*/status.ok());
   if (!status.ok()) return status;
+  if (!rest.ok()) return rest;
   for (const auto& [key, text] : s.top_level) {
     if (key != "distributedInfo") continue;
     simdjson::dom::parser dom;
