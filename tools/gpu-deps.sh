@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 mkdir -p .gpu-deps
 grep -qx "/.gpu-deps/" .git/info/exclude 2>/dev/null || echo "/.gpu-deps/" >> .git/info/exclude
 packages=(libabsl-dev libabsl20220623 libfmt-dev libfmt9 libsimdjson-dev libsimdjson14
-          libisal-dev libisal2 libgtest-dev libgmock-dev zlib1g-dev libgloo-dev)
+          libisal-dev libisal2 libxxhash-dev libxxhash0 libgtest-dev libgmock-dev zlib1g-dev
+          libgloo-dev)
 (cd .gpu-deps && apt-get download "${packages[@]}" >/dev/null)
 ls -la .gpu-deps
 du -sh .gpu-deps

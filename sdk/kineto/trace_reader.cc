@@ -2,6 +2,7 @@
 #include "sdk/kineto/trace_reader.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <simdjson.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -382,6 +383,7 @@ struct TraceReader::Impl {
     char* const out = buffer.get();
     try {
       job->thread = std::thread([j, out] {
+        pthread_setname_np(pthread_self(), "ts-inflate");  // as top and gdb show it
         const auto started = std::chrono::steady_clock::now();
         size_t at = 0;
         absl::Status status;
@@ -996,6 +998,7 @@ bool TraceReader::Impl::ParseShares(ParallelSink& sink, State* state) {
     }
   } join_all{shares, workers};
   auto work = [&] {
+    pthread_setname_np(pthread_self(), "ts-parse");
     Batcher batcher;
     for (uint64_t k; (k = take_back()) < count;) {
       Share& share = *shares[k];
