@@ -826,13 +826,18 @@ struct ThrowingSink : kineto::ParallelSink {
   std::atomic<bool> thrown_in_a_share{false};
 };
 
-// What a sink throws on a worker thread reaches the caller of Read, as it
-// does on one thread (and the workers are joined first).
-// One gzip member holding `text`, as zlib's deflate writes it.
-std::string GzipMember(std::string_view text, int level = 6) {
+// One gzip member holding `text`, as zlib's deflate writes it; with a
+// `name`, its header also holds that name and a header CRC.
+std::string GzipMember(std::string_view text, int level = 6, const char* name = nullptr) {
   z_stream z{};
   EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, text.size()) + 64, '\0');
+  gz_header header{};
+  if (name != nullptr) {
+    header.name = reinterpret_cast<Bytef*>(const_cast<char*>(name));
+    header.hcrc = 1;
+    EXPECT_EQ(deflateSetHeader(&z, &header), Z_OK);
+  }
+  std::string out(deflateBound(&z, text.size()) + 256, '\0');
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
   z.avail_in = static_cast<uInt>(text.size());
   z.next_out = reinterpret_cast<Bytef*>(out.data());
@@ -885,25 +890,6 @@ TEST(GzipStreamTest, MembersOneAfterAnotherReadAsOneStreamInPiecesOfAnySize) {
   }
 }
 
-// A member with a header CRC and a file name, as zlib writes it.
-std::string GzipMemberWithHeader(std::string_view text, const char* name) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  gz_header header{};
-  header.name = reinterpret_cast<Bytef*>(const_cast<char*>(name));
-  header.hcrc = 1;
-  EXPECT_EQ(deflateSetHeader(&z, &header), Z_OK);
-  std::string out(deflateBound(&z, text.size()) + 256, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  z.avail_in = static_cast<uInt>(text.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
 // A second member whose header (with a header CRC and a name) straddles
 // the stream's 256 KiB reads, at several offsets.
 TEST(GzipStreamTest, AMemberHeaderAcrossTwoReadsParses) {
@@ -916,7 +902,7 @@ TEST(GzipStreamTest, AMemberHeaderAcrossTwoReadsParses) {
     noise.push_back(static_cast<char>(x >> 8));
   }
   const std::string second_text = "{\"traceEvents\": []}\n";
-  const std::string second = GzipMemberWithHeader(second_text, "second.json");
+  const std::string second = GzipMember(second_text, 6, "second.json");
   for (const size_t before_boundary : {size_t{1}, size_t{2}, size_t{9}, size_t{17}}) {
     SCOPED_TRACE(before_boundary);
     // The first member's length: the largest whose compressed size ends
@@ -1086,6 +1072,8 @@ TEST(ParallelReadTest, NoInflaterOutlivesRead) {
   EXPECT_GT(reader.stats().bytes, 0u) << "the bytes inflated are counted";
 }
 
+// What a sink throws on a worker thread reaches the caller of Read, as it
+// does on one thread (and the workers are joined first).
 TEST(ParallelReadTest, WhatASinkThrowsOnAWorkerReachesTheCaller) {
   TempDir dir;
   const std::string path = BigTrace(dir, "t.json", 9 << 20, false);
