@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -1052,12 +1053,20 @@ TEST(ParallelReadTest, NoInflaterOutlivesRead) {
   text[first] = '[';  // traceEvents element 0 is not an object
   testing::WriteAll(dir.File("bad.json.gz"), GzipMember(text, 1));
   // The reader's threads by name (a count of all threads would also see
-  // the sanitizers' own).
+  // the sanitizers' own), leaving out one already in the kernel's exit path
+  // (PF_EXITING in /proc's flags): pthread_join returns before the kernel
+  // has removed a joined thread's task.
   auto inflaters_now = [] {
     size_t n = 0;
     for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-      std::string name = testing::ReadAll(entry.path().string() + "/comm");
-      if (name.rfind("ts-inflate", 0) == 0) ++n;
+      const std::string name = testing::ReadAll(entry.path().string() + "/comm");
+      if (name.rfind("ts-inflate", 0) != 0) continue;
+      const std::string stat = testing::ReadAll(entry.path().string() + "/stat");
+      std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+      std::string field;
+      for (int k = 0; k < 7; ++k) fields >> field;  // state ppid pgrp session tty tpgid flags
+      constexpr unsigned long kPfExiting = 0x4;
+      if ((std::stoul(field) & kPfExiting) == 0) ++n;
     }
     return n;
   };
