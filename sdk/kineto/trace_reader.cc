@@ -247,16 +247,14 @@ struct TraceReader::Impl {
   // parse (StartInflater); Fill waits for it.
   struct Inflater {
     std::thread thread;
-    std::unique_ptr<GzipStream> stream;
+    std::unique_ptr<GzipStream> stream;  // a fault it stops at stays with it
     size_t room = 0;  // bytes of data it may fill (the padding comes after)
     std::mutex mutex;
     std::condition_variable progress;
-    size_t ready = 0;         // bytes of data inflated (under mutex)
-    bool done = false;        // it has stopped (under mutex)
-    bool ended = false;       // ... at the end of the gzip data
-    absl::Status status;      // ... or at this fault
-    double seconds = 0;       // its time inflating
-    std::atomic<bool> finished{false};  // done, for a look without the mutex
+    size_t ready = 0;               // bytes of data inflated (under mutex)
+    std::atomic<bool> done{false};  // it has stopped (set under mutex)
+    bool ended = false;             // ... at the end of the gzip data
+    double seconds = 0;             // its time inflating
     std::atomic<bool> cancel{false};
   };
 
@@ -362,13 +360,9 @@ struct TraceReader::Impl {
   // left into shares for every CPU. False, with nothing changed, when that
   // does not apply or no thread starts: the file then streams through
   // `gzip` on this thread, in a buffer that stays in cache.
-  bool StartInflater() {
-    struct stat st;
+  bool StartInflater(off_t file_size) {
     unsigned char trailer[4];
-    if (fstat(fd, &st) != 0 || st.st_size < 18 ||
-        pread(fd, trailer, 4, st.st_size - 4) != 4) {
-      return false;
-    }
+    if (file_size < 18 || pread(fd, trailer, 4, file_size - 4) != 4) return false;
     // ISIZE: the length of the last member, mod 2^32.
     const size_t isize = trailer[0] | trailer[1] << 8 | trailer[2] << 16 |
                          static_cast<size_t>(trailer[3]) << 24;
@@ -386,11 +380,9 @@ struct TraceReader::Impl {
         pthread_setname_np(pthread_self(), "ts-inflate");  // as top and gdb show it
         const auto started = std::chrono::steady_clock::now();
         size_t at = 0;
-        absl::Status status;
         bool ended = false;
         while (at < j->room && !j->cancel.load(std::memory_order_relaxed)) {
           absl::StatusOr<size_t> n = j->stream->Read(out + at, std::min(kInflateStep, j->room - at));
-          if (!n.ok()) status = n.status();
           if (!n.ok() || *n == 0) {
             ended = n.ok();
             break;
@@ -404,11 +396,9 @@ struct TraceReader::Impl {
         std::lock_guard<std::mutex> lock(j->mutex);
         j->ready = at;
         j->ended = ended;
-        j->status = std::move(status);
         j->seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        j->done = true;
-        j->finished.store(true, std::memory_order_release);
+        j->done.store(true, std::memory_order_release);
         j->progress.notify_one();
       });
     } catch (...) {  // no thread: stream on this one
@@ -423,30 +413,40 @@ struct TraceReader::Impl {
     return true;
   }
 
+  // Waits for the inflater to stop and joins it. Its bytes become readable
+  // and counted; when it stopped short of the end of the gzip data (at a
+  // fault, which stays with the stream, with its buffer full, or cancelled)
+  // the rest comes through `gzip` on this thread.
+  void JoinInflater() {
+    Inflater& j = *inflater;
+    {
+      std::unique_lock<std::mutex> lock(j.mutex);
+      j.progress.wait(lock, [&] { return j.done.load(); });
+    }
+    j.thread.join();
+    end = j.ready;
+    stats.bytes = j.ready;
+    stats.inflate_s += j.seconds;
+    eof = j.ended;
+    if (!eof) gzip = std::move(j.stream);
+    inflater.reset();
+  }
+
   // Fill with the inflater: waits until it has inflated more than the bytes
   // here, and makes them readable, all but the last kPadding (simdjson reads
-  // that far past what it parses) until it is done. Then the input has
-  // ended, or failed, or outgrown the buffer (several members): the rest,
-  // or the fault, comes through `gzip` on this thread.
+  // that far past what it parses) until it is done; then JoinInflater.
   absl::Status AwaitInflater() {
     Inflater& j = *inflater;
     {
       std::unique_lock<std::mutex> lock(j.mutex);
-      j.progress.wait(lock, [&] { return j.done || j.ready > end + kPadding; });
+      j.progress.wait(lock, [&] { return j.done.load() || j.ready > end + kPadding; });
       if (!j.done) {
         end = j.ready - kPadding;
         return absl::OkStatus();
       }
     }
-    j.thread.join();
     const size_t before = end;
-    end = j.ready;
-    stats.bytes = j.ready;
-    stats.inflate_s += j.seconds;
-    eof = j.ended;
-    // A fault stays with the stream, which reports it when asked for more.
-    if (!eof) gzip = std::move(j.stream);
-    inflater.reset();
+    JoinInflater();
     return end > before || eof ? absl::OkStatus() : Fill();
   }
 
@@ -457,26 +457,10 @@ struct TraceReader::Impl {
   // the bytes inflated.
   absl::Status FinishInput(bool read_rest) {
     if (inflater != nullptr) {
-      Inflater& j = *inflater;
-      if (!read_rest) j.cancel = true;
-      {
-        std::unique_lock<std::mutex> lock(j.mutex);
-        j.progress.wait(lock, [&] { return j.done; });
-      }
-      j.thread.join();
-      stats.bytes = j.ready;
-      stats.inflate_s += j.seconds;
-      const absl::Status status = j.status;
-      const bool ended = j.ended;
-      std::unique_ptr<GzipStream> stream = std::move(j.stream);
-      inflater.reset();
-      if (!read_rest) return absl::OkStatus();
-      if (!status.ok()) return InflateError(status);
-      if (ended) return absl::OkStatus();
-      gzip = std::move(stream);  // it outgrew its buffer: the rest below
-    } else if (gzip == nullptr || !read_rest || eof) {
-      return absl::OkStatus();
+      if (!read_rest) inflater->cancel = true;
+      JoinInflater();
     }
+    if (gzip == nullptr || !read_rest || eof) return absl::OkStatus();
     const auto started = std::chrono::steady_clock::now();
     constexpr size_t kScratch = 1 << 20;
     std::unique_ptr<char[]> scratch(new (std::nothrow) char[kScratch]);
@@ -1148,7 +1132,7 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
         // Once the input is all in memory: an inflater that has finished
         // hands over its bytes now, not when this thread runs out of them,
         // so that every CPU parses what is left.
-        if (inflater != nullptr && inflater->finished.load(std::memory_order_acquire)) {
+        if (inflater != nullptr && inflater->done.load(std::memory_order_acquire)) {
           if (absl::Status status = Fill(); !status.ok()) return status;
         }
         if (!tried_shares && inflater == nullptr) {
@@ -1216,12 +1200,16 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
 }
 
 namespace {
-// A regular file that starts with gzip's magic bytes.
-bool IsGzipFile(int fd) {
+// A regular file that starts with gzip's magic bytes, and its size.
+bool IsGzipFile(int fd, off_t* size) {
   struct stat st;
   unsigned char magic[2];
-  return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, magic, 2, 0) == 2 &&
-         magic[0] == 0x1f && magic[1] == 0x8b;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || pread(fd, magic, 2, 0) != 2 ||
+      magic[0] != 0x1f || magic[1] != 0x8b) {
+    return false;
+  }
+  *size = st.st_size;
+  return true;
 }
 }  // namespace
 
@@ -1313,18 +1301,15 @@ absl::Status TraceReader::ReadWith(const std::string& path, ParallelSink& sink,
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return core::ErrnoStatus(errno, fmt::format("cannot open trace {}", path));
   s.input = input;
+  off_t gzip_size = 0;
   if (s.MapWhole(fd)) {
     close(fd);
-  } else if (IsGzipFile(fd)) {
+  } else if (IsGzipFile(fd, &gzip_size)) {
     // ISA-L: inflated ahead on a thread of its own, or streamed here.
     s.fd = fd;
     s.gzip = std::make_unique<GzipStream>(fd);
     s.stats.compressed = true;
-    if (!s.StartInflater()) {
-      s.cap = kInitialBuffer;
-      s.buf = std::make_unique<char[]>(s.cap);
-      s.data = s.buf.get();
-    }
+    s.StartInflater(gzip_size);
   } else {
     // Pipes and the like: zlib reads them, gzip or plain.
     s.file = gzdopen(fd, "rb");
@@ -1333,6 +1318,8 @@ absl::Status TraceReader::ReadWith(const std::string& path, ParallelSink& sink,
       return absl::ResourceExhaustedError(fmt::format("{}: cannot start zlib", path));
     }
     gzbuffer(s.file, 1 << 20);
+  }
+  if (s.data == nullptr) {  // streamed: through a buffer that Fill refills
     s.cap = kInitialBuffer;
     s.buf = std::make_unique<char[]>(s.cap);
     s.data = s.buf.get();
