@@ -1,8 +1,11 @@
 // Kineto trace import and HTA's breakdowns: the real shared traces against
 // HTA's own numbers, hand-written traces against values worked out by hand,
 // and malformed traces against clear errors.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <atomic>
@@ -10,19 +13,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+#include "fmt/format.h"
 #include "sdk/analysis/hta_breakdown.h"
 #include "sdk/analysis/trace_analysis.h"
-#include "fmt/format.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/kineto/gzip_stream.h"
 #include "sdk/kineto/json_scanner.h"
@@ -206,6 +207,133 @@ TEST(HtaBreakdownTest, FloatTimestampsAreRoundedToWholeMicroseconds) {
   EXPECT_DOUBLE_EQ(hta.temporal.idle_us, 5);
 }
 
+// HTA's rule on a nanosecond trace at an epoch-sized time B = 1.7e15 us,
+// where doubles are 0.25 us apart. pandas reads ts and dur as the nearest
+// doubles, adds them in float64, then takes ceil(ts) and floor(ts + dur).
+// By hand, in us after B:
+//   a  ts 0.100 dur 2.000: ts reads 0.0 -> start 0 (exactly, ceil is 1);
+//      0.0 + 2.0 = 2.0 -> end 2.                           row [0, 2]
+//   b  ts 10.400 dur 4.500: ts reads 10.5 -> start 11; 10.5 + 4.5 = 15.0
+//      -> end 15 (exactly, 14.9 -> 14).                    row [11, 15]
+//   c  ts 20.900 dur 0.200: ts reads 21.0 -> start 21; 21.0 + 0.2 = 21.2
+//      rounds to 21.25 -> end 21.                          row [21, 21]
+//   d  ts 30.000 dur 1.880: 30.0 + 1.88 = 31.88 rounds to 32.0 (0.12 away,
+//      31.75 is 0.13) -> end 32 (exactly, 31).             row [30, 32]
+// Temporal: span 32 - 0 = 32, covered 2 + 4 + 0 + 2 = 8, idle 24, all
+// computation. Launches: b's at 1.000 (before a's end 2: kernel_wait 9);
+// c's at 15.100, which reads 15.0 -> 15, not after b's end 15 (kernel_wait
+// 6; exactly, ceil 16 would make it host_wait); d's at 21.200, which reads
+// 21.25 -> 22, after c's end 21 (host_wait 9).
+TEST(HtaBreakdownTest, NanosecondTimestampsRoundAsPandasFloat64Does) {
+  TempDir dir;
+  const std::string base = "1700000000000000";  // B: 2^50 < B < 2^51
+  auto kernel = [&](const char* name, const char* ts, const char* dur, int corr) {
+    return fmt::format(R"({{"ph": "X", "cat": "kernel", "name": "{}", "pid": 0, "tid": 7, )"
+                       R"("ts": {}{}, "dur": {}, "args": {{"stream": 7, "correlation": {}}}}})",
+                       name, base.substr(0, base.size() - 2), ts, dur, corr);
+  };
+  auto launch = [&](const char* ts, int corr) {
+    return fmt::format(R"({{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", )"
+                       R"("pid": 9, "tid": 9, "ts": {}{}, "dur": 1.000, )"
+                       R"("args": {{"correlation": {}}}}})",
+                       base.substr(0, base.size() - 2), ts, corr);
+  };
+  const std::string path =
+      WriteTrace(dir, "ns.json",
+                 {launch("00.000", 1), kernel("gemm_a", "00.100", "2.000", 1), launch("01.000", 2),
+                  kernel("gemm_b", "10.400", "4.500", 2), launch("15.100", 3),
+                  kernel("gemm_c", "20.900", "0.200", 3), launch("21.200", 4),
+                  kernel("gemm_d", "30.000", "1.880", 4)});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_TRUE(trace->hta.round_to_us);
+  // The timeline itself keeps the nanoseconds as written.
+  std::vector<int64_t> starts;
+  for (const auto& i : trace->timeline.intervals()) {
+    if (i.kind == analysis::IntervalKind::kKernel) starts.push_back(i.start_ns);
+  }
+  EXPECT_EQ(starts, (std::vector<int64_t>{1700000000000000100, 1700000000000010400,
+                                          1700000000000020900, 1700000000000030000}));
+  const HtaBreakdown hta = ComputeHtaBreakdown(trace->timeline, trace->hta);
+  EXPECT_DOUBLE_EQ(hta.temporal.kernel_us, 32);
+  EXPECT_DOUBLE_EQ(hta.temporal.idle_us, 24);
+  EXPECT_DOUBLE_EQ(hta.temporal.compute_us, 8);
+  EXPECT_DOUBLE_EQ(hta.temporal.non_compute_us, 0);
+  const auto rows = IdleRows(hta);
+  EXPECT_DOUBLE_EQ(rows.at({7, "kernel_wait"}), 9 + 6);
+  EXPECT_DOUBLE_EQ(rows.at({7, "host_wait"}), 9);
+  EXPECT_DOUBLE_EQ(rows.at({7, "other"}), 0);
+}
+
+// With every ts an integer, HTA rounds nothing, and adds dur only after
+// subtracting the trace's first ts, where float64 is exact: a fractional dur
+// keeps its fraction (checked against HTA 0.5.0). Rows after B: a [0, 1.88],
+// b [10, 12.1], c [40, 40.13]: span 40.13, covered 4.11, idle 36.02. A sum
+// at the full magnitude would have given a [0, 2.0] and b [10, 12.0].
+TEST(HtaBreakdownTest, IntegerTimestampsWithFractionalDurationsAreNotRounded) {
+  TempDir dir;
+  constexpr int64_t kB = 1700000000000000;
+  auto kernel = [&](const char* name, int64_t ts, const char* dur, int corr) {
+    return fmt::format(R"({{"ph": "X", "cat": "kernel", "name": "{}", "pid": 0, "tid": 7, )"
+                       R"("ts": {}, "dur": {}, "args": {{"stream": 7, "correlation": {}}}}})",
+                       name, kB + ts, dur, corr);
+  };
+  const std::string path = WriteTrace(
+      dir, "t.json",
+      {Launch(kB - 5, 1), kernel("gemm_a", 0, "1.880", 1), Launch(kB + 11, 2),
+       kernel("gemm_b", 10, "2.100", 2), Launch(kB + 13, 3), kernel("gemm_c", 40, "0.130", 3)});
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_FALSE(trace->hta.round_to_us);
+  const HtaBreakdown hta = ComputeHtaBreakdown(trace->timeline, trace->hta);
+  EXPECT_NEAR(hta.temporal.kernel_us, 40.13, 1e-9);
+  EXPECT_NEAR(hta.temporal.compute_us, 4.11, 1e-9);
+  EXPECT_NEAR(hta.temporal.idle_us, 36.02, 1e-9);
+  EXPECT_DOUBLE_EQ(IdleRows(hta).at({7, "host_wait"}), 36.02);
+}
+
+// NanosToMicros is the double nearest ns / 1000: what a correctly rounding
+// parser (glibc's strtod, Python's float) makes of "{ns / 1000}.{ns % 1000}",
+// for every time a trace can hold (below 2^53 us).
+TEST(HtaBreakdownTest, NanosToMicrosIsTheParsersDouble) {
+  auto text_of = [](int64_t ns) {
+    const uint64_t magnitude = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+    return fmt::format("{}{}.{:03}", ns < 0 ? "-" : "", magnitude / 1000, magnitude % 1000);
+  };
+  constexpr int64_t kLimit = (int64_t{1} << 53) * 1000;  // 2^53 us
+  std::vector<int64_t> values = {0,
+                                 1,
+                                 100,
+                                 300,
+                                 2752,
+                                 12300,
+                                 999999,
+                                 -700,
+                                 int64_t{1700000000000000100},
+                                 int64_t{1700000000000000125},
+                                 int64_t{1712195495505772800},
+                                 -int64_t{1712195495505772100},
+                                 (int64_t{1} << 53) - 1,
+                                 (int64_t{1} << 53),
+                                 (int64_t{1} << 53) + 1,
+                                 kLimit - 1,
+                                 1 - kLimit};
+  // And 200,000 more of every magnitude, either sign, from a fixed seed.
+  std::mt19937_64 random(14);
+  for (int k = 0; k < 200000; ++k) {
+    const auto ns = static_cast<int64_t>((random() >> (random() % 63)) % kLimit);
+    values.push_back(k % 2 ? ns : -ns);
+  }
+  int wrong = 0;
+  for (const int64_t ns : values) {
+    const std::string text = text_of(ns);
+    if (analysis::NanosToMicros(ns) != std::strtod(text.c_str(), nullptr) && ++wrong <= 5) {
+      ADD_FAILURE() << text << ": " << fmt::format("{}", analysis::NanosToMicros(ns));
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(HtaBreakdownTest, KernelClassificationFollowsHtaNames) {
   using analysis::ClassifyKernel;
   using analysis::KernelClass;
@@ -323,7 +451,8 @@ TEST(TraceReaderTest, GuessedBatchesReadEscapesAndNestedElementsExactly) {
   ASSERT_TRUE(reader
                   .Read(dir.File("guessed.json"),
                         [&](const kineto::RawEvent& e) {
-                          if (i >= names.size() || e.name != names[i] || e.ts_us != i ||
+                          if (i >= names.size() || e.name != names[i] ||
+                              e.ts_ns != static_cast<int64_t>(i) * 1000 ||
                               e.correlation != static_cast<int64_t>(i)) {
                             if (all_match) ADD_FAILURE() << "event " << i << ": " << e.name;
                             all_match = false;
@@ -367,37 +496,89 @@ TEST(TraceReaderTest, LongFloatTimestampsKeepTheirMicroseconds) {
   EXPECT_TRUE(trace->hta.round_to_us);  // a float literal: HTA rounds to whole µs
 }
 
-// Numbers take a short path for plain integers of up to 18 digits and
-// simdjson's for the rest; both must agree with the C library's reading of
-// the same text, and malformed numbers stay errors.
-TEST(TraceReaderTest, NumbersOfEveryShapeReadAsTheCLibraryReadsThem) {
-  const std::vector<std::string> numbers = {
-      "0", "7", "-42", "12345678", "87654321", "123456789", "1683564901548726",
-      "999999999999999999", "-999999999999999999", "100000000000000000",
-      "1234567890123456789", "-9223372036854775808", "5.5", "1e3", "-0.25",
-      "1682725898082212.000", "30000000000000000000"};
+// Times (ts, dur) are read from their text as whole nanoseconds: exact to
+// the third decimal, the rest rounded to the nearest. A double would not do:
+// near 1.7e15 us its spacing is 0.25 us ("...772.8" would read as 772.75 us).
+// Plain integers and decimals take a short path, other shapes (exponents)
+// simdjson's; a time of 2^53 us or more is an error.
+TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
+  struct Case {
+    std::string text;
+    int64_t ns;
+    bool is_float;
+  };
+  const std::vector<Case> cases = {
+      {"0", 0, false},
+      {"7", 7000, false},
+      {"-42", -42000, false},
+      {"12345678", 12345678000, false},
+      {"123456789", 123456789000, false},
+      {"1683564901548726", 1683564901548726000, false},
+      {"9007199254740991", 9007199254740991000, false},
+      // Kineto with nanoseconds writes "{us}.{ns:03}".
+      {"1712195495505772.800", 1712195495505772800, true},
+      {"1712195495505772.8", 1712195495505772800, true},
+      {"1712195495505772.1", 1712195495505772100, true},
+      {"1712195495505772.999", 1712195495505772999, true},
+      {"1682725898082212.000", 1682725898082212000, true},
+      {"9007199254740991.999", 9007199254740991999, true},
+      {"2.752", 2752, true},
+      {"5.5", 5500, true},
+      {"-0.25", -250, true},
+      {"0.0", 0, true},
+      // Past the third decimal: to the nearest nanosecond, halves away from 0.
+      {"1.23449", 1234, true},
+      {"1.2345", 1235, true},
+      {"0.0004999", 0, true},
+      {"-0.0005", -1, true},
+      {"1712195495505772.12345678901234567890", 1712195495505772123, true},
+      // simdjson's path.
+      {"1e3", 1000000, true},
+      {"1.25E2", 125000, true},
+      {"-5e-1", -500, true},
+      {"12345678901234567e-5", 123456789012346, true},
+  };
   TempDir dir;
   std::vector<std::string> events;
-  for (size_t i = 0; i < numbers.size(); ++i) {
+  for (size_t i = 0; i < cases.size(); ++i) {
     // Whitespace before and after some of them, as pretty printers write.
     const std::string pad = i % 2 == 0 ? "" : " \n ";
-    events.push_back(fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":{}{}{},"dur":{}}})",
-                                 i, pad, numbers[i], pad, numbers[i]));
+    events.push_back(
+        fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":{}{}{},"dur":{}}})", i, pad,
+                    cases[i].text, pad, cases[i].text));
   }
   const std::string path = WriteTrace(dir, "t.json", events);
   kineto::TraceReader reader;
   std::vector<kineto::RawEvent> got;
   ASSERT_TRUE(reader.Read(path, [&](const kineto::RawEvent& e) { got.push_back(e); }).ok());
-  ASSERT_EQ(got.size(), numbers.size());
-  for (size_t i = 0; i < numbers.size(); ++i) {
-    SCOPED_TRACE(numbers[i]);
+  ASSERT_EQ(got.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].text);
     EXPECT_EQ(got[i].pid, static_cast<int64_t>(i));
     ASSERT_TRUE(got[i].has_ts);
     ASSERT_TRUE(got[i].has_dur);
-    const double want = std::strtod(numbers[i].c_str(), nullptr);
-    EXPECT_EQ(got[i].ts_us, want);
-    EXPECT_EQ(got[i].dur_us, want);
-    EXPECT_EQ(got[i].ts_is_float, numbers[i].find_first_of(".e") != std::string::npos);
+    EXPECT_EQ(got[i].ts_ns, cases[i].ns);
+    EXPECT_EQ(got[i].dur_ns, cases[i].ns);
+    EXPECT_EQ(got[i].ts_is_float, cases[i].is_float);
+  }
+  // 2^53 us and past it: an error naming the event and the member, on
+  // either path (a double no longer holds whole microseconds there).
+  for (const std::string big :
+       {"9007199254740992", "-9007199254740992", "9007199254740992.5", "99999999999999999",
+        "1234567890123456789", "-9223372036854775808", "30000000000000000000", "1e16"}) {
+    for (const std::string member : {"ts", "dur"}) {
+      SCOPED_TRACE(member + ": " + big);
+      const std::string big_path =
+          WriteTrace(dir, "big.json",
+                     {Kernel("a", 0, 1, 7, 1),
+                      fmt::format(R"({{"ph":"X","ts":1,"dur":1,"{}":{}}})", member, big)});
+      absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(big_path);
+      ASSERT_FALSE(trace.ok());
+      EXPECT_NE(std::string(trace.status().message())
+                    .find("event 1: \"" + member + "\": The JSON number is too large"),
+                std::string::npos)
+          << trace.status();
+    }
   }
   // Other JSON values leave the field absent.
   for (const std::string other : {"\"5\"", "null", "true"}) {
@@ -414,7 +595,8 @@ TEST(TraceReaderTest, NumbersOfEveryShapeReadAsTheCLibraryReadsThem) {
     EXPECT_TRUE(events_read[0].has_dur);
   }
   // Malformed numbers and tokens are errors that name the event and the member.
-  for (const std::string bad : {"007", "-", "12a", "--1", "1234567.", "+5", "1e999"}) {
+  for (const std::string bad : {"007", "-", "12a", "--1", "1234567.", "+5", "1e999", "1.2.3", ".5",
+                                "5.1a", "-.5", "01.5", "1.5e"}) {
     for (const std::string member : {"ts", "dur", "pid", "tid"}) {
       SCOPED_TRACE(member + ": " + bad);
       const std::string bad_path = WriteTrace(
@@ -592,10 +774,10 @@ ReadResult ReadEvents(const std::string& path, int threads) {
   out.status = reader.Read(
       path,
       [&](const kineto::RawEvent& e) {
-        out.events.push_back(fmt::format(
-            "{} {}|{}|{}|{} {} {} {} {}{}{} {} {} {} {} {} {}", e.offset, e.ph, e.cat, e.name,
-            e.phase, e.pid, e.tid, e.ts_us, e.dur_us, e.has_ts, e.has_dur, e.ts_is_float,
-            e.stream, e.correlation, e.device, e.step, e.samples));
+        out.events.push_back(fmt::format("{} {}|{}|{}|{} {} {} {} {}{}{} {} {} {} {} {} {}",
+                                         e.offset, e.ph, e.cat, e.name, e.phase, e.pid, e.tid,
+                                         e.ts_ns, e.dur_ns, e.has_ts, e.has_dur, e.ts_is_float,
+                                         e.stream, e.correlation, e.device, e.step, e.samples));
       },
       // As the importer does: most CPU ops skip their args.
       [](const kineto::RawEvent& e) { return e.cat != "cpu_op"; });
@@ -803,12 +985,12 @@ void ExpectSameImport(const std::string& path, int threads) {
   EXPECT_EQ(one->read.events, many->read.events);
 }
 
-// A sink that throws on the event with ts == `at`, wherever it is parsed.
+// A sink that throws on the event that starts at `at_ns`, wherever it is parsed.
 struct ThrowingSink : kineto::ParallelSink {
   struct Share : kineto::EventSink {
     explicit Share(ThrowingSink& owner) : owner(owner) {}
     void Visit(const kineto::RawEvent& e) override {
-      if (e.ts_us == owner.at && !owner.thrown.exchange(true)) {
+      if (e.ts_ns == owner.at_ns && !owner.thrown.exchange(true)) {
         owner.thrown_in_a_share = true;
         throw std::runtime_error("sink failed");
       }
@@ -816,11 +998,11 @@ struct ThrowingSink : kineto::ParallelSink {
     ThrowingSink& owner;
   };
   void Visit(const kineto::RawEvent& e) override {
-    if (e.ts_us == at && !thrown.exchange(true)) throw std::runtime_error("sink failed");
+    if (e.ts_ns == at_ns && !thrown.exchange(true)) throw std::runtime_error("sink failed");
   }
   std::unique_ptr<kineto::EventSink> NewShare() override { return std::make_unique<Share>(*this); }
   void Commit(std::unique_ptr<kineto::EventSink>) override {}
-  double at = 0;
+  int64_t at_ns = 0;
   // Once only: a reader that swallowed it and parsed the event again
   // would then finish without it.
   std::atomic<bool> thrown{false};
@@ -1095,7 +1277,7 @@ TEST(ParallelReadTest, WhatASinkThrowsOnAWorkerReachesTheCaller) {
   for (const int threads : {1, 3}) {
     SCOPED_TRACE(threads);
     ThrowingSink sink;
-    sink.at = 10.0 * (events * 85 / 100);
+    sink.at_ns = 10000 * static_cast<int64_t>(events * 85 / 100);
     kineto::TraceReader reader;
     reader.set_max_threads(threads);
     EXPECT_THROW((void)reader.Read(path, sink), std::runtime_error);

@@ -20,14 +20,35 @@ bool Contains(std::string_view s, std::string_view part) {
   return s.find(part) != std::string_view::npos;
 }
 
-TimestampNs CeilMicros(TimestampNs ns) {
-  const TimestampNs q = ns / 1000;
-  return (ns % 1000 > 0 ? q + 1 : q) * 1000;
-}
-TimestampNs FloorMicros(TimestampNs ns) {
-  const TimestampNs q = ns / 1000;
-  return (ns % 1000 < 0 ? q - 1 : q) * 1000;
-}
+// A row's times as HTA sees them. pandas holds each ts and dur as the
+// double nearest its text: NanosToMicros of the exact nanoseconds the reader
+// keeps. When the ts column is float64 (facts.round_to_us), HTA's parser
+// (hta/common/trace_parser.py: round_down_time_stamps) computes end = ts +
+// dur in float64 at the full epoch-sized magnitude, where doubles are 0.25
+// us apart near 1.7e15 us, so the sum can land on the next whole
+// microsecond; then it takes ceil(ts) and floor(end). Otherwise times stay as
+// written: HTA adds dur only after subtracting the trace's first ts
+// (hta/common/trace.py: _align_all_ranks), where the float64 sum is
+// exact to far below a nanosecond.
+class HtaClock {
+ public:
+  explicit HtaClock(bool round_to_us) : round_(round_to_us) {}
+  // The start of a row (or a launch call, a step) that starts at `ns`.
+  TimestampNs Start(TimestampNs ns) const {
+    if (!round_ || ns % 1000 == 0) return ns;
+    return static_cast<TimestampNs>(std::ceil(NanosToMicros(ns))) * 1000;
+  }
+  // The end of the row [start_ns, end_ns).
+  TimestampNs End(TimestampNs start_ns, TimestampNs end_ns) const {
+    const TimestampNs dur_ns = end_ns - start_ns;
+    if (!round_ || (start_ns % 1000 == 0 && dur_ns % 1000 == 0)) return end_ns;
+    const double end_us = NanosToMicros(start_ns) + NanosToMicros(dur_ns);
+    return static_cast<TimestampNs>(std::floor(end_us)) * 1000;
+  }
+
+ private:
+  bool round_;
+};
 
 // A union in HTA's way (a row opens a new group only if it starts after
 // every earlier row's end): its span and covered time.
@@ -283,8 +304,8 @@ HtaBreakdown OnePass::Finish() const {
 
 HtaBreakdown ComputeInOnePass(const Timeline& timeline, const HtaTraceFacts& facts,
                               double consecutive_kernel_delay_us, const CallScan& scan) {
-  auto start_of = [&](TimestampNs ns) { return facts.round_to_us ? CeilMicros(ns) : ns; };
-  auto end_of = [&](TimestampNs ns) { return facts.round_to_us ? FloorMicros(ns) : ns; };
+  const HtaClock hta_clock(facts.round_to_us);
+  auto start_of = [&](TimestampNs ns) { return hta_clock.Start(ns); };
   const bool cut = facts.profiler_steps >= 2;
   const TimestampNs last_step = start_of(facts.last_step_start_ns);
   auto kept_host_row = [&](TimestampNs start) { return !cut || start < last_step; };
@@ -304,7 +325,7 @@ HtaBreakdown ComputeInOnePass(const Timeline& timeline, const HtaTraceFacts& fac
     const Track& track = timeline.tracks()[i.track];
     if (track.kind != TrackKind::kDeviceStream) continue;
     const TimestampNs start = start_of(i.start_ns);
-    const TimestampNs end = end_of(i.end_ns);
+    const TimestampNs end = hta_clock.End(i.start_ns, i.end_ns);
     if (!((track.tid >= 0 && i.value >= 0) || pass.names().IsSyncName(i.name))) {
       if (kept_host_row(start)) pass.Emit(i, start, end, std::nullopt);  // a host row to HTA
       continue;

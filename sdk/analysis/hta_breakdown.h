@@ -11,8 +11,11 @@
 // - Iterations: with two or more ProfilerStep#N annotations, HTA drops the
 //   last one: host rows from its start on, and device rows whose launch is
 //   not among the kept host rows. With one or none, everything is kept.
-// - Timestamps are whole microseconds when the trace wrote any ts as a float
-//   literal (then start = ceil(ts), end = floor(ts + dur)).
+// - Times: when the trace wrote any ts as a float literal, or left one out,
+//   every start is ceil(ts) and every end floor(ts + dur) in microseconds,
+//   where ts and dur are the doubles nearest their text and the sum is a
+//   float64 one at the epoch-sized magnitude (0.25 us apart near 1.7e15 us),
+//   as pandas computes them. Otherwise times are exact.
 // - Temporal breakdown: over every kept row on a stream, kernel_time is the
 //   span from the first start to the last end, idle is kernel_time minus
 //   the union of all rows, compute is the union of the COMPUTATION rows

@@ -2,10 +2,29 @@
 #include "sdk/analysis/timeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 #include <utility>
 
 namespace trainscope::analysis {
+
+TimestampNs MicrosToNanos(double us) {
+  const double whole = std::floor(us);
+  return static_cast<TimestampNs>(whole) * 1000 + std::llround((us - whole) * 1000.0);
+}
+
+double NanosToMicros(TimestampNs ns) {
+  // Up to 2^53 the integer is exact in a double and one division rounds
+  // once. Past it the whole microseconds (2^53 / 1000 to 2^53) are exact
+  // and the fraction k/1000 is added. The rounding midpoints of that
+  // magnitude are multiples of 2^-10, and k/1000 is either one of them (k a
+  // multiple of 125: exact in a double) or at least 8/(1000 * 2^10) > 2^-17
+  // away, far more than the 2^-54 error of the fraction's own rounding: the
+  // sum rounds as the exact value would.
+  constexpr TimestampNs kExact = TimestampNs{1} << 53;
+  if (ns >= -kExact && ns <= kExact) return static_cast<double>(ns) / 1000.0;
+  return static_cast<double>(ns / 1000) + static_cast<double>(ns % 1000) / 1000.0;
+}
 
 uint32_t Timeline::AddTrack(Track track) {
   tracks_.push_back(std::move(track));

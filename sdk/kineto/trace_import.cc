@@ -53,8 +53,8 @@ class Importer : public ParallelSink {
       return;
     }
     Interval interval;
-    interval.start_ns = MicrosToNanos(e.ts_us);
-    interval.end_ns = interval.start_ns + (e.has_dur ? MicrosToNanos(e.dur_us) : 0);
+    interval.start_ns = e.ts_ns;
+    interval.end_ns = e.ts_ns + (e.has_dur ? e.dur_ns : 0);
     interval.value = e.correlation;
     const std::string_view cat = e.cat;
     if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
@@ -123,11 +123,11 @@ class Importer : public ParallelSink {
       first_seen_ = true;
       const bool gpu_row = (e.stream >= 0 && e.correlation >= 0) || e.name == "Event Sync" ||
                            e.name == "Context Sync";
-      if (loaded && !gpu_row) facts.first_event_ns = MicrosToNanos(e.ts_us);
+      if (loaded && !gpu_row) facts.first_event_ns = e.ts_ns;
     }
     if (loaded && e.name.substr(0, kStepPrefix.size()) == kStepPrefix) {
       if (step_names_.insert(std::string(e.name)).second) ++facts.profiler_steps;
-      facts.last_step_start_ns = std::max(facts.last_step_start_ns, MicrosToNanos(e.ts_us));
+      facts.last_step_start_ns = std::max(facts.last_step_start_ns, e.ts_ns);
     }
   }
 
@@ -202,14 +202,6 @@ void Importer::Commit(std::unique_ptr<EventSink> share) {
 }
 
 }  // namespace
-
-// Kineto's ts are microseconds since the epoch (about 1.7e15): exact in a
-// double, but not once multiplied by 1000 (past 2^53). Convert the whole and
-// fractional parts separately.
-int64_t MicrosToNanos(double us) {
-  const double whole = std::floor(us);
-  return static_cast<int64_t>(whole) * 1000 + std::llround((us - whole) * 1000.0);
-}
 
 absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path, int threads) {
   const auto started = std::chrono::steady_clock::now();

@@ -42,10 +42,6 @@ struct ImportedTrace {
 // TraceReader::Read.
 absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path, int threads = 0);
 
-// Converts Kineto microseconds to nanoseconds, rounding to the nearest,
-// exactly for epoch-sized timestamps.
-int64_t MicrosToNanos(double us);
-
 }  // namespace trainscope::kineto
 
 #endif  // TRAINSCOPE_SDK_KINETO_TRACE_IMPORT_H_

@@ -10,17 +10,19 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
-#include <atomic>
 #include <mutex>
 #include <new>
 #include <thread>
 
 #include "fmt/format.h"
+#include "sdk/analysis/timeline.h"
 #include "sdk/core/cpus.h"
 #include "sdk/core/files.h"
 #include "sdk/kineto/gzip_stream.h"
@@ -116,41 +118,107 @@ bool EightDigits(const char* p, uint64_t* out) {
   return true;
 }
 
+// `count` ASCII digits at p (count <= 19) as their value, or false for
+// anything else. Eight at a time while they last.
+[[gnu::always_inline]] inline bool Digits(const char* p, size_t count, uint64_t* out) {
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    uint64_t eight;
+    if (!EightDigits(p + i, &eight)) return false;
+    v = v * 100000000 + eight;
+  }
+  for (; i < count; ++i) {
+    const unsigned digit = static_cast<unsigned char>(p[i]) - '0';
+    if (digit > 9) return false;
+    v = v * 10 + digit;
+  }
+  *out = v;
+  return true;
+}
+
+// The token's text, less the whitespace after it, if what follows it ends a
+// number (simdjson refuses "5\"9" too); else an empty view.
+[[gnu::always_inline]] inline std::string_view NumberText(simdjson::ondemand::value& value) {
+  const std::string_view raw = value.raw_json_token();
+  size_t n = raw.size();
+  while (n > 0 && IsSpace(raw[n - 1])) --n;
+  const char after = raw.data()[n];
+  if (!IsSpace(after) && after != ',' && after != '}' && after != ']') return {};
+  return raw.substr(0, n);
+}
+
 // A plain JSON integer of up to 18 digits (Kineto's timestamps, ids and
 // durations), read from the token's text without consuming the value (the
 // object's iteration skips it). False for anything else, which then takes
 // simdjson's own path, errors included.
 bool FastInteger(simdjson::ondemand::value& value, int64_t* out) {
-  const std::string_view raw = value.raw_json_token();
-  const char* p = raw.data();
-  size_t n = raw.size();
-  while (n > 0 && IsSpace(p[n - 1])) --n;
+  const std::string_view text = NumberText(value);
+  const char* p = text.data();
+  size_t n = text.size();
   const bool negative = n > 0 && p[0] == '-';
   if (negative) ++p, --n;
   if (n == 0 || n > 18 || (p[0] == '0' && n > 1)) return false;
-  // What ends it must end a number (simdjson refuses "5\"9" too).
-  const char after = p[n];
-  if (!IsSpace(after) && after != ',' && after != '}' && after != ']') return false;
   uint64_t v = 0;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t eight;
-    if (!EightDigits(p + i, &eight)) return false;
-    v = v * 100000000 + eight;
-  }
-  for (; i < n; ++i) {
-    const unsigned digit = static_cast<unsigned char>(p[i]) - '0';
-    if (digit > 9) return false;
-    v = v * 10 + digit;
-  }
+  if (!Digits(p, n, &v)) return false;
   *out = negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
   return true;
+}
+
+// A time in microseconds written as a plain integer or decimal
+// ("1683564901548726", "1712195495505772.800" as Kineto writes nanoseconds,
+// "2.75"), as whole nanoseconds: exact to the third decimal, the rest
+// rounded to the nearest (halves away from zero). kNotPlain for any other
+// shape (an exponent, more than 16 integer digits, what is not a number),
+// which takes simdjson's path.
+enum class FastTime { kRead, kOutOfRange, kNotPlain };
+FastTime FastMicros(simdjson::ondemand::value& value, int64_t* ns, bool* is_float) {
+  const std::string_view text = NumberText(value);
+  const char* p = text.data();
+  size_t n = text.size();
+  const bool negative = n > 0 && p[0] == '-';
+  if (negative) ++p, --n;
+  // Kineto's two shapes first: "{us}", and "{us}.{ns:03}" with its dot 4
+  // from the end; any other decimal is found with memchr.
+  const char* dot = n > 4 && p[n - 4] == '.' ? p + n - 4 : nullptr;
+  uint64_t whole = 0, fraction = 0;
+  if (dot == nullptr) {
+    if (n > 0 && n <= 16 && (p[0] != '0' || n == 1) && Digits(p, n, &whole)) {
+      if (whole >= uint64_t{1} << 53) return FastTime::kOutOfRange;  // kMaxTraceMicros
+      *ns = negative ? -static_cast<int64_t>(whole * 1000) : static_cast<int64_t>(whole * 1000);
+      *is_float = false;
+      return FastTime::kRead;
+    }
+    dot = n > 0 ? static_cast<const char*>(std::memchr(p, '.', n)) : nullptr;
+    if (dot == nullptr) return FastTime::kNotPlain;
+  }
+  const auto digits = static_cast<size_t>(dot - p);
+  const size_t decimals = n - digits - 1;
+  if (digits == 0 || digits > 16 || (p[0] == '0' && digits > 1) || decimals == 0 ||
+      !Digits(p, digits, &whole)) {
+    return FastTime::kNotPlain;
+  }
+  const char* f = dot + 1;
+  const size_t kept = std::min<size_t>(decimals, 3);
+  if (!Digits(f, kept, &fraction)) return FastTime::kNotPlain;
+  for (size_t k = kept; k < 3; ++k) fraction *= 10;
+  for (size_t k = 3; k < decimals; ++k) {
+    if (static_cast<unsigned>(static_cast<unsigned char>(f[k]) - '0') > 9) {
+      return FastTime::kNotPlain;
+    }
+  }
+  if (decimals > 3 && f[3] >= '5') ++fraction;
+  if (whole >= uint64_t{1} << 53) return FastTime::kOutOfRange;  // kMaxTraceMicros
+  const auto magnitude = static_cast<int64_t>(whole * 1000 + fraction);
+  *ns = negative ? -magnitude : magnitude;
+  *is_float = true;
+  return FastTime::kRead;
 }
 
 // A member's value for GetNumber: a number, another JSON value (a string,
 // null, ...: the field counts as absent), or a malformed number or token
 // ("12a", "-", "+5"), which is an error at the event.
-enum class NumberRead { kNumber, kOther, kMalformed };
+enum class NumberRead { kNumber, kOther, kMalformed, kOutOfRange };
 
 NumberRead GetNumber(simdjson::ondemand::value& value, Number* out) {
   int64_t fast = 0;
@@ -176,6 +244,27 @@ NumberRead GetNumber(simdjson::ondemand::value& value, Number* out) {
                   number_type == simdjson::ondemand::number_type::floating_point_number;
   return value.get_double().get(out->value) == simdjson::SUCCESS ? NumberRead::kNumber
                                                                  : NumberRead::kMalformed;
+}
+
+// A time in microseconds ("ts", "dur") as whole nanoseconds into *ns, and
+// whether it was written as a floating-point literal into *is_float (both
+// untouched unless kNumber). kOutOfRange past kMaxTraceMicros.
+NumberRead GetMicros(simdjson::ondemand::value& value, int64_t* ns, bool* is_float) {
+  switch (FastMicros(value, ns, is_float)) {
+    case FastTime::kRead:
+      return NumberRead::kNumber;
+    case FastTime::kOutOfRange:
+      return NumberRead::kOutOfRange;
+    case FastTime::kNotPlain:
+      break;
+  }
+  Number number;
+  const NumberRead read = GetNumber(value, &number);
+  if (read != NumberRead::kNumber) return read;
+  if (!(std::fabs(number.value) < analysis::kMaxTraceMicros)) return NumberRead::kOutOfRange;
+  *ns = analysis::MicrosToNanos(number.value);
+  *is_float = number.is_float;
+  return NumberRead::kNumber;
 }
 
 // A number (through the double, as before) into *out, or -1 for any other
@@ -562,6 +651,13 @@ struct TraceReader::Impl {
     return error;
   }
 
+  // The error of a time member's read, or SUCCESS.
+  static simdjson::error_code TimeFault(NumberRead read) {
+    if (read == NumberRead::kMalformed) return simdjson::NUMBER_ERROR;
+    if (read == NumberRead::kOutOfRange) return simdjson::NUMBER_OUT_OF_RANGE;
+    return simdjson::SUCCESS;
+  }
+
   // The args members the analyses use. On an error, *bad_key (when given)
   // names the member at fault.
   simdjson::error_code ParseArgs(simdjson::ondemand::value& value, bool escapes, RawEvent* event,
@@ -621,7 +717,6 @@ struct TraceReader::Impl {
       if (auto error = KeyOf(field, escapes, &key)) return error;
       // A reference, not a copy: see the field above.
       simdjson::ondemand::value& value = field.value();
-      Number number;
       if (key == "ph") {
         GetString(value, escapes, &event->ph);
       } else if (key == "cat") {
@@ -637,16 +732,14 @@ struct TraceReader::Impl {
         if (skip()) continue;
         if (auto error = AsInt(value, &event->tid)) return Fault(error, "tid", bad_key);
       } else if (key == "ts") {
-        const NumberRead read = GetNumber(value, &number);
-        if (read == NumberRead::kMalformed) return Fault(simdjson::NUMBER_ERROR, "ts", bad_key);
+        const NumberRead read = GetMicros(value, &event->ts_ns, &event->ts_is_float);
+        if (auto error = TimeFault(read)) return Fault(error, "ts", bad_key);
         event->has_ts = read == NumberRead::kNumber;
-        event->ts_is_float = number.is_float;
-        if (event->has_ts) event->ts_us = number.value;
       } else if (key == "dur") {
-        const NumberRead read = GetNumber(value, &number);
-        if (read == NumberRead::kMalformed) return Fault(simdjson::NUMBER_ERROR, "dur", bad_key);
+        bool dur_is_float = false;
+        const NumberRead read = GetMicros(value, &event->dur_ns, &dur_is_float);
+        if (auto error = TimeFault(read)) return Fault(error, "dur", bad_key);
         event->has_dur = read == NumberRead::kNumber;
-        if (event->has_dur) event->dur_us = number.value;
       } else if (key == "args") {
         if (skip()) continue;
         if (auto error = ParseArgs(value, escapes, event, bad_key)) return error;

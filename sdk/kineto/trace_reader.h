@@ -39,16 +39,23 @@
 namespace trainscope::kineto {
 
 // The fields of one trace event that the analyses use. Views are valid only
-// during the callback. Absent numbers are -1 (ts/dur: NaN is never produced;
-// `has_ts`/`has_dur` say whether they were present).
+// during the callback. Absent numbers are -1 (ts/dur: `has_ts`/`has_dur` say
+// whether they were present).
+//
+// ts and dur are written in microseconds, often with a fraction ("ts":
+// 1712195495505772.800 from a Kineto built with nanoseconds, whose spacing as
+// a double would be 0.25 us). They are read from their text as whole
+// nanoseconds: exact to the third decimal, further digits rounded to the
+// nearest. A time of 2^53 us or more (analysis::kMaxTraceMicros) is an error
+// naming the event and the member.
 struct RawEvent {
   std::string_view ph;
   std::string_view cat;
   std::string_view name;
   int64_t pid = -1;  // -1 when absent or a string (metadata tracks)
   int64_t tid = -1;
-  double ts_us = 0;
-  double dur_us = 0;
+  int64_t ts_ns = 0;
+  int64_t dur_ns = 0;
   bool has_ts = false;
   bool has_dur = false;
   bool ts_is_float = false;  // ts was written as a floating-point literal ("5.0")
