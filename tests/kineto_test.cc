@@ -194,6 +194,21 @@ TEST(HtaBreakdownTest, LastProfilerStepIsDroppedByLaunchTime) {
   EXPECT_DOUBLE_EQ(rows.at({7, "host_wait"}), 130);  // launched at 95 > 20
 }
 
+// The same cut when the steps start before time 0 (negative timestamps):
+// steps #1 at -1,000,000 and #2 at -999,900 cut at -999,900, so the kernel
+// launched at -999,890 is dropped and one [-999,980, -999,970) is left.
+TEST(HtaBreakdownTest, StepsBeforeTimeZeroAreCutToo) {
+  TempDir dir;
+  const std::string path =
+      WriteTrace(dir, "t.json",
+                 {Step(1, -1000000, 100), Launch(-999990, 1), Kernel("gemm", -999980, 10, 7, 1),
+                  Step(2, -999900, 100), Launch(-999890, 2), Kernel("gemm", -999880, 10, 7, 2)});
+  const HtaBreakdown hta = Analyze(path);
+  EXPECT_EQ(hta.rows, 1);
+  EXPECT_DOUBLE_EQ(hta.temporal.kernel_us, 10);
+  EXPECT_DOUBLE_EQ(hta.temporal.idle_us, 0);
+}
+
 TEST(HtaBreakdownTest, FloatTimestampsAreRoundedToWholeMicroseconds) {
   TempDir dir;
   // One float ts switches HTA to whole microseconds for every event:
@@ -532,40 +547,60 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
       {"0.0004999", 0, true},
       {"-0.0005", -1, true},
       {"1712195495505772.12345678901234567890", 1712195495505772123, true},
-      // simdjson's path.
+      // Exponents, read exactly too (simdjson 3.0.1's get_double reads
+      // "0.54727844143084803143e8" as 17834355.99).
       {"1e3", 1000000, true},
       {"1.25E2", 125000, true},
+      {"1E+3", 1000000, true},
       {"-5e-1", -500, true},
       {"12345678901234567e-5", 123456789012346, true},
+      {"1712195495505772.8e0", 1712195495505772800, true},
+      {"1.7121954955057728e+15", 1712195495505772800, true},
+      {"0.54727844143084803143e8", 54727844143, true},
+      {"123456789012345678901234567890e-20", 1234567890123, true},
+      {"0.000000000000000000000000000001e30", 1000, true},
+      {"5e-05", 0, true},
+      {"-6.25e-2", -63, true},
+      {"-5e-4", -1, true},
+      {"0e50", 0, true},
+      {"0.0e-999999999999", 0, true},
   };
   TempDir dir;
   std::vector<std::string> events;
   for (size_t i = 0; i < cases.size(); ++i) {
     // Whitespace before and after some of them, as pretty printers write.
+    // Each as a ts, then as a dur (ts + dur must stay below 2^53 us too).
     const std::string pad = i % 2 == 0 ? "" : " \n ";
     events.push_back(
-        fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":{}{}{},"dur":{}}})", i, pad,
-                    cases[i].text, pad, cases[i].text));
+        fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":{}{}{},"dur":0}})", i, pad,
+                    cases[i].text, pad));
+    events.push_back(
+        fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":0,"dur":{}{}{}}})", i, pad,
+                    cases[i].text, pad));
   }
   const std::string path = WriteTrace(dir, "t.json", events);
   kineto::TraceReader reader;
   std::vector<kineto::RawEvent> got;
-  ASSERT_TRUE(reader.Read(path, [&](const kineto::RawEvent& e) { got.push_back(e); }).ok());
-  ASSERT_EQ(got.size(), cases.size());
+  const absl::Status status =
+      reader.Read(path, [&](const kineto::RawEvent& e) { got.push_back(e); });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(got.size(), 2 * cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     SCOPED_TRACE(cases[i].text);
-    EXPECT_EQ(got[i].pid, static_cast<int64_t>(i));
-    ASSERT_TRUE(got[i].has_ts);
-    ASSERT_TRUE(got[i].has_dur);
-    EXPECT_EQ(got[i].ts_ns, cases[i].ns);
-    EXPECT_EQ(got[i].dur_ns, cases[i].ns);
-    EXPECT_EQ(got[i].ts_is_float, cases[i].is_float);
+    const kineto::RawEvent& as_ts = got[2 * i];
+    const kineto::RawEvent& as_dur = got[2 * i + 1];
+    EXPECT_EQ(as_ts.pid, static_cast<int64_t>(i));
+    ASSERT_TRUE(as_ts.has_ts && as_dur.has_dur);
+    EXPECT_EQ(as_ts.ts_ns, cases[i].ns);
+    EXPECT_EQ(as_dur.dur_ns, cases[i].ns);
+    EXPECT_EQ(as_ts.ts_is_float, cases[i].is_float);
   }
   // 2^53 us and past it: an error naming the event and the member, on
   // either path (a double no longer holds whole microseconds there).
   for (const std::string big :
        {"9007199254740992", "-9007199254740992", "9007199254740992.5", "99999999999999999",
-        "1234567890123456789", "-9223372036854775808", "30000000000000000000", "1e16"}) {
+        "1234567890123456789", "-9223372036854775808", "30000000000000000000", "1e16",
+        "9007199254740992e0", "0.9007199254740992e16", "1e999999999999", "9007199254740991.9995"}) {
     for (const std::string member : {"ts", "dur"}) {
       SCOPED_TRACE(member + ": " + big);
       const std::string big_path =
@@ -579,6 +614,23 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
                 std::string::npos)
           << trace.status();
     }
+  }
+  // An end (ts + dur) at 2^53 us or past it is refused as well, however the
+  // sum would wrap in an int64.
+  for (const auto& [ts, dur] :
+       std::vector<std::pair<std::string, std::string>>{{"9000000000000001", "9000000000000000"},
+                                                        {"9007199254740991", "1"},
+                                                        {"-9007199254740991", "-1.5"}}) {
+    SCOPED_TRACE(ts + " + " + dur);
+    const std::string end_path = WriteTrace(
+        dir, "end.json",
+        {Kernel("a", 0, 1, 7, 1), fmt::format(R"({{"ph":"X","ts":{},"dur":{}}})", ts, dur)});
+    absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(end_path);
+    ASSERT_FALSE(trace.ok());
+    EXPECT_NE(std::string(trace.status().message())
+                  .find("event 1: \"ts + dur\": The JSON number is too large"),
+              std::string::npos)
+        << trace.status();
   }
   // Other JSON values leave the field absent.
   for (const std::string other : {"\"5\"", "null", "true"}) {
@@ -595,8 +647,9 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
     EXPECT_TRUE(events_read[0].has_dur);
   }
   // Malformed numbers and tokens are errors that name the event and the member.
-  for (const std::string bad : {"007", "-", "12a", "--1", "1234567.", "+5", "1e999", "1.2.3", ".5",
-                                "5.1a", "-.5", "01.5", "1.5e"}) {
+  for (const std::string bad :
+       {"007", "-", "12a", "--1", "1234567.", "+5", "1e999", "1.2.3", ".5", "5.1a", "-.5", "01.5",
+        "1.5e", "1e+", "1.e5", "-e5", "1ee5", "1e5.5", "0x10"}) {
     for (const std::string member : {"ts", "dur", "pid", "tid"}) {
       SCOPED_TRACE(member + ": " + bad);
       const std::string bad_path = WriteTrace(
@@ -626,6 +679,76 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
   EXPECT_NE(std::string(trace.status().message()).find("event 0: \"args.stream\":"),
             std::string::npos)
       << trace.status();
+}
+
+// The same nanoseconds in every shape JSON allows: a known value v (ns)
+// written as its digits with the point anywhere and the exponent to match,
+// in "0.000ddd" form, with extra digits that round down (4999...) or up
+// (5...), either sign, from a fixed seed. Each reads back as v (or v + 1 in
+// magnitude when the extra digits round up).
+TEST(TraceReaderTest, TimesInEveryShapeReadExactly) {
+  std::mt19937_64 random(14);
+  struct Want {
+    std::string text;
+    int64_t ns;
+  };
+  std::vector<Want> wants;
+  for (int k = 0; k < 20000; ++k) {
+    const auto magnitude =
+        static_cast<int64_t>((random() >> (random() % 64)) % (analysis::kMaxTraceNanos - 1));
+    const bool negative = random() % 2 == 1;
+    const std::string value = std::to_string(magnitude);  // value x 10^-3 us
+    std::string digits = value;
+    int64_t want = magnitude;
+    switch (random() % 3) {
+      case 0:
+        break;
+      case 1:  // digits past the nanosecond that round down
+        digits += "4999";
+        break;
+      case 2:  // and up
+        digits += "5" + std::string(random() % 3, '0');
+        want += 1;
+        break;
+    }
+    // digits x 10^exponent us
+    int64_t exponent = -3 - static_cast<int64_t>(digits.size() - value.size());
+    std::string text;
+    if (random() % 4 == 0) {  // "0.000ddd" form
+      const size_t zeros = random() % 4;
+      text = "0." + std::string(zeros, '0') + digits;
+      exponent += static_cast<int64_t>(zeros + digits.size());
+    } else {  // the point after `at` digits, or none
+      const size_t at = digits[0] == '0' ? 1 : 1 + random() % digits.size();  // no "04.9"
+      text = digits.substr(0, at);
+      if (at < digits.size()) text += "." + digits.substr(at);
+      exponent += static_cast<int64_t>(digits.size() - at);
+    }
+    if (exponent != 0 || random() % 2 == 0) {
+      text += fmt::format("{}{}", random() % 2 ? "e" : "E", exponent);
+    }
+    if (want >= analysis::kMaxTraceNanos) continue;
+    wants.push_back({(negative ? "-" : "") + text, negative ? -want : want});
+  }
+  TempDir dir;
+  std::vector<std::string> events;
+  for (size_t i = 0; i < wants.size(); ++i) {
+    events.push_back(fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":{},"dur":0}})", i,
+                                 wants[i].text));
+  }
+  kineto::TraceReader reader;
+  size_t i = 0;
+  int wrong = 0;
+  const absl::Status status =
+      reader.Read(WriteTrace(dir, "shapes.json", events), [&](const kineto::RawEvent& e) {
+        if (e.ts_ns != wants[i].ns && ++wrong <= 5) {
+          ADD_FAILURE() << wants[i].text << ": read " << e.ts_ns << ", want " << wants[i].ns;
+        }
+        ++i;
+      });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(i, wants.size());
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(TraceReaderTest, CorruptGzipIsDataLoss) {

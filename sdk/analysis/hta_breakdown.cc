@@ -27,9 +27,9 @@ bool Contains(std::string_view s, std::string_view part) {
 // dur in float64 at the full epoch-sized magnitude, where doubles are 0.25
 // us apart near 1.7e15 us, so the sum can land on the next whole
 // microsecond; then it takes ceil(ts) and floor(end). Otherwise times stay as
-// written: HTA adds dur only after subtracting the trace's first ts
-// (hta/common/trace.py: _align_all_ranks), where the float64 sum is
-// exact to far below a nanosecond.
+// written: the breakdowns add ts + dur (again) only after subtracting the
+// smallest ts (hta/common/trace.py: _align_all_ranks), where the float64
+// sum is exact to far below a nanosecond.
 class HtaClock {
  public:
   explicit HtaClock(bool round_to_us) : round_(round_to_us) {}
@@ -307,7 +307,7 @@ HtaBreakdown ComputeInOnePass(const Timeline& timeline, const HtaTraceFacts& fac
   const HtaClock hta_clock(facts.round_to_us);
   auto start_of = [&](TimestampNs ns) { return hta_clock.Start(ns); };
   const bool cut = facts.profiler_steps >= 2;
-  const TimestampNs last_step = start_of(facts.last_step_start_ns);
+  const TimestampNs last_step = cut ? start_of(facts.last_step_start_ns) : 0;
   auto kept_host_row = [&](TimestampNs start) { return !cut || start < last_step; };
   LaunchTable launches(scan);
   for (const Interval& i : timeline.intervals()) {

@@ -28,6 +28,7 @@
 #define TRAINSCOPE_SDK_ANALYSIS_HTA_BREAKDOWN_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,7 +43,8 @@ struct HtaTraceFacts {
   // Distinct ProfilerStep#N names (any category, GPU annotations too).
   int64_t profiler_steps = 0;
   // The latest start among them: HTA cuts the last iteration there.
-  TimestampNs last_step_start_ns = 0;
+  // (Until one is seen, the smallest TimestampNs: steps may start before 0.)
+  TimestampNs last_step_start_ns = std::numeric_limits<TimestampNs>::min();
   // True when any event's ts was a float literal or missing: HTA then rounds
   // every start up and every end down to whole microseconds.
   bool round_to_us = false;

@@ -2,16 +2,10 @@
 #include "sdk/analysis/timeline.h"
 
 #include <algorithm>
-#include <cmath>
 #include <thread>
 #include <utility>
 
 namespace trainscope::analysis {
-
-TimestampNs MicrosToNanos(double us) {
-  const double whole = std::floor(us);
-  return static_cast<TimestampNs>(whole) * 1000 + std::llround((us - whole) * 1000.0);
-}
 
 double NanosToMicros(TimestampNs ns) {
   // Up to 2^53 the integer is exact in a double and one division rounds

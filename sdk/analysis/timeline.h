@@ -60,20 +60,14 @@ constexpr bool IsDeviceKind(IntervalKind kind) {
 // 1712195495505772.800 from a Kineto built with nanoseconds); the timeline
 // keeps whole nanoseconds.
 //
-// The largest magnitude, in microseconds, a trace time may have: 2^53, past
-// which a double no longer holds whole microseconds (as a Unix time, about
-// the year 2255).
-inline constexpr double kMaxTraceMicros = 9007199254740992.0;
-
-// `us` in whole nanoseconds, to the nearest (halves away from zero). Exact
-// for epoch-sized values too (1.7e15 us times 1000 is past 2^53): the whole
-// and fractional parts are converted apart. Requires |us| < kMaxTraceMicros.
-TimestampNs MicrosToNanos(double us);
+// Trace times must be below 2^53 us in magnitude, past which a double no
+// longer holds whole microseconds (as a Unix time, about the year 2255).
+inline constexpr TimestampNs kMaxTraceNanos = (TimestampNs{1} << 53) * 1000;
 
 // The double nearest to ns / 1000: exactly what a correctly rounding JSON
-// parser (Python's json, simdjson) makes of the decimal text of that many
-// microseconds. Correctly rounded for |ns / 1000| < kMaxTraceMicros, every
-// time a trace can hold. Cost: a few ns.
+// parser (Python's json, glibc's strtod) makes of the decimal text of that
+// many microseconds. Correctly rounded for |ns| < kMaxTraceNanos, every time
+// a trace can hold. Cost: a few ns.
 double NanosToMicros(TimestampNs ns);
 
 // A half-open time interval [start_ns, end_ns) on one track.

@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -165,53 +164,92 @@ bool FastInteger(simdjson::ondemand::value& value, int64_t* out) {
   return true;
 }
 
-// A time in microseconds written as a plain integer or decimal
-// ("1683564901548726", "1712195495505772.800" as Kineto writes nanoseconds,
-// "2.75"), as whole nanoseconds: exact to the third decimal, the rest
-// rounded to the nearest (halves away from zero). kNotPlain for any other
-// shape (an exponent, more than 16 integer digits, what is not a number),
-// which takes simdjson's path.
+// Times of 2^53 us and more (analysis::kMaxTraceNanos) are refused.
+constexpr auto kMaxNanos = static_cast<uint64_t>(analysis::kMaxTraceNanos);
+
+// A JSON number of microseconds, sign already taken (p, n: the rest), as
+// whole nanoseconds in *magnitude: exact, digits past the nanosecond rounded
+// to the nearest (halves away from zero). Any shape of the grammar,
+// (0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, with no double in between.
+// *is_float: written with a point or an exponent. kNotPlain for what the
+// grammar refuses.
 enum class FastTime { kRead, kOutOfRange, kNotPlain };
+FastTime ExactMicros(const char* p, size_t n, uint64_t* magnitude, bool* is_float) {
+  auto is_digit = [](char c) { return static_cast<unsigned>(c - '0') <= 9; };
+  size_t i = 0;
+  while (i < n && is_digit(p[i])) ++i;
+  const size_t int_digits = i;
+  if (int_digits == 0 || (p[0] == '0' && int_digits > 1)) return FastTime::kNotPlain;
+  size_t frac_at = i, frac_digits = 0;
+  if (i < n && p[i] == '.') {
+    frac_at = ++i;
+    while (i < n && is_digit(p[i])) ++i;
+    frac_digits = i - frac_at;
+    if (frac_digits == 0) return FastTime::kNotPlain;
+  }
+  int64_t exponent = 0;
+  if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+    ++i;
+    const bool negative = i < n && p[i] == '-';
+    if (i < n && (p[i] == '+' || p[i] == '-')) ++i;
+    const size_t exponent_at = i;
+    for (; i < n && is_digit(p[i]); ++i) {
+      if (exponent < 1000000000) exponent = exponent * 10 + (p[i] - '0');  // saturates
+    }
+    if (i == exponent_at) return FastTime::kNotPlain;
+    if (negative) exponent = -exponent;
+  }
+  if (i != n) return FastTime::kNotPlain;
+  // The mantissa's digits without the point, and how many of them come
+  // before the point of the value in nanoseconds.
+  const auto total = static_cast<int64_t>(int_digits + frac_digits);
+  auto digit = [&](int64_t k) -> uint64_t {
+    if (k < 0 || k >= total) return 0;
+    const auto at = static_cast<size_t>(k);
+    return static_cast<uint64_t>(p[at < int_digits ? at : frac_at + (at - int_digits)] - '0');
+  };
+  const int64_t point = static_cast<int64_t>(int_digits) + exponent + 3;
+  int64_t first = 0;  // the first digit that is not a leading zero
+  while (first < total && digit(first) == 0) ++first;
+  uint64_t whole = 0;
+  if (first < total) {                                     // else zero, whatever the exponent
+    if (point - first > 19) return FastTime::kOutOfRange;  // 10^19 ns and more
+    for (int64_t k = first; k < point; ++k) whole = whole * 10 + digit(k);
+    if (digit(point) >= 5) ++whole;
+    if (whole >= kMaxNanos) return FastTime::kOutOfRange;
+  }
+  *magnitude = whole;
+  *is_float = i != int_digits;  // a point or an exponent followed the digits
+  return FastTime::kRead;
+}
+
+// A time in microseconds, as whole nanoseconds (see ExactMicros), from the
+// token's text. Kineto's two shapes, "{us}" ("1683564901548726") and
+// "{us}.{ns:03}" ("1712195495505772.800"), take a short path; every other
+// number ("2.75", "5e-05") the general one. *is_float: written with a point
+// or an exponent, as Python's json reads a float. kNotPlain for what is not
+// a number, which simdjson then reads as another value or an error.
 FastTime FastMicros(simdjson::ondemand::value& value, int64_t* ns, bool* is_float) {
   const std::string_view text = NumberText(value);
   const char* p = text.data();
   size_t n = text.size();
   const bool negative = n > 0 && p[0] == '-';
   if (negative) ++p, --n;
-  // Kineto's two shapes first: "{us}", and "{us}.{ns:03}" with its dot 4
-  // from the end; any other decimal is found with memchr.
-  const char* dot = n > 4 && p[n - 4] == '.' ? p + n - 4 : nullptr;
-  uint64_t whole = 0, fraction = 0;
-  if (dot == nullptr) {
-    if (n > 0 && n <= 16 && (p[0] != '0' || n == 1) && Digits(p, n, &whole)) {
-      if (whole >= uint64_t{1} << 53) return FastTime::kOutOfRange;  // kMaxTraceMicros
-      *ns = negative ? -static_cast<int64_t>(whole * 1000) : static_cast<int64_t>(whole * 1000);
-      *is_float = false;
-      return FastTime::kRead;
-    }
-    dot = n > 0 ? static_cast<const char*>(std::memchr(p, '.', n)) : nullptr;
-    if (dot == nullptr) return FastTime::kNotPlain;
+  uint64_t whole = 0, fraction = 0, magnitude = 0;
+  bool point = false;
+  if (n > 0 && n <= 16 && (p[0] != '0' || n == 1) && Digits(p, n, &whole)) {
+    magnitude = whole * 1000;
+  } else if (n > 4 && n <= 20 && p[n - 4] == '.' && (p[0] != '0' || n == 5) &&
+             Digits(p, n - 4, &whole) && Digits(p + n - 3, 3, &fraction)) {
+    magnitude = whole * 1000 + fraction;
+    point = true;
+  } else {
+    const FastTime read = ExactMicros(p, n, &magnitude, &point);
+    if (read != FastTime::kRead) return read;
   }
-  const auto digits = static_cast<size_t>(dot - p);
-  const size_t decimals = n - digits - 1;
-  if (digits == 0 || digits > 16 || (p[0] == '0' && digits > 1) || decimals == 0 ||
-      !Digits(p, digits, &whole)) {
-    return FastTime::kNotPlain;
-  }
-  const char* f = dot + 1;
-  const size_t kept = std::min<size_t>(decimals, 3);
-  if (!Digits(f, kept, &fraction)) return FastTime::kNotPlain;
-  for (size_t k = kept; k < 3; ++k) fraction *= 10;
-  for (size_t k = 3; k < decimals; ++k) {
-    if (static_cast<unsigned>(static_cast<unsigned char>(f[k]) - '0') > 9) {
-      return FastTime::kNotPlain;
-    }
-  }
-  if (decimals > 3 && f[3] >= '5') ++fraction;
-  if (whole >= uint64_t{1} << 53) return FastTime::kOutOfRange;  // kMaxTraceMicros
-  const auto magnitude = static_cast<int64_t>(whole * 1000 + fraction);
-  *ns = negative ? -magnitude : magnitude;
-  *is_float = true;
+  if (magnitude >= kMaxNanos) return FastTime::kOutOfRange;
+  *ns = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
+  *is_float = point;
   return FastTime::kRead;
 }
 
@@ -248,7 +286,9 @@ NumberRead GetNumber(simdjson::ondemand::value& value, Number* out) {
 
 // A time in microseconds ("ts", "dur") as whole nanoseconds into *ns, and
 // whether it was written as a floating-point literal into *is_float (both
-// untouched unless kNumber). kOutOfRange past kMaxTraceMicros.
+// untouched unless kNumber). kOutOfRange past kMaxTraceNanos; another JSON
+// value is kOther, a malformed one kMalformed (simdjson's reading of what
+// FastMicros did not take).
 NumberRead GetMicros(simdjson::ondemand::value& value, int64_t* ns, bool* is_float) {
   switch (FastMicros(value, ns, is_float)) {
     case FastTime::kRead:
@@ -260,11 +300,9 @@ NumberRead GetMicros(simdjson::ondemand::value& value, int64_t* ns, bool* is_flo
   }
   Number number;
   const NumberRead read = GetNumber(value, &number);
-  if (read != NumberRead::kNumber) return read;
-  if (!(std::fabs(number.value) < analysis::kMaxTraceMicros)) return NumberRead::kOutOfRange;
-  *ns = analysis::MicrosToNanos(number.value);
-  *is_float = number.is_float;
-  return NumberRead::kNumber;
+  // A number FastMicros refused but simdjson took would be a disagreement
+  // on the grammar: an error rather than a time read another way.
+  return read == NumberRead::kNumber ? NumberRead::kMalformed : read;
 }
 
 // A number (through the double, as before) into *out, or -1 for any other
@@ -744,6 +782,13 @@ struct TraceReader::Impl {
         if (skip()) continue;
         if (auto error = ParseArgs(value, escapes, event, bad_key)) return error;
       }
+    }
+    // The end, too, must be a time a trace can hold (and an int64).
+    int64_t end = 0;
+    if (event->has_ts && event->has_dur &&
+        (__builtin_add_overflow(event->ts_ns, event->dur_ns, &end) ||
+         end >= analysis::kMaxTraceNanos || end <= -analysis::kMaxTraceNanos)) {
+      return Fault(simdjson::NUMBER_OUT_OF_RANGE, "ts + dur", bad_key);
     }
     return simdjson::SUCCESS;
   }

@@ -45,9 +45,10 @@ namespace trainscope::kineto {
 // ts and dur are written in microseconds, often with a fraction ("ts":
 // 1712195495505772.800 from a Kineto built with nanoseconds, whose spacing as
 // a double would be 0.25 us). They are read from their text as whole
-// nanoseconds: exact to the third decimal, further digits rounded to the
-// nearest. A time of 2^53 us or more (analysis::kMaxTraceMicros) is an error
-// naming the event and the member.
+// nanoseconds, never through a double: exact to the nanosecond in any
+// number shape ("5e-05" too), further digits rounded to the nearest. A time
+// of 2^53 us or more, or a ts + dur that reaches it
+// (analysis::kMaxTraceNanos), is an error naming the event and the member.
 struct RawEvent {
   std::string_view ph;
   std::string_view cat;
