@@ -164,7 +164,9 @@ bool FastInteger(simdjson::ondemand::value& value, int64_t* out) {
   return true;
 }
 
-// Times of 2^53 us and more (analysis::kMaxTraceNanos) are refused.
+// Times of 2^53 us and more (analysis::kMaxTraceNanos) are refused, after
+// rounding to the nanosecond: 9007199254740991.9995 reads as 2^53 us, so it
+// is refused too (the bound is exclusive).
 constexpr auto kMaxNanos = static_cast<uint64_t>(analysis::kMaxTraceNanos);
 
 // A JSON number of microseconds, sign already taken (p, n: the rest), as

@@ -47,7 +47,7 @@ namespace trainscope::kineto {
 // a double would be 0.25 us). They are read from their text as whole
 // nanoseconds, never through a double: exact to the nanosecond in any
 // number shape ("5e-05" too), further digits rounded to the nearest. A time
-// of 2^53 us or more, or a ts + dur that reaches it
+// that reads as 2^53 us or more, or a ts + dur that reaches it
 // (analysis::kMaxTraceNanos), is an error naming the event and the member.
 struct RawEvent {
   std::string_view ph;
