@@ -305,26 +305,25 @@ HtaBreakdown OnePass::Finish() const {
 HtaBreakdown ComputeInOnePass(const Timeline& timeline, const HtaTraceFacts& facts,
                               double consecutive_kernel_delay_us, const CallScan& scan) {
   const HtaClock hta_clock(facts.round_to_us);
-  auto start_of = [&](TimestampNs ns) { return hta_clock.Start(ns); };
   const bool cut = facts.profiler_steps >= 2;
-  const TimestampNs last_step = cut ? start_of(facts.last_step_start_ns) : 0;
+  const TimestampNs last_step = cut ? hta_clock.Start(facts.last_step_start_ns) : 0;
   auto kept_host_row = [&](TimestampNs start) { return !cut || start < last_step; };
   LaunchTable launches(scan);
   for (const Interval& i : timeline.intervals()) {
     if (i.kind != IntervalKind::kRuntimeCall || i.value < 0) continue;
-    const TimestampNs start = start_of(i.start_ns);
+    const TimestampNs start = hta_clock.Start(i.start_ns);
     if (kept_host_row(start)) launches.Add(i.value, start);
   }
   const std::optional<TimestampNs> first_event =
-      facts.first_event_ns && kept_host_row(start_of(*facts.first_event_ns))
-          ? std::optional<TimestampNs>(start_of(*facts.first_event_ns))
+      facts.first_event_ns && kept_host_row(hta_clock.Start(*facts.first_event_ns))
+          ? std::optional<TimestampNs>(hta_clock.Start(*facts.first_event_ns))
           : std::nullopt;
   OnePass pass(timeline, consecutive_kernel_delay_us * 1000.0);
   for (const Interval& i : timeline.intervals()) {
     if (!IsDeviceKind(i.kind) && i.kind != IntervalKind::kSyncCall) continue;
     const Track& track = timeline.tracks()[i.track];
     if (track.kind != TrackKind::kDeviceStream) continue;
-    const TimestampNs start = start_of(i.start_ns);
+    const TimestampNs start = hta_clock.Start(i.start_ns);
     const TimestampNs end = hta_clock.End(i.start_ns, i.end_ns);
     if (!((track.tid >= 0 && i.value >= 0) || pass.names().IsSyncName(i.name))) {
       if (kept_host_row(start)) pass.Emit(i, start, end, std::nullopt);  // a host row to HTA

@@ -90,13 +90,6 @@ simdjson::error_code KeyOf(simdjson::ondemand::field& field, bool escapes,
   return field.unescaped_key().get(*key);
 }
 
-// A number; integers (most of Kineto's) are parsed once. A failed get_int64()
-// does not consume the value, so floats, integers past 64 bits and the rest
-// then take the old path.
-struct Number {
-  double value = 0;
-  bool is_float = false;  // a floating-point literal ("5.0", "5e3")
-};
 // Eight ASCII digits at p as their value, or false for anything else. Two
 // digits, then four, then eight are combined by multiplies inside the word
 // (little-endian: the first digit is the lowest byte).
@@ -173,21 +166,21 @@ constexpr auto kMaxNanos = static_cast<uint64_t>(analysis::kMaxTraceNanos);
 // whole nanoseconds in *magnitude: exact, digits past the nanosecond rounded
 // to the nearest (halves away from zero). Any shape of the grammar,
 // (0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, with no double in between.
-// *is_float: written with a point or an exponent. kNotPlain for what the
+// *is_float: written with a point or an exponent. kNotANumber for what the
 // grammar refuses.
-enum class FastTime { kRead, kOutOfRange, kNotPlain };
+enum class FastTime { kRead, kOutOfRange, kNotANumber };
 FastTime ExactMicros(const char* p, size_t n, uint64_t* magnitude, bool* is_float) {
   auto is_digit = [](char c) { return static_cast<unsigned>(c - '0') <= 9; };
   size_t i = 0;
   while (i < n && is_digit(p[i])) ++i;
   const size_t int_digits = i;
-  if (int_digits == 0 || (p[0] == '0' && int_digits > 1)) return FastTime::kNotPlain;
+  if (int_digits == 0 || (p[0] == '0' && int_digits > 1)) return FastTime::kNotANumber;
   size_t frac_at = i, frac_digits = 0;
   if (i < n && p[i] == '.') {
     frac_at = ++i;
     while (i < n && is_digit(p[i])) ++i;
     frac_digits = i - frac_at;
-    if (frac_digits == 0) return FastTime::kNotPlain;
+    if (frac_digits == 0) return FastTime::kNotANumber;
   }
   int64_t exponent = 0;
   if (i < n && (p[i] == 'e' || p[i] == 'E')) {
@@ -198,10 +191,10 @@ FastTime ExactMicros(const char* p, size_t n, uint64_t* magnitude, bool* is_floa
     for (; i < n && is_digit(p[i]); ++i) {
       if (exponent < 1000000000) exponent = exponent * 10 + (p[i] - '0');  // saturates
     }
-    if (i == exponent_at) return FastTime::kNotPlain;
+    if (i == exponent_at) return FastTime::kNotANumber;
     if (negative) exponent = -exponent;
   }
-  if (i != n) return FastTime::kNotPlain;
+  if (i != n) return FastTime::kNotANumber;
   // The mantissa's digits without the point, and how many of them come
   // before the point of the value in nanoseconds.
   const auto total = static_cast<int64_t>(int_digits + frac_digits);
@@ -229,7 +222,7 @@ FastTime ExactMicros(const char* p, size_t n, uint64_t* magnitude, bool* is_floa
 // token's text. Kineto's two shapes, "{us}" ("1683564901548726") and
 // "{us}.{ns:03}" ("1712195495505772.800"), take a short path; every other
 // number ("2.75", "5e-05") the general one. *is_float: written with a point
-// or an exponent, as Python's json reads a float. kNotPlain for what is not
+// or an exponent, as Python's json reads a float. kNotANumber for what is not
 // a number, which simdjson then reads as another value or an error.
 FastTime FastMicros(simdjson::ondemand::value& value, int64_t* ns, bool* is_float) {
   const std::string_view text = NumberText(value);
@@ -255,16 +248,19 @@ FastTime FastMicros(simdjson::ondemand::value& value, int64_t* ns, bool* is_floa
   return FastTime::kRead;
 }
 
-// A member's value for GetNumber: a number, another JSON value (a string,
-// null, ...: the field counts as absent), or a malformed number or token
-// ("12a", "-", "+5"), which is an error at the event.
+// A member's value for GetNumber and GetMicros: a number, another JSON value
+// (a string, null, ...: the field counts as absent), or a malformed number or
+// token ("12a", "-", "+5"), which is an error at the event; a time past the
+// range is kOutOfRange.
 enum class NumberRead { kNumber, kOther, kMalformed, kOutOfRange };
 
-NumberRead GetNumber(simdjson::ondemand::value& value, Number* out) {
+// A number as a double. Integers (most of Kineto's) are parsed once. A failed
+// get_int64() does not consume the value, so floats, integers past 64 bits
+// and the rest then take simdjson's get_double().
+NumberRead GetNumber(simdjson::ondemand::value& value, double* out) {
   int64_t fast = 0;
   if (FastInteger(value, &fast)) {
-    out->is_float = false;
-    out->value = static_cast<double>(fast);
+    *out = static_cast<double>(fast);
     return NumberRead::kNumber;
   }
   // Not get_number(): in simdjson 3.0.1 it reads some long floats wrong
@@ -272,47 +268,44 @@ NumberRead GetNumber(simdjson::ondemand::value& value, Number* out) {
   // byte ("5\"9"), which get_int64() and get_double() refuse.
   int64_t integer = 0;
   if (value.get_int64().get(integer) == simdjson::SUCCESS) {
-    out->is_float = false;
-    out->value = static_cast<double>(integer);
+    *out = static_cast<double>(integer);
     return NumberRead::kNumber;
   }
   simdjson::ondemand::json_type type;
   if (value.type().get(type) != simdjson::SUCCESS) return NumberRead::kMalformed;
   if (type != simdjson::ondemand::json_type::number) return NumberRead::kOther;
-  simdjson::ondemand::number_type number_type;
-  out->is_float = value.get_number_type().get(number_type) == simdjson::SUCCESS &&
-                  number_type == simdjson::ondemand::number_type::floating_point_number;
-  return value.get_double().get(out->value) == simdjson::SUCCESS ? NumberRead::kNumber
-                                                                 : NumberRead::kMalformed;
+  return value.get_double().get(*out) == simdjson::SUCCESS ? NumberRead::kNumber
+                                                           : NumberRead::kMalformed;
 }
 
 // A time in microseconds ("ts", "dur") as whole nanoseconds into *ns, and
 // whether it was written as a floating-point literal into *is_float (both
-// untouched unless kNumber). kOutOfRange past kMaxTraceNanos; another JSON
-// value is kOther, a malformed one kMalformed (simdjson's reading of what
-// FastMicros did not take).
+// untouched unless kNumber). kOutOfRange past kMaxTraceNanos. FastMicros
+// reads the whole number grammar, so what it refuses is another JSON value
+// (kOther) or a malformed one (kMalformed).
 NumberRead GetMicros(simdjson::ondemand::value& value, int64_t* ns, bool* is_float) {
   switch (FastMicros(value, ns, is_float)) {
     case FastTime::kRead:
       return NumberRead::kNumber;
     case FastTime::kOutOfRange:
       return NumberRead::kOutOfRange;
-    case FastTime::kNotPlain:
+    case FastTime::kNotANumber:
       break;
   }
-  Number number;
-  const NumberRead read = GetNumber(value, &number);
-  // A number FastMicros refused but simdjson took would be a disagreement
-  // on the grammar: an error rather than a time read another way.
-  return read == NumberRead::kNumber ? NumberRead::kMalformed : read;
+  simdjson::ondemand::json_type type;
+  if (value.type().get(type) == simdjson::SUCCESS &&
+      type != simdjson::ondemand::json_type::number) {
+    return NumberRead::kOther;
+  }
+  return NumberRead::kMalformed;
 }
 
 // A number (through the double, as before) into *out, or -1 for any other
 // value (strings such as Kineto's named tracks); NUMBER_ERROR when malformed.
 simdjson::error_code AsInt(simdjson::ondemand::value& value, int64_t* out) {
-  Number number;
+  double number = 0;
   const NumberRead read = GetNumber(value, &number);
-  *out = read == NumberRead::kNumber ? static_cast<int64_t>(number.value) : -1;
+  *out = read == NumberRead::kNumber ? static_cast<int64_t>(number) : -1;
   return read == NumberRead::kMalformed ? simdjson::NUMBER_ERROR : simdjson::SUCCESS;
 }
 
