@@ -205,8 +205,9 @@ TEST(GapAnalyzerTest, GapSpanningAStepBoundarySplitsBetweenHostAndOutsideStep) {
   EXPECT_EQ(idle.largest_gaps[0].duration_ns, 6 * kMs);
   EXPECT_EQ(idle.largest_gaps[0].cause, "host");
   ASSERT_EQ(idle.idle_per_step.size(), 2u);
-  EXPECT_EQ(idle.idle_per_step[0].second, 2 * kMs);
-  EXPECT_EQ(idle.idle_per_step[1].second, 2 * kMs);
+  EXPECT_EQ(idle.idle_per_step[0].idle_ns, 2 * kMs);
+  EXPECT_EQ(idle.idle_per_step[1].idle_ns, 2 * kMs);
+  EXPECT_EQ(idle.idle_per_step[0].by_cause[9], 2 * kMs) << IdleCauseName(9);  // host
 }
 
 TEST(GapAnalyzerTest, ZeroLengthKernelsNeitherFillNorSplitAGap) {

@@ -2,7 +2,10 @@
 // `summary` on good and bad files, run as a real process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "sdk/export/report_json.h"
+#include "sdk/export/steps_file.h"
 #include "sdk/export/summary.h"
 #include "tests/test_util.h"
 
@@ -119,7 +122,8 @@ TEST(ReportJsonTest, MissingOrMistypedFieldIsNamedByItsPath) {
 
 TEST(ReportJsonTest, NewerSchemaVersionIsRefused) {
   std::string json = exporter::ReportToJson(SampleReport());
-  json.replace(json.find("\"schema_version\": 1"), 19, "\"schema_version\": 99");
+  const std::string version = "\"schema_version\": " + std::to_string(kReportSchemaVersion);
+  json.replace(json.find(version), version.size(), "\"schema_version\": 99");
   const auto out = exporter::ParseReportJson(json, "r.json");
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(out.status().message().find("schema_version 99"), std::string::npos);
@@ -176,6 +180,61 @@ TEST(CliTest, HelpDescribesTheCommands) {
   const std::string text = help.out + help.err;
   EXPECT_NE(text.find("summary REPORT.json"), std::string::npos) << text;
   EXPECT_NE(text.find("--format"), std::string::npos) << text;
+}
+
+TEST(StepsFileTest, RowsRoundTripAndACutLastLineIsNotARow) {
+  TempDir dir;
+  Report::Step a;
+  a.index = 7;
+  a.start_s = 1.25;
+  a.duration_ms = 101.5;
+  a.samples = 64;
+  a.sync_ms = 2;
+  a.data_wait_ms = 12.5;
+  a.phase_ms[static_cast<int>(Phase::kForward)] = 40.25;
+  a.phase_ms[static_cast<int>(Phase::kDataWait)] = 12.5;
+  a.idle_ms = 13;
+  a.top_cause = "data_wait";
+  a.memory_bytes = 1 << 30;
+  Report::Step b = a;
+  b.index = 8;
+  b.top_cause = "";
+  b.phase_ms = {};
+  const std::string whole = exporter::StepRowToJsonLine(a) + exporter::StepRowToJsonLine(b);
+  EXPECT_EQ(std::count(whole.begin(), whole.end(), '\n'), 2);
+  // A crash in the middle of the third line.
+  testing::WriteAll(dir.File("steps.jsonl"), whole + exporter::StepRowToJsonLine(a).substr(0, 30));
+  const auto rows = exporter::ReadStepsFile(dir.File("steps.jsonl"));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].index, 7);
+  EXPECT_EQ((*rows)[0].start_s, 1.25);
+  EXPECT_EQ((*rows)[0].samples, 64);
+  EXPECT_EQ((*rows)[0].phase_ms, a.phase_ms);
+  EXPECT_EQ((*rows)[0].top_cause, "data_wait");
+  EXPECT_EQ((*rows)[0].memory_bytes, 1 << 30);
+  EXPECT_EQ((*rows)[0].peak_memory_bytes, -1);
+  EXPECT_EQ((*rows)[1].index, 8);
+  EXPECT_EQ((*rows)[1].phase_ms, b.phase_ms);
+}
+
+TEST(StepsFileTest, BadLinesAreNamedByFileAndLine) {
+  TempDir dir;
+  Report::Step a;
+  std::string line = exporter::StepRowToJsonLine(a);
+  testing::WriteAll(dir.File("steps.jsonl"), line + "{\"step\": \"x\"}\n");
+  auto rows = exporter::ReadStepsFile(dir.File("steps.jsonl"));
+  EXPECT_EQ(rows.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(rows.status().message().find("steps.jsonl:2: field 'step'"), std::string::npos)
+      << rows.status();
+  line.replace(line.find("{}"), 2, "{\"walk\":1}");  // phases_ms of a step without phases
+  testing::WriteAll(dir.File("steps.jsonl"), line);
+  rows = exporter::ReadStepsFile(dir.File("steps.jsonl"));
+  EXPECT_NE(rows.status().message().find("phases_ms.walk"), std::string::npos) << rows.status();
+  EXPECT_EQ(exporter::ReadStepsFile(dir.File("absent.jsonl")).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(exporter::StepsFileForReport("out/report.json"), "out/steps.jsonl");
+  EXPECT_EQ(exporter::StepsFileForReport("a/b/report-rank3.json"), "a/b/steps-rank3.jsonl");
 }
 
 }  // namespace

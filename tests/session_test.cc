@@ -14,6 +14,7 @@
 
 #include "sdk/core/environment.h"
 #include "sdk/export/report_json.h"
+#include "sdk/export/steps_file.h"
 #include "tests/test_util.h"
 #include "trainscope/trainscope.h"
 
@@ -351,6 +352,7 @@ TEST(SessionTest, TraceStaysValidJsonWhenTheProcessIsKilledMidRun) {
     Options options = QuietOptions(dir.path());
     options.flush_interval_ms = 5;
     options.trace_checkpoint_interval_ms = 20;
+    options.fold_delay_ms = 10;
     auto session = Session::Start(options);
     if (!session.ok()) _exit(3);
     for (int64_t i = 0;; ++i) {
@@ -368,6 +370,111 @@ TEST(SessionTest, TraceStaysValidJsonWhenTheProcessIsKilledMidRun) {
   int steps = 0;
   for (const TraceEvent& e : events) steps += e.name.rfind("ProfilerStep#", 0) == 0;
   EXPECT_GT(steps, 10) << "trace.json should hold the steps up to the last checkpoint";
+  // steps.jsonl: every complete line a row, in order, folded while running.
+  const auto rows = exporter::ReadStepsFile(dir.File("steps.jsonl"));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_GT(rows->size(), 10u);
+  for (size_t k = 0; k < rows->size(); ++k) {
+    EXPECT_EQ((*rows)[k].index, static_cast<int64_t>(k));
+    EXPECT_GT((*rows)[k].phase_ms[static_cast<int>(Phase::kForward)], 0.1) << k;
+  }
+}
+
+// The report holds aggregates only: its size does not depend on the number
+// of steps. The rows go to steps.jsonl as the run goes (fold_delay_ms behind),
+// before Finish.
+TEST(SessionTest, ReportStaysTheSameSizeAndStepsGoToTheStepsFile) {
+  std::vector<size_t> sizes;
+  for (int steps : {40, 4000}) {
+    TempDir dir;
+    Options options = QuietOptions(dir.path());
+    options.sinks = kSinkReportJson;
+    options.flush_interval_ms = 5;
+    options.fold_delay_ms = 10;
+    auto session = Session::Start(options);
+    ASSERT_TRUE(session.ok()) << session.status();
+    for (int64_t i = 0; i < steps; ++i) {
+      StepScope step(*session, StepIndex(i), Samples(8));
+      { TRAINSCOPE_PHASE(kDataWait); }
+      TRAINSCOPE_PHASE(kForward);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto early = exporter::ReadStepsFile(dir.File("steps.jsonl"));
+    ASSERT_TRUE(early.ok()) << early.status();
+    EXPECT_EQ(early->size(), static_cast<size_t>(steps)) << "written before Finish";
+    absl::StatusOr<Report> report = session->Finish();
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->timing.steps, steps);
+    EXPECT_EQ(report->events.late, 0);
+    const std::string json = testing::ReadAll(dir.File("report.json"));
+    EXPECT_EQ(json.find("\"steps\": ["), std::string::npos) << "no per-step array";
+    sizes.push_back(json.size());
+    const auto rows = exporter::ReadStepsFile(dir.File("steps.jsonl"));
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(rows->size(), static_cast<size_t>(steps));
+    EXPECT_EQ(rows->back().index, steps - 1);
+    EXPECT_EQ(rows->back().samples, 8);
+  }
+  EXPECT_LT(std::max(sizes[0], sizes[1]) - std::min(sizes[0], sizes[1]), 200u)
+      << sizes[0] << " vs " << sizes[1] << " bytes";
+}
+
+long ResidentKb() {
+  const std::string status = testing::ReadAll("/proc/self/status");
+  const size_t at = status.find("VmRSS:");
+  return at == std::string::npos ? -1 : std::atol(status.c_str() + at + 6);
+}
+
+// Memory, not time: 10^7 recorded events leave the process's resident set
+// within 64 MB of where 10^6 left it (the analysis folds as it goes, rows go
+// to steps.jsonl). Paced at 2 x 10^6 events a second so that the drain keeps
+// up. Skipped under sanitizers, whose allocators keep freed memory.
+TEST(SessionTest, ResidentMemoryAfter10MillionEventsStaysNearThatAfter1Million) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "resident memory under a sanitizer's allocator says nothing";
+#endif
+  TempDir dir;
+  Options options = QuietOptions(dir.path());
+  options.sinks = kSinkReportJson;
+  options.nvtx = false;
+  options.device_timeline = false;
+  options.buffer_bytes_per_thread = Bytes(16u << 20);
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  constexpr double kRate = 2e6;
+  long after_1m = 0;
+  int64_t events = 0;
+  for (int64_t i = 0; events < 10000000; ++i) {
+    {
+      StepScope step(*session, StepIndex(i), Samples(1));
+      for (int p = 0; p < 9; ++p) PhaseScope phase(static_cast<Phase>(p));
+    }
+    events += 10;
+    if ((i & 63) == 0) {
+      const auto due = begin + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(events / kRate));
+      std::this_thread::sleep_until(due);
+    }
+    if (events == 1000000) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      after_1m = ResidentKb();
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const long after_10m = ResidentKb();
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_GT(after_1m, 0);
+  EXPECT_LT(after_10m - after_1m, 64 * 1024)
+      << "RSS " << after_1m / 1024 << " MB after 10^6 events, " << after_10m / 1024
+      << " MB after 10^7";
+  EXPECT_GT(report->events.recorded, 5000000) << "the drain kept up with most of them";
+  EXPECT_GT(report->timing.steps, 500000);
 }
 
 }  // namespace

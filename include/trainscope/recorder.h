@@ -132,6 +132,11 @@ namespace detail {
 extern std::atomic<uint32_t> g_generation;
 // The step index set by the innermost active StepScope, -1 outside steps.
 extern std::atomic<int64_t> g_current_step;
+// When the innermost active StepScope began (the recorder's clock), -1
+// outside steps. Set before the step's ranges begin and reset only after its
+// Event is pushed, so the Session's drain, reading it first, never folds time
+// of a step it has not drained.
+extern std::atomic<int64_t> g_step_open_since;
 // True while the active session emits NVTX ranges.
 extern std::atomic<bool> g_nvtx_enabled;
 // True while the active session wants to hear of step boundaries (a device

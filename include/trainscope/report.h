@@ -9,16 +9,20 @@
 #ifndef TRAINSCOPE_REPORT_H_
 #define TRAINSCOPE_REPORT_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "trainscope/phase.h"
+
 namespace trainscope {
 
 // Version of the report.json schema this SDK writes and reads.
-inline constexpr int kReportSchemaVersion = 1;
+// 2: per-step rows moved to steps.jsonl; events.late added.
+inline constexpr int kReportSchemaVersion = 2;
 
 // How long one phase took per step, over the run's steps.
 struct PhaseStat {
@@ -128,6 +132,11 @@ struct Report {
     int threads = 0;
     int64_t buffer_bytes_per_thread = 0;
     int64_t recorder_bytes = 0;  // buffer_bytes_per_thread x threads
+    // Ranges (or device records) that reached the analysis after it had
+    // folded the time they began in: their part before that point is missing
+    // from phases and idle. Ranges longer than Options::fold_delay_ms that
+    // end outside a step. 0 in most runs.
+    int64_t late = 0;
   } events;
 
   struct Overhead {
@@ -135,18 +144,24 @@ struct Report {
     double estimated_share = 0;  // recorded scopes x per_scope_ns / total
   } overhead;
 
-  // One entry per recorded step, by index: what the cross-rank straggler
-  // report (`trainscope ranks DIR`) compares.
+  // One row per step: what steps.jsonl holds (one JSON object a line,
+  // appended as the run goes; report.json keeps aggregates only) and what the
+  // cross-rank straggler report (`trainscope ranks DIR`) compares.
   struct Step {
     int64_t index = 0;
     double start_s = 0;        // since process start
     double duration_ms = 0;
-    double sync_ms = 0;        // in kSync ranges of the step (collectives, device syncs)
-    double data_wait_ms = 0;   // in kDataWait ranges of the step
+    int64_t samples = 0;
+    double sync_ms = 0;       // in kSync ranges tagged with the step (collectives, device syncs)
+    double data_wait_ms = 0;  // in kDataWait ranges tagged with the step
+    // Per phase (PhaseName order): the union of the phase's ranges, any
+    // thread, inside the step's time.
+    std::array<double, kPhaseCount> phase_ms{};
+    double idle_ms = 0;              // compute idle inside the step (see idle)
+    std::string top_cause;           // the cause with the most of idle_ms; "" if none
     int64_t memory_bytes = -1;       // allocated at the step's end (-1: not sampled)
     int64_t peak_memory_bytes = -1;  // peak during the step (-1: not sampled)
   };
-  std::vector<Step> steps;
   // Session::RecordStepMemory's samples, summed up.
   struct Memory {
     std::string source;  // "cuda_caching_allocator", "process_rss", "" if never sampled

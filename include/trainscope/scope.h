@@ -109,6 +109,10 @@ class StepScope {
     nvtx_ = detail::NvtxOn();
     if (nvtx_) detail::NvtxPushStep(index_);
     start_ns_ = NowNs();
+    // A load and a store, not an exchange: one thread owns its steps, and a
+    // locked read-modify-write would double the scope's cost.
+    previous_open_since_ = detail::g_step_open_since.load(std::memory_order_relaxed);
+    detail::g_step_open_since.store(start_ns_, std::memory_order_relaxed);
   }
 
   ~StepScope() {
@@ -120,6 +124,8 @@ class StepScope {
         samples_ < 0 ? 0 : (samples_ > 0xFFFFFFFF ? 0xFFFFFFFF : samples_));
     buffer_->Push(Event{start_ns_, end_ns, index_, samples, EventKind::kStep,
                         Phase::kOther, 0});
+    // After the push (release): a drain that sees the step closed sees it.
+    detail::g_step_open_since.store(previous_open_since_, std::memory_order_release);
   }
 
   // Sets the number of samples this step processed.
@@ -137,6 +143,7 @@ class StepScope {
   int64_t index_ = -1;
   int64_t samples_ = 0;
   int64_t previous_step_ = -1;
+  int64_t previous_open_since_ = -1;
   bool nvtx_ = false;
 };
 

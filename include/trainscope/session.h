@@ -36,7 +36,7 @@ namespace trainscope {
 enum Sink : uint32_t {
   kSinkNone = 0,
   kSinkTraceJson = 1u << 0,   // trace.json (Chrome trace / Kineto conventions)
-  kSinkReportJson = 1u << 1,  // report.json (docs/report-schema.md)
+  kSinkReportJson = 1u << 1,  // report.json and steps.jsonl (docs/report-schema.md)
   kSinkSummary = 1u << 2,     // the human summary, printed at Finish()
   kSinkAll = kSinkTraceJson | kSinkReportJson | kSinkSummary,
 };
@@ -65,6 +65,20 @@ struct Options {
   // How often trace.json is republished while running, so that a crash
   // leaves a valid trace of everything up to the last checkpoint.
   int trace_checkpoint_interval_ms = 2000;
+  // The report is analysed as the run goes, in memory that does not grow
+  // with its length (docs/architecture.md): at each drain the time up to
+  // this long ago, and never inside the open step, is folded into the
+  // report's aggregates and its steps written to steps.jsonl. A range still
+  // open longer than this outside a step (a background checkpoint write)
+  // arrives late: its earlier part is missing from phases and idle, counted
+  // in report.events.late. Memory: the intervals recorded in this time.
+  int fold_delay_ms = 5000;
+  // The most the analysis holds in intervals not yet folded (48 bytes each).
+  // When fold_delay_ms of intervals at the rate they come would fill more
+  // than half of it, the delay shrinks to fit (at 10^6 ranges a second, the
+  // default gives about 170 ms); past it, it folds everything drained at
+  // once. Either way ranges still open then arrive late. At least 1 MiB.
+  Bytes fold_buffer_bytes{16u << 20};
 
   // Collect the device timeline with CUPTI (kernels, copies, CUDA API calls,
   // synchronisations) when a CUDA driver and device are present. Without them

@@ -18,6 +18,7 @@ using Spans = std::vector<IntervalSet::Span>;
 // Causes in priority order; the first six are the non-compute phases.
 enum Cause { kDataWait, kH2D, kSync, kCheckpoint, kEval, kOtherPhase, kCopyCall, kLaunch,
              kCudaApi, kHost, kOutside, kCauseCount };
+static_assert(kCauseCount == kIdleCauseCount);
 constexpr std::array<const char*, kCauseCount> kCauseNames = {
     "data_wait", "h2d",         "sync",         "checkpoint", "eval",           "other",
     kCauseCopyCall, kCauseLaunch, kCauseCudaApi, kCauseHost, kCauseOutsideStep};
@@ -125,10 +126,13 @@ struct Extracted {
   std::vector<std::pair<IntervalSet::Span, int64_t>> steps;
 };
 
-Extracted Extract(const Timeline& timeline, TimestampNs window_start, TimestampNs window_end) {
+Extracted Extract(const Timeline& timeline, TimestampNs window_start, TimestampNs window_end,
+                  BusySource source) {
   Extracted out;
-  out.has_device = std::any_of(timeline.intervals().begin(), timeline.intervals().end(),
-                               [](const Interval& i) { return IsDeviceKind(i.kind); });
+  out.has_device = source == BusySource::kAuto
+                       ? std::any_of(timeline.intervals().begin(), timeline.intervals().end(),
+                                     [](const Interval& i) { return IsDeviceKind(i.kind); })
+                       : source == BusySource::kDevice;
   out.tracks.assign(timeline.tracks().size(), TrackUnion(window_start, window_end));
   std::vector<int8_t> call_cause;  // CallCause by name id, -1 until known
   for (const Interval& i : timeline.intervals()) {
@@ -222,7 +226,15 @@ void DescribeGaps(const IntervalSet& idle, const std::array<IntervalSet, kCauseC
     result->largest_gaps.push_back(gap);
   }
   for (const auto& [span, index] : steps) {
-    result->idle_per_step.emplace_back(index, idle.LengthWithin(span.first, span.second));
+    StepIdle step;
+    step.step = index;
+    step.idle_ns = idle.LengthWithin(span.first, span.second);
+    if (step.idle_ns > 0) {
+      for (int c = 0; c < kCauseCount; ++c) {
+        step.by_cause[c] = blamed[c].LengthWithin(span.first, span.second);
+      }
+    }
+    result->idle_per_step.push_back(step);
   }
 }
 
@@ -248,6 +260,10 @@ void DescribeStreams(const Timeline& timeline, const IntervalSet& window,
 
 }  // namespace
 
+std::string_view IdleCauseName(int cause) {
+  return cause >= 0 && cause < kCauseCount ? kCauseNames[cause] : "";
+}
+
 bool GapAnalyzer::IsBlockingCall(const std::string& name) {
   if (name.find("Synchronize") != std::string::npos) return true;
   const bool copy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0 ||
@@ -256,8 +272,8 @@ bool GapAnalyzer::IsBlockingCall(const std::string& name) {
 }
 
 IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_start,
-                                   TimestampNs window_end) {
-  Extracted extracted = Extract(timeline, window_start, window_end);
+                                   TimestampNs window_end, BusySource source) {
+  Extracted extracted = Extract(timeline, window_start, window_end, source);
   const IntervalSet window = IntervalSet::Range(window_start, window_end);
   const IntervalSet busy = std::move(extracted.busy).Build().Intersect(window);
   const IntervalSet idle = window.Subtract(busy);
@@ -274,6 +290,7 @@ IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_
   const std::array<IntervalSet, kCauseCount> blamed = Blame(idle, in_steps, extracted.causes);
   for (int c = 0; c < kCauseCount; ++c) {
     const TimestampNs ns = blamed[c].Length();
+    result.cause_ns[c] = ns;
     if (ns > 0) result.by_cause.emplace_back(kCauseNames[c], ns);
   }
   std::stable_sort(result.by_cause.begin(), result.by_cause.end(),

@@ -22,7 +22,9 @@
 #ifndef TRAINSCOPE_SDK_ANALYSIS_GAP_ANALYZER_H_
 #define TRAINSCOPE_SDK_ANALYSIS_GAP_ANALYZER_H_
 
+#include <array>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,29 @@ inline constexpr char kCauseLaunch[] = "launch";
 inline constexpr char kCauseCudaApi[] = "cuda_api";
 inline constexpr char kCauseHost[] = "host";
 inline constexpr char kCauseOutsideStep[] = "outside_step";
+
+// The causes in priority order: data_wait, h2d, sync, checkpoint, eval,
+// other, copy_call, launch, cuda_api, host, outside_step.
+inline constexpr int kIdleCauseCount = 11;
+// The name of cause `cause` (0 .. kIdleCauseCount - 1) in that order.
+std::string_view IdleCauseName(int cause);
+
+// What counts as busy.
+enum class BusySource {
+  kAuto,        // device activity if the timeline has any, else kHostPhases
+  kDevice,      // device activity (kernels, copies, sets), even if there is none
+  kHostPhases,  // the host compute phases (forward, backward, optimizer)
+};
+
+// Idle time inside one step.
+struct StepIdle {
+  int64_t step = -1;
+  TimestampNs idle_ns = 0;
+  std::array<TimestampNs, kIdleCauseCount> by_cause{};  // by IdleCauseName order
+  bool operator==(const StepIdle& o) const {
+    return step == o.step && idle_ns == o.idle_ns && by_cause == o.by_cause;
+  }
+};
 
 // One idle gap of the busy union.
 struct Gap {
@@ -69,13 +94,14 @@ struct IdleBreakdown {
   double share = 0;         // idle_ns / window_ns
   std::string busy_source;  // "device_activity" or "cpu_compute_phases"
   std::vector<std::pair<std::string, TimestampNs>> by_cause;  // largest first, > 0 only
+  std::array<TimestampNs, kIdleCauseCount> cause_ns{};        // the same, by IdleCauseName order
   int64_t gaps = 0;
   TimestampNs largest_gap_ns = 0;
   std::vector<Gap> largest_gaps;       // the 10 longest, longest first
   std::vector<GapBucket> histogram;    // fixed decade buckets, all present
   std::vector<StreamActivity> streams;  // device tracks only, by (device, stream)
-  // Idle time inside each step, in step order: (step index, idle ns).
-  std::vector<std::pair<int64_t, TimestampNs>> idle_per_step;
+  // Idle time inside each step, in start order.
+  std::vector<StepIdle> idle_per_step;
 };
 
 class GapAnalyzer {
@@ -83,7 +109,7 @@ class GapAnalyzer {
   // Analyses [window_start, window_end). The timeline need not be sorted.
   // Cost: O(n) in the intervals on a sorted timeline, O(n log n) otherwise.
   static IdleBreakdown Analyze(const Timeline& timeline, TimestampNs window_start,
-                               TimestampNs window_end);
+                               TimestampNs window_end, BusySource source = BusySource::kAuto);
 
   // True for CUDA API calls that block the host until the device catches up
   // (…Synchronize, a plain cudaMemcpy or cudaMemset): their idle time is

@@ -2,11 +2,13 @@
 #include "sdk/analysis/run_analysis.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
 #include "sdk/analysis/gap_analyzer.h"
+#include "sdk/analysis/interval_set.h"
 #include "sdk/analysis/phase_stats.h"
 #include "sdk/analysis/step_analysis.h"
 
@@ -15,10 +17,62 @@ namespace {
 
 int Percent(double share) { return static_cast<int>(std::lround(share * 100)); }
 
+// One row per step, in start order.
+void StepRows(const Timeline& timeline, const StepStats& steps, const IdleBreakdown& idle,
+              const RunClock& clock, std::vector<Report::Step>* rows) {
+  rows->clear();
+  std::unordered_map<int64_t, size_t> step_at;
+  for (const StepSpan& step : steps.steps) {
+    Report::Step row;
+    row.index = step.index;
+    row.start_s = (step.start_ns - clock.process_start_ns) / 1e9;
+    row.duration_ms = (step.end_ns - step.start_ns) / 1e6;
+    row.samples = step.samples;
+    step_at.emplace(step.index, rows->size());
+    rows->push_back(row);
+  }
+  std::array<std::vector<IntervalSet::Span>, kPhaseCount> spans;
+  std::vector<std::array<TimestampNs, 2>> tagged(rows->size());  // sync, data_wait ns
+  for (const Interval& interval : timeline.intervals()) {
+    if (interval.kind != IntervalKind::kHostRange && interval.kind != IntervalKind::kAsyncRange) {
+      continue;
+    }
+    spans[static_cast<int>(interval.phase)].emplace_back(interval.start_ns, interval.end_ns);
+    if (interval.phase != Phase::kSync && interval.phase != Phase::kDataWait) continue;
+    auto it = step_at.find(interval.step);
+    if (it == step_at.end()) continue;
+    tagged[it->second][interval.phase == Phase::kSync ? 0 : 1] += interval.duration_ns();
+  }
+  for (size_t k = 0; k < rows->size(); ++k) {
+    (*rows)[k].sync_ms = tagged[k][0] / 1e6;
+    (*rows)[k].data_wait_ms = tagged[k][1] / 1e6;
+  }
+  for (int p = 0; p < kPhaseCount; ++p) {
+    const IntervalSet covered = IntervalSet::FromUnsorted(std::move(spans[p]));
+    for (size_t k = 0; k < steps.steps.size(); ++k) {
+      (*rows)[k].phase_ms[p] =
+          covered.LengthWithin(steps.steps[k].start_ns, steps.steps[k].end_ns) / 1e6;
+    }
+  }
+  for (const StepIdle& step : idle.idle_per_step) {
+    auto it = step_at.find(step.step);
+    if (it == step_at.end()) continue;
+    Report::Step& row = (*rows)[it->second];
+    row.idle_ms = step.idle_ns / 1e6;
+    TimestampNs top = 0;
+    for (int c = 0; c < kIdleCauseCount; ++c) {
+      if (step.by_cause[c] > top) {
+        top = step.by_cause[c];
+        row.top_cause = std::string(IdleCauseName(c));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
-                Report* report) {
+                Report* report, std::vector<Report::Step>* rows) {
   const StepStats steps = AnalyzeSteps(timeline, warmup_override);
   Report::Timing& timing = report->timing;
   timing.steps = static_cast<int64_t>(steps.steps.size());
@@ -44,31 +98,6 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
   report->resource_hours = report->resource_request.accelerators * timing.total_s / 3600.0;
 
   report->phases = AnalyzePhases(timeline, steps);
-
-  // Per-step records, for the cross-rank comparison.
-  report->steps.clear();
-  std::unordered_map<int64_t, size_t> step_at;
-  for (const StepSpan& step : steps.steps) {
-    Report::Step row;
-    row.index = step.index;
-    row.start_s = (step.start_ns - clock.process_start_ns) / 1e9;
-    row.duration_ms = (step.end_ns - step.start_ns) / 1e6;
-    step_at.emplace(step.index, report->steps.size());
-    report->steps.push_back(row);
-  }
-  for (const Interval& interval : timeline.intervals()) {
-    if (interval.kind != IntervalKind::kHostRange && interval.kind != IntervalKind::kAsyncRange) {
-      continue;
-    }
-    if (interval.phase != Phase::kSync && interval.phase != Phase::kDataWait) continue;
-    auto it = step_at.find(interval.step);
-    if (it == step_at.end()) continue;
-    Report::Step& row = report->steps[it->second];
-    (interval.phase == Phase::kSync ? row.sync_ms : row.data_wait_ms) +=
-        interval.duration_ns() / 1e6;
-  }
-  std::sort(report->steps.begin(), report->steps.end(),
-            [](const Report::Step& a, const Report::Step& b) { return a.index < b.index; });
 
   if (clock.window_first_step >= 0 || clock.window_end_step >= 0) {
     // Only the profiled steps: outside them there are no device records.
@@ -105,6 +134,7 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
   use.busy_device_hours = idle.busy_ns / 1e9 / 3600.0;
   use.samples_per_busy_device_s = idle.busy_ns > 0 ? samples / (idle.busy_ns / 1e9) : 0;
   report->recommendation = Recommend(*report);
+  if (rows != nullptr) StepRows(timeline, steps, idle, clock, rows);
 }
 
 std::string Recommend(const Report& report) {

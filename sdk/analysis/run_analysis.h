@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sdk/analysis/timeline.h"
 #include "trainscope/report.h"
@@ -23,9 +24,13 @@ struct RunClock {
 };
 
 // Fills report->timing, throughput, resource_hours (from
-// report->resource_request), phases, idle and recommendation.
-void AnalyzeRun(const Timeline& timeline, const RunClock& clock,
-                int64_t warmup_override, Report* report);
+// report->resource_request), phases, idle and recommendation from a whole
+// run's timeline, and, if `rows` is given, one row per step in start order
+// (without memory). The Session folds the same figures as the run goes
+// (run_fold.h); this is the reference it is tested against, and what
+// offline tools use.
+void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
+                Report* report, std::vector<Report::Step>* rows = nullptr);
 
 // The one-line recommendation for a report's idle and phase figures.
 std::string Recommend(const Report& report);

@@ -22,9 +22,7 @@ double Percentile(std::vector<double> values, double p) {
   return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
 }
 
-namespace {
-
-int64_t AutoWarmup(const std::vector<StepSpan>& steps) {
+int64_t AutoWarmupSteps(const std::vector<StepSpan>& steps) {
   const size_t n = steps.size();
   if (n < 4) return 0;
   std::vector<double> second_half;
@@ -42,8 +40,6 @@ int64_t AutoWarmup(const std::vector<StepSpan>& steps) {
   return static_cast<int64_t>(n / 2);
 }
 
-}  // namespace
-
 StepStats AnalyzeSteps(const Timeline& timeline, int64_t warmup_override) {
   StepStats stats;
   for (const Interval& interval : timeline.intervals()) {
@@ -51,14 +47,20 @@ StepStats AnalyzeSteps(const Timeline& timeline, int64_t warmup_override) {
     stats.steps.push_back(
         StepSpan{interval.start_ns, interval.end_ns, interval.step, interval.value});
   }
-  std::sort(stats.steps.begin(), stats.steps.end(),
-            [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
+  std::stable_sort(stats.steps.begin(), stats.steps.end(),
+                   [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
+  return SummarizeSteps(std::move(stats.steps), warmup_override);
+}
+
+StepStats SummarizeSteps(std::vector<StepSpan> steps, int64_t warmup_override) {
+  StepStats stats;
+  stats.steps = std::move(steps);
   const auto n = static_cast<int64_t>(stats.steps.size());
   if (warmup_override >= 0) {
     stats.warmup_steps = std::min(warmup_override, n);
     stats.warmup_rule = fmt::format("fixed: {} step(s) by option", stats.warmup_steps);
   } else {
-    stats.warmup_steps = AutoWarmup(stats.steps);
+    stats.warmup_steps = AutoWarmupSteps(stats.steps);
     stats.warmup_rule = kAutoWarmupRule;
   }
   // With every step in warmup there is no steady state; measure all steps.

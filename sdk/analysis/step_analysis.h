@@ -36,6 +36,11 @@ struct StepStats {
 // Reads the kStep intervals of `timeline`. `warmup_override` >= 0 fixes the
 // warmup count (clamped to the number of steps); -1 applies kAutoWarmupRule.
 StepStats AnalyzeSteps(const Timeline& timeline, int64_t warmup_override);
+// The same from steps already sorted by start.
+StepStats SummarizeSteps(std::vector<StepSpan> steps, int64_t warmup_override);
+
+// kAutoWarmupRule's count for steps sorted by start.
+int64_t AutoWarmupSteps(const std::vector<StepSpan>& steps);
 
 // Median (mean of the two middle values for an even count) and the p-th
 // percentile by nearest rank (p in (0, 100]). 0 for an empty input.

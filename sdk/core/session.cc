@@ -1,26 +1,29 @@
 // Session: start, drain, finish. See session.h.
 #include "trainscope/session.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <thread>
-#include <algorithm>
-#include <cmath>
 #include <unordered_map>
 
 #include "fmt/format.h"
-#include "sdk/analysis/launch_attribution.h"
 #include "sdk/analysis/run_analysis.h"
+#include "sdk/analysis/run_fold.h"
 #include "sdk/analysis/timeline.h"
 #include "sdk/core/environment.h"
 #include "sdk/core/files.h"
 #include "sdk/core/thread_registry.h"
 #include "sdk/cupti/collector.h"
 #include "sdk/export/report_json.h"
+#include "sdk/export/steps_file.h"
 #include "sdk/export/summary.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/nvtx/nvtx.h"
@@ -46,9 +49,10 @@ int EnvInt(const char* name, int fallback) {
   return (*end == '\0' && value >= 0 && value < (1 << 20)) ? static_cast<int>(value) : fallback;
 }
 
-std::string RankedFile(const Options& o, std::string_view stem) {
-  return o.world_size > 1 ? fmt::format("{}-rank{}.json", stem, o.rank)
-                          : fmt::format("{}.json", stem);
+std::string RankedFile(const Options& o, std::string_view stem,
+                       std::string_view extension = "json") {
+  return o.world_size > 1 ? fmt::format("{}-rank{}.{}", stem, o.rank, extension)
+                          : fmt::format("{}.{}", stem, extension);
 }
 
 absl::Status ValidateOptions(Options& o) {
@@ -68,6 +72,14 @@ absl::Status ValidateOptions(Options& o) {
   if (o.flush_interval_ms <= 0 || o.trace_checkpoint_interval_ms <= 0) {
     return absl::InvalidArgumentError(
         "Options::flush_interval_ms and trace_checkpoint_interval_ms must be positive");
+  }
+  if (o.fold_delay_ms < 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("Options::fold_delay_ms is {}; it must be 0 or more", o.fold_delay_ms));
+  }
+  if (o.fold_buffer_bytes.value < (uint64_t{1} << 20)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Options::fold_buffer_bytes is {}; it must be at least 1 MiB", o.fold_buffer_bytes.value));
   }
   if (o.resource_request.accelerators < 0) {
     return absl::InvalidArgumentError("Options::resource_request.accelerators is negative");
@@ -106,25 +118,42 @@ struct Session::Impl {
   double scope_cost_ns = 0;
   std::unique_ptr<exporter::TraceWriter> trace;
   absl::Status trace_status;  // first trace error, reported at Finish
+  std::unique_ptr<exporter::StepsWriter> steps_file;
+  absl::Status steps_status;  // first steps-file error, reported at Finish
 
-  // Drained events, per registry index.
-  struct ThreadEvents {
+  // The analysis, fed at each drain (drainer thread; Finish after the join).
+  std::unique_ptr<analysis::RunFold> fold;
+  static constexpr uint32_t kNoTrack = ~0u;
+  struct ThreadState {
     uint32_t os_tid = 0;
-    std::vector<Event> events;
+    uint32_t track = kNoTrack;  // in fold->input()
     std::string written_name;
   };
-  std::vector<ThreadEvents> threads;
+  std::vector<ThreadState> threads;        // per registry index
   std::vector<core::ThreadEntry> entries;  // last registry snapshot
+  uint32_t async_track = 0;
+  uint32_t step_name = 0;
+  std::unordered_map<NameId, uint32_t> names;  // recorder name -> fold name
+  std::unordered_map<NameId, Report::Counter> counters;
+  int64_t recorded = 0;
+  TimestampNs last_drain_ns = 0;
+  TimestampNs latest_end_ns = 0;  // the latest end of a drained range
+  double fullest = 0;             // the fullest ring at the last drain, 0 to 1
+  double intervals_per_ns = 0;    // drained, smoothed over drains
 
-  std::mutex mu;  // guards report.config, report.acceptance, memory, report.distributed, stop
+  std::mutex mu;  // guards report.config, report.acceptance, memory, report.memory,
+                  // report.distributed, report.checkpoint, stop
   struct MemorySample {
     int64_t current = -1, peak = -1;
   };
-  std::unordered_map<int64_t, MemorySample> memory;  // by step
-  std::vector<TimestampNs> save_times_ns;             // NoteCheckpointSave's
+  // By step, until the step's row is written (bounded: the oldest are
+  // dropped past kMemoryKept).
+  std::unordered_map<int64_t, MemorySample> memory;
+  static constexpr size_t kMemoryKept = 4096;
+  TimestampNs first_save_ns = 0, last_save_ns = 0;  // NoteCheckpointSave's
   std::vector<std::pair<int, std::function<void()>>> finish_hooks;
   int next_hook = 0;
-  void SummarizeMemoryAndCounters();
+  void SummarizeCountersAndCheckpoints();
   std::condition_variable wake;
   bool stop = false;
   std::thread drainer;
@@ -136,7 +165,9 @@ struct Session::Impl {
            (options.profile_stop_step < 0 || step < options.profile_stop_step);
   }
   void DrainLoop();
-  analysis::Timeline BuildTimeline() const;
+  void StartFold();
+  void Fold(const Event& e, uint32_t track);
+  void WriteStepRow(Report::Step& row);
   absl::Status WriteOutputs();
 };
 
@@ -167,15 +198,100 @@ void Session::Impl::StartDeviceTimeline() {
   }
 }
 
+void Session::Impl::StartFold() {
+  analysis::RunFoldOptions fold_options;
+  fold_options.process_start_ns = process_start.monotonic_ns;
+  fold_options.warmup_override = options.warmup_steps;
+  if (device_status == "collected") {
+    fold_options.window_first_step = options.profile_start_step;
+    fold_options.window_end_step = options.profile_stop_step;
+  }
+  fold_options.device = collector != nullptr;
+  fold = std::make_unique<analysis::RunFold>(
+      fold_options, [this](Report::Step& row) { WriteStepRow(row); },
+      [this](const analysis::Timeline& released) {
+        if (trace != nullptr && trace_status.ok()) {
+          trace_status.Update(trace->AppendDeviceIntervals(released));
+        }
+      });
+  analysis::Timeline& input = fold->input();
+  async_track =
+      input.AddTrack({analysis::TrackKind::kHostAsync, report.run.pid, 0, "cross-thread ranges"});
+  step_name = input.Intern("step");
+}
+
+// One drained event into the fold (or the counters).
+void Session::Impl::Fold(const Event& e, uint32_t track) {
+  analysis::Timeline& input = fold->input();
+  if (e.kind == EventKind::kCounter) {
+    auto [it, added] = counters.try_emplace(e.value);
+    Report::Counter& c = it->second;
+    if (added) {
+      c.name = std::string(LookupName(e.value));
+      c.min = c.max = e.end_ns;
+    }
+    c.min = std::min(c.min, e.end_ns);
+    c.max = std::max(c.max, e.end_ns);
+    c.mean += (static_cast<double>(e.end_ns) - c.mean) / static_cast<double>(++c.samples);
+    return;
+  }
+  analysis::Interval interval;
+  interval.start_ns = e.start_ns;
+  interval.end_ns = e.end_ns;
+  interval.step = e.step;
+  interval.phase = e.phase;
+  interval.track = track;
+  latest_end_ns = std::max(latest_end_ns, e.end_ns);
+  if (e.kind == EventKind::kStep) {
+    interval.kind = analysis::IntervalKind::kStep;
+    interval.value = e.value;
+    interval.name = step_name;
+  } else {
+    auto [it, added] = names.try_emplace(e.value, 0);
+    if (added) it->second = input.Intern(LookupName(e.value));
+    interval.name = it->second;
+    interval.kind = e.kind == EventKind::kAsync ? analysis::IntervalKind::kAsyncRange
+                                                : analysis::IntervalKind::kHostRange;
+    if (e.kind == EventKind::kAsync) interval.track = async_track;
+  }
+  input.Add(interval);
+}
+
+// A step's row: its memory sample, then steps.jsonl.
+void Session::Impl::WriteStepRow(Report::Step& row) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = memory.find(row.index);
+    if (it != memory.end()) {
+      row.memory_bytes = it->second.current;
+      row.peak_memory_bytes = it->second.peak;
+      report.memory.peak_bytes = std::max(report.memory.peak_bytes, it->second.peak);
+      report.memory.last_bytes = it->second.current;
+      memory.erase(it);
+    }
+  }
+  if (steps_file != nullptr) steps_file->Append(row);
+}
+
 void Session::Impl::DrainOnce() {
+  // Read before the rings: a step open now has not been drained; one closed
+  // now has (StepScope resets this after its push).
+  const TimestampNs now = NowNs();
+  const int64_t open_since = detail::g_step_open_since.load(std::memory_order_acquire);
   entries = core::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
+  fullest = 0;
   auto tid_of = [this](uint16_t index) {
     return index < entries.size() ? entries[index].os_tid : 0u;
   };
   for (size_t i = 0; i < entries.size(); ++i) {
-    ThreadEvents& thread = threads[i];
+    ThreadState& thread = threads[i];
     thread.os_tid = entries[i].os_tid;
+    if (thread.track == kNoTrack) {
+      thread.track =
+          fold->input().AddTrack({analysis::TrackKind::kHostThread, report.run.pid, thread.os_tid,
+                                  core::ThreadRegistry::Get().ThreadName(thread.os_tid)});
+    }
     if (trace != nullptr) {
       std::string name = core::ThreadRegistry::Get().ThreadName(thread.os_tid);
       if (!name.empty() && name != thread.written_name) {
@@ -183,24 +299,76 @@ void Session::Impl::DrainOnce() {
         thread.written_name = std::move(name);
       }
     }
-    entries[i].buffer->Drain([&](const Event* events, size_t count) {
-      thread.events.insert(thread.events.end(), events, events + count);
+    const size_t drained = entries[i].buffer->Drain([&](const Event* events, size_t count) {
+      recorded += static_cast<int64_t>(count);
+      for (size_t k = 0; k < count; ++k) {
+        Fold(events[k], thread.track);
+        // A burst larger than the budget is folded as it is converted.
+        if ((k & 4095) == 4095 &&
+            (fold->held() + fold->input().size()) * sizeof(analysis::Interval) >
+                options.fold_buffer_bytes.value) {
+          fold->Advance(latest_end_ns);  // this ring's later events end after it
+        }
+      }
       if (trace != nullptr && trace_status.ok()) {
         trace_status.Update(trace->Append(thread.os_tid, events, count, tid_of));
       }
     });
+    fullest = std::max(
+        fullest, static_cast<double>(drained) / static_cast<double>(entries[i].buffer->capacity()));
   }
+  if (collector != nullptr) collector->AppendTo(&fold->input());
+  // Fold what no open range can still reach: fold_delay_ms behind, or less
+  // when the intervals of that long would not fit in half of
+  // fold_buffer_bytes at the rate they come, and not into the open step; at
+  // once when the held intervals exceed the budget.
+  const auto budget =
+      static_cast<double>(options.fold_buffer_bytes.value / 2 / sizeof(analysis::Interval));
+  const auto arrived = static_cast<double>(fold->input().size());
+  if (last_drain_ns > 0 && now > last_drain_ns) {
+    const double rate = arrived / static_cast<double>(now - last_drain_ns);
+    intervals_per_ns = intervals_per_ns == 0 ? rate : 0.8 * intervals_per_ns + 0.2 * rate;
+  }
+  last_drain_ns = now;
+  auto delay = static_cast<TimestampNs>(options.fold_delay_ms) * 1000000;
+  if (intervals_per_ns > 0) {
+    delay = std::min(delay, static_cast<TimestampNs>(budget / intervals_per_ns));
+  }
+  TimestampNs watermark = now - delay;
+  if (open_since >= 0) watermark = std::min(watermark, open_since);
+  const uint64_t held = (fold->held() + fold->input().size()) * sizeof(analysis::Interval);
+  if (held > options.fold_buffer_bytes.value) watermark = now;
+  // Fold in segments of at least half the delay (each held interval is then
+  // looked at a few times, not once a drain); in between, only take the input.
+  const TimestampNs folded = fold->watermark();
+  const bool segment = folded == std::numeric_limits<TimestampNs>::min() ||
+                       watermark - folded >= std::max<TimestampNs>(delay / 2, 1000000) ||
+                       held > options.fold_buffer_bytes.value / 2;
+  fold->Advance(segment ? watermark : folded);
+  if (steps_file != nullptr && steps_status.ok()) steps_status.Update(steps_file->Flush());
 }
 
 void Session::Impl::DrainLoop() {
   using Clock = std::chrono::steady_clock;
   auto next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
+  // The wait adapts to the fill rate: when a ring came back more than a
+  // quarter full it halves (down to 1 ms), and it grows back to
+  // flush_interval_ms when they come back under a sixteenth full. Rings are
+  // never signalled from the hot path.
+  const auto longest = std::chrono::microseconds(int64_t{1000} * options.flush_interval_ms);
+  const auto shortest = std::min(longest, std::chrono::microseconds(1000));
+  auto wait = longest;
   std::unique_lock<std::mutex> lock(mu);
   while (!stop) {
-    wake.wait_for(lock, std::chrono::milliseconds(options.flush_interval_ms));
+    wake.wait_for(lock, wait);
     if (stop) break;
     lock.unlock();
     DrainOnce();
+    if (fullest > 0.25) {
+      wait = std::max(shortest, wait / 2);
+    } else if (fullest < 1.0 / 16) {
+      wait = std::min(longest, wait * 2);
+    }
     if (trace != nullptr && trace_status.ok() && Clock::now() >= next_publish) {
       trace_status.Update(trace->Publish(false));
       next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
@@ -209,60 +377,11 @@ void Session::Impl::DrainLoop() {
   }
 }
 
-analysis::Timeline Session::Impl::BuildTimeline() const {
-  analysis::Timeline timeline;
-  const int64_t pid = report.run.pid;
-  std::unordered_map<NameId, uint32_t> names;
-  auto name_of = [&](NameId id) {
-    auto it = names.find(id);
-    if (it != names.end()) return it->second;
-    const uint32_t local = timeline.Intern(LookupName(id));
-    names.emplace(id, local);
-    return local;
-  };
-  const uint32_t async_track = timeline.AddTrack(
-      {analysis::TrackKind::kHostAsync, pid, 0, "cross-thread ranges"});
-  const uint32_t step_name = timeline.Intern("step");
-  for (const ThreadEvents& thread : threads) {
-    std::string name = core::ThreadRegistry::Get().ThreadName(thread.os_tid);
-    const uint32_t track =
-        timeline.AddTrack({analysis::TrackKind::kHostThread, pid, thread.os_tid, name});
-    for (const Event& e : thread.events) {
-      analysis::Interval interval;
-      interval.start_ns = e.start_ns;
-      interval.end_ns = e.end_ns;
-      interval.step = e.step;
-      interval.phase = e.phase;
-      switch (e.kind) {
-        case EventKind::kStep:
-          interval.kind = analysis::IntervalKind::kStep;
-          interval.value = e.value;
-          interval.name = step_name;
-          interval.track = track;
-          break;
-        case EventKind::kAsync:
-          interval.kind = analysis::IntervalKind::kAsyncRange;
-          interval.name = name_of(e.value);
-          interval.track = async_track;
-          break;
-        case EventKind::kRange:
-          interval.kind = analysis::IntervalKind::kHostRange;
-          interval.name = name_of(e.value);
-          interval.track = track;
-          break;
-        case EventKind::kCounter:  // report.counters, not intervals
-          continue;
-      }
-      timeline.Add(interval);
-    }
-  }
-  timeline.Sort();
-  return timeline;
-}
-
 absl::Status Session::Impl::WriteOutputs() {
   absl::Status status = trace_status;
   if (trace != nullptr && status.ok()) status.Update(trace->Publish(true));
+  status.Update(steps_status);
+  if (steps_file != nullptr) status.Update(steps_file->Close());
   if ((options.sinks & kSinkReportJson) != 0) {
     status.Update(core::WriteFileAtomically(
         fmt::format("{}/{}", options.output_dir, RankedFile(options, "report")),
@@ -272,21 +391,18 @@ absl::Status Session::Impl::WriteOutputs() {
     const std::string summary = exporter::FormatSummary(report);
     std::fputs(summary.c_str(), options.summary_stream);
     if ((options.sinks & (kSinkTraceJson | kSinkReportJson)) != 0) {
-      std::fprintf(options.summary_stream, "outputs: %s/%s%s\n", options.output_dir.c_str(),
-                   (options.sinks & kSinkTraceJson) != 0
-                       ? (RankedFile(options, "trace") + " ").c_str()
-                       : "",
-                   (options.sinks & kSinkReportJson) != 0 ? RankedFile(options, "report").c_str()
-                                                           : "");
+      std::fprintf(
+          options.summary_stream, "outputs: %s/%s%s\n", options.output_dir.c_str(),
+          (options.sinks & kSinkTraceJson) != 0 ? (RankedFile(options, "trace") + " ").c_str() : "",
+          (options.sinks & kSinkReportJson) != 0
+              ? (RankedFile(options, "report") + " " + RankedFile(options, "steps", "jsonl"))
+                    .c_str()
+              : "");
     }
     std::fflush(options.summary_stream);
   }
   return status;
 }
-
-namespace {
-bool trace_ok(const Session::Impl& s) { return s.trace != nullptr && s.trace_status.ok(); }
-}  // namespace
 
 absl::StatusOr<Session> Session::Start(Options options) {
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
@@ -331,20 +447,32 @@ absl::StatusOr<Session> Session::Start(Options options) {
     if (!trace.ok()) return fail(trace.status());
     impl->trace = std::move(*trace);
   }
+  if ((options.sinks & kSinkReportJson) != 0) {
+    auto steps =
+        exporter::StepsWriter::Open(options.output_dir, RankedFile(options, "steps", "jsonl"));
+    if (!steps.ok()) return fail(steps.status());
+    impl->steps_file = std::move(*steps);
+  }
   impl->options = std::move(options);
   impl->StartDeviceTimeline();
+  impl->StartFold();
   impl->generation = g_last_generation.fetch_add(1) + 1;
   if (impl->generation == 0) impl->generation = g_last_generation.fetch_add(1) + 1;
   const size_t capacity = impl->options.buffer_bytes_per_thread.value / sizeof(Event);
   core::ThreadRegistry::Get().BeginSession(impl->generation, capacity);
   detail::g_current_step.store(-1, std::memory_order_relaxed);
+  detail::g_step_open_since.store(-1, std::memory_order_relaxed);
   if (impl->options.nvtx) nvtx::Initialize();
   detail::g_nvtx_enabled.store(impl->options.nvtx && nvtx::Available(),
                                std::memory_order_relaxed);
   detail::g_generation.store(impl->generation, std::memory_order_release);
   Impl* raw = impl.get();
   g_active_impl.store(raw, std::memory_order_release);
-  impl->drainer = std::thread([raw] { raw->DrainLoop(); });
+  impl->drainer = std::thread([raw] {
+    pthread_setname_np(pthread_self(),
+                       "tscope-drain");  // as top and gdb show it (15 chars at most)
+    raw->DrainLoop();
+  });
   return Session(std::move(impl));
 }
 
@@ -383,7 +511,13 @@ const Options& Session::options() const { return impl_->options; }
 void Session::RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak_bytes,
                                std::string_view source) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->memory[step] = {current_bytes, peak_bytes};
+  auto& memory = impl_->memory;
+  memory[step] = {current_bytes, peak_bytes};
+  if (memory.size() > Impl::kMemoryKept) {  // samples of steps that never came
+    auto oldest = std::min_element(memory.begin(), memory.end(),
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+    memory.erase(oldest);
+  }
   impl_->report.memory.source = std::string(source);
 }
 
@@ -415,7 +549,8 @@ void Session::NoteCheckpointSave(double blocking_s, double persist_s, uint64_t b
   c.blocking_max_s = std::max(c.blocking_max_s, blocking_s);
   c.persist_s += persist_s;
   c.bytes += bytes;
-  impl_->save_times_ns.push_back(NowNs());
+  impl_->last_save_ns = NowNs();
+  if (c.saves == 1) impl_->first_save_ns = impl_->last_save_ns;
 }
 
 void Session::NoteResume(int64_t from_step, int64_t interrupted_at_step, double restore_s) {
@@ -443,44 +578,19 @@ void Session::RemoveFinishHook(int id) {
 std::string Session::trace_file() const { return RankedFile(impl_->options, "trace"); }
 std::string Session::report_file() const { return RankedFile(impl_->options, "report"); }
 
-// Per-step memory into report.steps, and the counters' statistics. Called
-// with mu held, after AnalyzeRun.
-void Session::Impl::SummarizeMemoryAndCounters() {
-  for (Report::Step& step : report.steps) {
-    auto it = memory.find(step.index);
-    if (it == memory.end()) continue;
-    step.memory_bytes = it->second.current;
-    step.peak_memory_bytes = it->second.peak;
-    report.memory.peak_bytes = std::max(report.memory.peak_bytes, it->second.peak);
-    report.memory.last_bytes = it->second.current;
-  }
-  std::unordered_map<NameId, Report::Counter> counters;
-  std::vector<NameId> order;
-  for (const ThreadEvents& thread : threads) {
-    for (const Event& e : thread.events) {
-      if (e.kind != EventKind::kCounter) continue;
-      auto [it, added] = counters.try_emplace(e.value);
-      Report::Counter& c = it->second;
-      if (added) {
-        order.push_back(e.value);
-        c.name = std::string(LookupName(e.value));
-        c.min = c.max = e.end_ns;
-      }
-      c.min = std::min(c.min, e.end_ns);
-      c.max = std::max(c.max, e.end_ns);
-      c.mean += (static_cast<double>(e.end_ns) - c.mean) / static_cast<double>(++c.samples);
-    }
-  }
+// The counters' statistics and the checkpoint figures. Called with mu
+// held, after the fold finished.
+void Session::Impl::SummarizeCountersAndCheckpoints() {
   // Checkpoints: throughput, restart delay, and the Young/Daly advice.
   Report::Checkpoint& c = report.checkpoint;
   c.persist_bytes_per_s = c.persist_s > 0 ? c.bytes / c.persist_s : 0;
-  if (c.resumed_from_step >= 0 && !report.steps.empty()) {
-    c.restart_delay_s = report.steps.front().start_s + report.steps.front().duration_ms / 1e3;
+  const Report::Step& first = fold->first_row();
+  if (c.resumed_from_step >= 0 && first.index >= 0) {
+    c.restart_delay_s = first.start_s + first.duration_ms / 1e3;
   }
   c.mtbf_hours = options.checkpoint_mtbf_hours;
-  if (save_times_ns.size() >= 2) {
-    c.interval_s = (save_times_ns.back() - save_times_ns.front()) / 1e9 /
-                   static_cast<double>(save_times_ns.size() - 1);
+  if (c.saves >= 2) {
+    c.interval_s = (last_save_ns - first_save_ns) / 1e9 / static_cast<double>(c.saves - 1);
   }
   if (c.mtbf_hours > 0 && c.saves > 0) {
     const double mtbf_s = c.mtbf_hours * 3600;
@@ -493,7 +603,7 @@ void Session::Impl::SummarizeMemoryAndCounters() {
     }
   }
   report.counters.clear();
-  for (NameId id : order) report.counters.push_back(counters[id]);
+  for (const auto& [id, counter] : counters) report.counters.push_back(counter);
   std::sort(report.counters.begin(), report.counters.end(),
             [](const Report::Counter& a, const Report::Counter& b) { return a.name < b.name; });
 }
@@ -553,10 +663,10 @@ absl::StatusOr<Report> Session::Finish() {
   events.buffer_bytes_per_thread =
       s.entries.empty() ? 0 : static_cast<int64_t>(s.entries.front().buffer->bytes());
   events.recorder_bytes = events.buffer_bytes_per_thread * events.threads;
-  for (size_t i = 0; i < s.entries.size(); ++i) {
-    events.dropped += static_cast<int64_t>(s.entries[i].buffer->dropped());
-    events.recorded += static_cast<int64_t>(s.threads[i].events.size());
+  for (const core::ThreadEntry& entry : s.entries) {
+    events.dropped += static_cast<int64_t>(entry.buffer->dropped());
   }
+  events.recorded = s.recorded;
   core::ThreadRegistry::Get().EndSession();
 
   analysis::RunClock clock;
@@ -564,11 +674,6 @@ absl::StatusOr<Report> Session::Finish() {
   clock.finish_ns = finish_ns;
   clock.process_start_unix_s = s.process_start.unix_s;
   clock.submit_unix_s = s.submit_unix_s;
-  if (s.device_status == "collected") {
-    clock.window_first_step = s.options.profile_start_step;
-    clock.window_end_step = s.options.profile_stop_step;
-  }
-  analysis::Timeline timeline = s.BuildTimeline();
   Report::DeviceTimeline& device = s.report.device_timeline;
   device.status = s.device_status;
   if (s.collector != nullptr) {
@@ -576,25 +681,18 @@ absl::StatusOr<Report> Session::Finish() {
       device.status = fmt::format("collected, then failed to stop: {}",
                                   std::string(stopped.message()));
     }
-    s.collector->AppendTo(&timeline);
-    timeline.Sort();
+    s.collector->AppendTo(&s.fold->input());
     const cupti::CollectorStats stats = s.collector->stats();
     device.records = stats.records;
     device.dropped = stats.dropped;
     device.kernels = stats.kernels;
     s.collector.reset();
   }
-  // Tag device work with its launching phase and step before it is written.
-  const analysis::LaunchAttribution launches = analysis::AttributeLaunches(&timeline);
-  if (device.kernels > 0 && trace_ok(s)) {
-    s.trace_status.Update(s.trace->AppendDeviceIntervals(timeline));
-  }
-  for (const auto& [phase, ns] : launches.busy_by_phase) {
-    device.busy_s_by_phase.emplace_back(phase, ns / 1e9);
-  }
-  std::lock_guard<std::mutex> lock(s.mu);  // SetConfig/SetAcceptance may race
-  analysis::AnalyzeRun(timeline, clock, s.options.warmup_steps, &s.report);
-  s.SummarizeMemoryAndCounters();
+  // Unlocked: its step rows take mu for the memory samples. SetConfig and
+  // SetAcceptance touch other fields.
+  s.fold->Finish(clock, &s.report);
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.SummarizeCountersAndCheckpoints();
   s.report.overhead.per_scope_ns = s.scope_cost_ns;
   s.report.overhead.estimated_share =
       s.report.timing.total_s > 0

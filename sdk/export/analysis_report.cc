@@ -75,7 +75,7 @@ void WriteGaps(const analysis::TraceAnalysis& a, JsonWriter& j) {
   }
   j.EndArray();
   std::vector<double> per_step_ms;
-  for (const auto& [step, ns] : idle.idle_per_step) per_step_ms.push_back(Ms(ns));
+  for (const analysis::StepIdle& step : idle.idle_per_step) per_step_ms.push_back(Ms(step.idle_ns));
   j.Key("idle_per_step_ms").BeginObject();
   j.Key("steps").Int(static_cast<int64_t>(per_step_ms.size()));
   j.Key("median").Number(analysis::Median(per_step_ms));

@@ -10,6 +10,7 @@
 #include "sdk/analysis/straggler.h"
 #include "sdk/export/json_writer.h"
 #include "sdk/export/report_json.h"
+#include "sdk/export/steps_file.h"
 #include "trainscope/ranks.h"
 
 namespace trainscope {
@@ -133,7 +134,14 @@ absl::StatusOr<std::string> RanksReport(const std::string& dir, bool json) {
     analysis::RankSteps r;
     r.rank = report->run.rank;
     r.world_size = report->run.world_size;
-    r.steps = std::move(report->steps);
+    const std::string steps_file = exporter::StepsFileForReport(file);
+    absl::StatusOr<std::vector<Report::Step>> steps = exporter::ReadStepsFile(steps_file);
+    if (!steps.ok()) {
+      return absl::Status(
+          steps.status().code(),
+          fmt::format("{} (the per-step rows of {})", std::string(steps.status().message()), file));
+    }
+    r.steps = std::move(*steps);
     r.missing_ranks = report->distributed.missing_ranks;
     r.error = report->distributed.error;
     r.source = file;

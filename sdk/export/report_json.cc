@@ -114,6 +114,7 @@ std::string ReportToJson(const Report& r) {
   j.Key("threads").Int(r.events.threads);
   j.Key("buffer_bytes_per_thread").Int(r.events.buffer_bytes_per_thread);
   j.Key("recorder_bytes").Int(r.events.recorder_bytes);
+  j.Key("late").Int(r.events.late);
   j.EndObject();
 
   j.Key("overhead").BeginObject();
@@ -167,21 +168,6 @@ std::string ReportToJson(const Report& r) {
   j.EndArray();
   j.Key("error").String(r.distributed.error);
   j.EndObject();
-
-  // One compact row per step: [index, start_s, duration_ms, sync_ms,
-  // data_wait_ms, memory_bytes, peak_memory_bytes].
-  j.Key("step_columns").BeginArray();
-  for (const char* column : {"index", "start_s", "duration_ms", "sync_ms", "data_wait_ms",
-                             "memory_bytes", "peak_memory_bytes"}) {
-    j.String(column);
-  }
-  j.EndArray();
-  j.Key("steps").BeginArray();
-  for (const Report::Step& s : r.steps) {
-    j.BeginArray().Int(s.index).Number(s.start_s).Number(s.duration_ms).Number(s.sync_ms);
-    j.Number(s.data_wait_ms).Int(s.memory_bytes).Int(s.peak_memory_bytes).EndArray();
-  }
-  j.EndArray();
 
   j.Key("acceptance").BeginObject();
   if (r.acceptance.metric.empty()) {
@@ -456,6 +442,7 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   events.Integer("threads", &r.events.threads);
   events.Integer("buffer_bytes_per_thread", &r.events.buffer_bytes_per_thread);
   events.Integer("recorder_bytes", &r.events.recorder_bytes);
+  if (events.Has("late")) events.Integer("late", &r.events.late);  // absent before schema 2
 
   FieldReader overhead = doc.Child("overhead");
   overhead.Number("per_scope_ns", &r.overhead.per_scope_ns);
@@ -520,41 +507,6 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
       }
     }
   }
-  simdjson::dom::array steps;
-  if (top["steps"].get_array().get(steps) == simdjson::SUCCESS) {
-    int64_t row_index = 0;
-    for (element row : steps) {
-      simdjson::dom::array cells;
-      double v[7] = {0, 0, 0, 0, 0, -1, -1};
-      size_t n = 0;
-      bool ok = row.get_array().get(cells) == simdjson::SUCCESS;
-      if (ok) {
-        for (element cell : cells) {
-          if (n == 7 || cell.get_double().get(v[n]) != simdjson::SUCCESS) {
-            ok = false;
-            break;
-          }
-          ++n;
-        }
-      }
-      if (!ok || n != 7) {
-        status.Update(absl::InvalidArgumentError(fmt::format(
-            "{}: steps[{}] is not a row of 7 numbers (see step_columns)", source, row_index)));
-        break;
-      }
-      Report::Step step;
-      step.index = static_cast<int64_t>(v[0]);
-      step.start_s = v[1];
-      step.duration_ms = v[2];
-      step.sync_ms = v[3];
-      step.data_wait_ms = v[4];
-      step.memory_bytes = static_cast<int64_t>(v[5]);
-      step.peak_memory_bytes = static_cast<int64_t>(v[6]);
-      r.steps.push_back(step);
-      ++row_index;
-    }
-  }
-
   FieldReader acceptance = doc.Child("acceptance");
   if (!acceptance.IsNull("metric")) acceptance.String("metric", &r.acceptance.metric);
   acceptance.OptionalNumber("target", &r.acceptance.target);

@@ -126,14 +126,22 @@ void TraceWriter::AppendEvent(uint32_t os_tid, const Event& e, const ThreadIdOf&
 
 absl::Status TraceWriter::Append(uint32_t os_tid, const Event* events, size_t count,
                                  const ThreadIdOf& thread_id_of) {
-  for (size_t i = 0; i < count; ++i) AppendEvent(os_tid, events[i], thread_id_of);
-  events_written_ += count;
-  return buffer_.size() >= kBufferLimit ? FlushBuffer() : absl::OkStatus();
+  for (size_t i = 0; i < count; ++i) {
+    AppendEvent(os_tid, events[i], thread_id_of);
+    ++events_written_;
+    if (buffer_.size() >= kBufferLimit) {  // a large drain never buffers more than this
+      if (absl::Status status = FlushBuffer(); !status.ok()) return status;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status TraceWriter::AppendDeviceIntervals(const analysis::Timeline& timeline) {
   using analysis::IntervalKind;
-  std::vector<bool> named(timeline.tracks().size(), false);
+  if (device_tracks_named_.size() < timeline.tracks().size()) {
+    device_tracks_named_.resize(timeline.tracks().size(), false);
+  }
+  std::vector<bool>& named = device_tracks_named_;
   for (const analysis::Interval& i : timeline.intervals()) {
     const bool device = analysis::IsDeviceKind(i.kind);
     const bool call = i.kind == IntervalKind::kRuntimeCall;

@@ -46,7 +46,8 @@ class TraceWriter {
   absl::Status Append(uint32_t os_tid, const Event* events, size_t count,
                       const ThreadIdOf& thread_id_of);
   // Adds the device activity, CUDA API calls and synchronisations of
-  // `timeline` (from CUPTI) in the Kineto conventions: device work on pid =
+  // `timeline` (from CUPTI; call again with later intervals on the same
+  // tracks, each stream is named once) in the Kineto conventions: device work on pid =
   // device, tid = stream with args device/stream/correlation (and the
   // launching step and phase); calls as cat "cuda_runtime" on their thread.
   absl::Status AppendDeviceIntervals(const analysis::Timeline& timeline);
@@ -76,6 +77,7 @@ class TraceWriter {
   uint64_t body_bytes_ = 0;  // bytes of whole events in the body file
   uint64_t events_written_ = 0;
   uint64_t next_async_id_ = 1;
+  std::vector<bool> device_tracks_named_;  // by track index
 };
 
 }  // namespace trainscope::exporter

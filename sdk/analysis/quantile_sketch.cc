@@ -1,0 +1,118 @@
+// Quantiles in bounded memory. See quantile_sketch.h.
+#include "sdk/analysis/quantile_sketch.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainscope::analysis {
+namespace {
+
+constexpr double kGamma =
+    (1 + QuantileSketch::kRelativeError) / (1 - QuantileSketch::kRelativeError);
+const double kLogGamma = std::log(kGamma);
+
+}  // namespace
+
+QuantileSketch::QuantileSketch(size_t exact_limit) : exact_limit_(exact_limit) {}
+
+int QuantileSketch::BucketOf(double value) {
+  if (!(value > kMinValue)) return 0;  // NaN too
+  const double index = std::ceil(std::log(value / kMinValue) / kLogGamma);
+  return static_cast<int>(std::min<double>(index, kMaxBuckets - 1));
+}
+
+double QuantileSketch::BucketValue(int bucket) {
+  return kMinValue * 2 * std::pow(kGamma, bucket) / (kGamma + 1);
+}
+
+void QuantileSketch::AddToBucket(double value, int64_t count) {
+  if (buckets_.empty()) buckets_.assign(kMaxBuckets, 0);
+  buckets_[BucketOf(value)] += count;
+}
+
+void QuantileSketch::ToBuckets() {
+  exact_mode_ = false;
+  for (double v : exact_) AddToBucket(v, 1);
+  std::vector<double>().swap(exact_);
+}
+
+void QuantileSketch::Add(double value) {
+  if (count_ == 0) {
+    min_ = max_ = value;
+  } else {
+    min_ = std::min(min_, value);
+    max_ = std::max(max_, value);
+  }
+  ++count_;
+  sum_ += value;
+  if (exact_mode_) {
+    if (exact_.size() < exact_limit_) {
+      if (!exact_.empty() && value < exact_.back()) sorted_ = false;
+      exact_.push_back(value);
+      return;
+    }
+    ToBuckets();
+  }
+  AddToBucket(value, 1);
+}
+
+void QuantileSketch::Merge(const QuantileSketch& other) {
+  if (other.count_ == 0) return;
+  if (count_ == 0) {
+    min_ = other.min_;
+    max_ = other.max_;
+  } else {
+    min_ = std::min(min_, other.min_);
+    max_ = std::max(max_, other.max_);
+  }
+  count_ += other.count_;
+  sum_ += other.sum_;
+  if (exact_mode_ && other.exact_mode_ && exact_.size() + other.exact_.size() <= exact_limit_) {
+    exact_.insert(exact_.end(), other.exact_.begin(), other.exact_.end());
+    sorted_ = false;
+    return;
+  }
+  if (exact_mode_) ToBuckets();
+  if (other.exact_mode_) {
+    for (double v : other.exact_) AddToBucket(v, 1);
+  } else {
+    if (buckets_.empty()) buckets_.assign(kMaxBuckets, 0);
+    for (int i = 0; i < kMaxBuckets; ++i) buckets_[i] += other.buckets_[i];
+  }
+}
+
+double QuantileSketch::ValueAtRank(int64_t rank) const {
+  if (exact_mode_) {
+    if (!sorted_) {
+      std::sort(exact_.begin(), exact_.end());
+      sorted_ = true;
+    }
+    return exact_[static_cast<size_t>(rank - 1)];
+  }
+  if (rank == count_) return max_;
+  if (rank == 1) return min_;
+  int64_t seen = 0;
+  for (int i = 0; i < kMaxBuckets; ++i) {
+    seen += buckets_[i];
+    if (seen >= rank) return std::clamp(BucketValue(i), min_, max_);
+  }
+  return max_;
+}
+
+double QuantileSketch::Median() const {
+  if (count_ == 0) return 0;
+  if (count_ % 2 == 1) return ValueAtRank(count_ / 2 + 1);
+  return (ValueAtRank(count_ / 2) + ValueAtRank(count_ / 2 + 1)) / 2;
+}
+
+double QuantileSketch::Percentile(double p) const {
+  if (count_ == 0) return 0;
+  const auto rank = static_cast<int64_t>(std::ceil(p / 100.0 * static_cast<double>(count_)));
+  return ValueAtRank(std::clamp<int64_t>(rank, 1, count_));
+}
+
+size_t QuantileSketch::bytes() const {
+  return sizeof(*this) + exact_.capacity() * sizeof(double) + buckets_.capacity() * sizeof(int64_t);
+}
+
+}  // namespace trainscope::analysis

@@ -1,0 +1,85 @@
+// sdk/analysis/quantile_sketch.h: quantiles of a stream of values in bounded
+// memory.
+//
+// Exact while it holds at most `exact_limit` values (the same median and
+// nearest-rank percentiles as step_analysis.h's Median and Percentile); past
+// that it keeps counts in logarithmic buckets, as DDSketch does (Masson,
+// Rim and Lee, VLDB 2019): bucket i holds the values in (g^(i-1), g^i] with
+// g = (1 + a) / (1 - a), and a quantile is answered with the bucket's
+// midpoint 2 g^i / (g + 1), within a relative error a = kRelativeError of
+// the exact value of that rank. Minimum, maximum, count and sum stay exact.
+// Two sketches merge (Merge) as if every value had gone into one.
+//
+//   QuantileSketch per_step_ms;            // exact up to 8192 values
+//   for (double ms : step_ms) per_step_ms.Add(ms);
+//   double p90 = per_step_ms.Percentile(90);
+//
+// Memory: at most max(8 x exact_limit, 8 x kMaxBuckets) bytes plus a few
+// words: values below kMinValue share one bucket, and kMaxBuckets buckets
+// cover kMinValue to 1e12 (a millisecond count of 30 years).
+#ifndef TRAINSCOPE_SDK_ANALYSIS_QUANTILE_SKETCH_H_
+#define TRAINSCOPE_SDK_ANALYSIS_QUANTILE_SKETCH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace trainscope::analysis {
+
+class QuantileSketch {
+ public:
+  // The relative error of every quantile once the sketch left exact mode.
+  static constexpr double kRelativeError = 0.005;
+  // Values at or below this (and negative ones) count as this value in
+  // bucket mode; in milliseconds, a picosecond.
+  static constexpr double kMinValue = 1e-9;
+  // Buckets from kMinValue to 1e12: ln(1e21) / ln(g).
+  static constexpr int kMaxBuckets = 4836;
+
+  explicit QuantileSketch(size_t exact_limit = 8192);
+
+  // Adds one value. Cost: O(1) (a log in bucket mode); the switch from
+  // exact to bucket mode costs O(exact_limit) once.
+  void Add(double value);
+  // Adds every value of `other`. The result is exact if both are and the
+  // combined count fits in this sketch's exact_limit.
+  void Merge(const QuantileSketch& other);
+
+  int64_t count() const { return count_; }
+  double sum() const { return sum_; }
+  double min() const { return count_ > 0 ? min_ : 0; }
+  double max() const { return count_ > 0 ? max_ : 0; }
+  bool exact() const { return exact_mode_; }
+
+  // The median: the middle value, or the mean of the two middle values for
+  // an even count. 0 when empty.
+  double Median() const;
+  // The p-th percentile by nearest rank, p in (0, 100]; 100 is the exact
+  // maximum. 0 when empty.
+  double Percentile(double p) const;
+
+  // Bytes held, for the memory bound.
+  size_t bytes() const;
+
+ private:
+  // The value of rank `rank` (1-based) in sorted order.
+  double ValueAtRank(int64_t rank) const;
+  void ToBuckets();
+  void AddToBucket(double value, int64_t count);
+  static int BucketOf(double value);
+  static double BucketValue(int bucket);
+
+  size_t exact_limit_;
+  bool exact_mode_ = true;
+  mutable std::vector<double> exact_;  // sorted lazily by ValueAtRank
+  mutable bool sorted_ = true;
+  std::vector<int64_t> buckets_;  // by BucketOf, 0 .. kMaxBuckets - 1
+  int64_t count_ = 0;
+  double sum_ = 0;
+  double min_ = 0;
+  double max_ = 0;
+};
+
+}  // namespace trainscope::analysis
+
+#endif  // TRAINSCOPE_SDK_ANALYSIS_QUANTILE_SKETCH_H_

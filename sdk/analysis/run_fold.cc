@@ -1,0 +1,578 @@
+// The report's analysis, folded as the run goes. See run_fold.h.
+#include "sdk/analysis/run_fold.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+#include "fmt/format.h"
+#include "sdk/analysis/interval_set.h"
+#include "sdk/analysis/launch_attribution.h"
+#include "sdk/analysis/step_analysis.h"
+
+namespace trainscope::analysis {
+namespace {
+
+constexpr TimestampNs kMaxTime = std::numeric_limits<TimestampNs>::max();
+
+bool IsHostRange(IntervalKind kind) {
+  return kind == IntervalKind::kHostRange || kind == IntervalKind::kAsyncRange;
+}
+
+// Idle figures summed over segments of time.
+struct IdleSums {
+  TimestampNs window = 0;
+  TimestampNs busy = 0;
+  TimestampNs idle = 0;
+  std::array<TimestampNs, kIdleCauseCount> cause{};
+  bool empty() const { return window == 0; }
+  void Add(const IdleBreakdown& b) {
+    window += b.window_ns;
+    busy += b.busy_ns;
+    idle += b.idle_ns;
+    for (int c = 0; c < kIdleCauseCount; ++c) cause[c] += b.cause_ns[c];
+  }
+  void Add(const IdleSums& o) {
+    window += o.window;
+    busy += o.busy;
+    idle += o.idle;
+    for (int c = 0; c < kIdleCauseCount; ++c) cause[c] += o.cause[c];
+  }
+};
+
+// Per busy source: the step window's idle so far (committed), the idle
+// after the newest step's end, which joins the window only if another step
+// begins (tail), and, while no step has come, the idle since process start.
+struct ModeSums {
+  IdleSums committed, tail, nostep;
+};
+enum Mode { kHostMode = 0, kDeviceMode = 1, kModes = 2 };
+
+// A step that arrived and is not yet behind the watermark.
+struct OpenStep {
+  StepSpan span;
+  bool in_window = false;
+  std::array<TimestampNs, kPhaseCount> phase_ns{};
+  TimestampNs idle_ns = 0;
+  std::array<TimestampNs, kIdleCauseCount> cause_ns{};
+};
+
+// Steps in start order, for warmup and steady-state throughput, in bounded
+// memory. Up to 2 x exact_steps steps it keeps every step and gives exactly
+// SummarizeSteps's answer. Past that it keeps the first exact_steps + 3
+// steps and sketches of the step times, and the auto rule becomes: warmup
+// ends before the first run of 3 consecutive steps, among the first
+// exact_steps, each within 1.25x the median step time of the steps after
+// the first exact_steps (in a run of more than 2 x exact_steps steps those
+// are more than half the run: the same reference the short rule takes from
+// the second half); if none, exact_steps steps. Median step time is then
+// within QuantileSketch::kRelativeError.
+class StepLog {
+ public:
+  StepLog(size_t exact_steps, size_t exact_values, int64_t warmup_override)
+      : exact_steps_(std::max<size_t>(exact_steps, 4)),
+        warmup_override_(warmup_override),
+        all_(exact_values),
+        after_prefix_(exact_values),
+        after_override_(exact_values) {}
+
+  void Add(const StepSpan& step) {
+    const double ms = (step.end_ns - step.start_ns) / 1e6;
+    if (count_ == 0 || step.start_ns < first_start_) first_start_ = step.start_ns;
+    if (count_ == 0 || step.start_ns >= last_start_) {
+      last_start_ = step.start_ns;
+      last_end_ = step.end_ns;
+    }
+    if (warmup_override_ >= 0) {
+      if (count_ < warmup_override_) samples_before_override_ += step.samples;
+      if (count_ == warmup_override_) override_start_ = step.start_ns;
+      if (count_ >= warmup_override_) after_override_.Add(ms);
+    }
+    ++count_;
+    total_samples_ += step.samples;
+    all_.Add(ms);
+    if (!long_) {
+      steps_.push_back(step);
+      if (steps_.size() <= 2 * exact_steps_) return;
+      long_ = true;
+      for (size_t i = exact_steps_; i < steps_.size(); ++i) after_prefix_.Add(Ms(steps_[i]));
+      steps_.resize(exact_steps_ + 3);
+      steps_.shrink_to_fit();
+      return;
+    }
+    after_prefix_.Add(ms);
+  }
+
+  int64_t count() const { return count_; }
+  TimestampNs first_start() const { return first_start_; }
+  TimestampNs last_end() const { return last_end_; }
+
+  StepStats Summarize() const {
+    if (!long_) return SummarizeSteps(steps_, warmup_override_);
+    StepStats stats;
+    const int64_t n = count_;
+    const auto m = static_cast<int64_t>(exact_steps_);
+    if (warmup_override_ >= 0) {
+      stats.warmup_steps = std::min(warmup_override_, n);
+      stats.warmup_rule = fmt::format("fixed: {} step(s) by option", stats.warmup_steps);
+    } else {
+      const double limit = 1.25 * after_prefix_.Median();
+      stats.warmup_steps = m;
+      for (int64_t k = 0; k <= m; ++k) {
+        bool settled = true;
+        for (int64_t i = k; i < k + 3; ++i) settled = settled && Ms(steps_[i]) <= limit;
+        if (settled) {
+          stats.warmup_steps = k;
+          break;
+        }
+      }
+      stats.warmup_rule = fmt::format(
+          "auto: steps before the first run of 3 consecutive steps each within 1.25x the "
+          "median step time of the steps after the first {0} (at most {0} steps; the run had "
+          "more than {1} steps)",
+          m, 2 * m);
+    }
+    const int64_t first = stats.warmup_steps < n ? stats.warmup_steps : 0;
+    stats.steady_steps = n - first;
+    TimestampNs first_start = 0;
+    int64_t samples = total_samples_;
+    if (first == 0) {
+      first_start = steps_[0].start_ns;
+      stats.median_step_ms = all_.Median();
+    } else if (first <= m) {
+      first_start = steps_[first].start_ns;
+      QuantileSketch steady = after_prefix_;
+      for (int64_t i = 0; i < m; ++i) {
+        if (i < first) {
+          samples -= steps_[i].samples;
+        } else {
+          steady.Add(Ms(steps_[i]));
+        }
+      }
+      stats.median_step_ms = steady.Median();
+    } else {  // a fixed warmup longer than the exact prefix
+      first_start = override_start_;
+      samples -= samples_before_override_;
+      stats.median_step_ms = after_override_.Median();
+    }
+    const double span_s = (last_end_ - first_start) / 1e9;
+    if (span_s > 0) {
+      stats.steady_steps_per_s = stats.steady_steps / span_s;
+      stats.steady_samples_per_s = samples / span_s;
+    }
+    return stats;
+  }
+
+ private:
+  static double Ms(const StepSpan& s) { return (s.end_ns - s.start_ns) / 1e6; }
+
+  size_t exact_steps_;
+  int64_t warmup_override_;
+  bool long_ = false;
+  std::vector<StepSpan> steps_;  // every step, or the first exact_steps + 3
+  int64_t count_ = 0;
+  int64_t total_samples_ = 0;
+  TimestampNs first_start_ = 0;
+  TimestampNs last_start_ = 0;
+  TimestampNs last_end_ = 0;
+  QuantileSketch all_;
+  QuantileSketch after_prefix_;  // step times after the first exact_steps (long mode)
+  QuantileSketch after_override_;
+  int64_t samples_before_override_ = 0;
+  TimestampNs override_start_ = 0;
+};
+
+// Held intervals' flags.
+constexpr uint8_t kAttributed = 1;   // launch attribution ran on it
+constexpr uint8_t kLaunchFound = 2;  // and found the launching phase
+
+}  // namespace
+
+struct RunFold::Impl {
+  explicit Impl(const RunFoldOptions& o) : steps(o.exact_steps, o.exact_values, o.warmup_override) {
+    for (auto& sketch : phase_ms) sketch = QuantileSketch(o.exact_values);
+  }
+
+  std::vector<Interval> pending;  // not yet behind the watermark, or launch history
+  std::vector<uint8_t> flags;     // parallel to pending
+  size_t first_new = 0;           // pending[first_new..] came after the last segment
+  std::vector<OpenStep> open_steps;
+  struct Tagged {
+    TimestampNs sync_ns = 0;
+    TimestampNs data_wait_ns = 0;
+  };
+  std::unordered_map<int64_t, Tagged> tagged;  // by step index, until the step's row
+
+  bool steps_seen = false;
+  bool device_seen = false;
+  bool window_known = false;   // an in-window step came: first_start/last_end hold
+  bool window_closed = false;  // a step past window_end_step came
+  TimestampNs window_first_start = 0;
+  TimestampNs window_last_start = 0;
+  TimestampNs window_last_end = 0;
+  int64_t window_samples = 0;
+  std::array<ModeSums, kModes> idle;
+
+  StepLog steps;
+  std::array<QuantileSketch, kPhaseCount> phase_ms;
+  std::array<TimestampNs, kPhaseCount> phase_total_ns{};
+  std::array<TimestampNs, kPhaseCount> phase_in_steps_ns{};
+  std::array<bool, kPhaseCount> phase_seen{};
+  TimestampNs in_steps_ns = 0;
+  // Device busy time by launching phase; the last entry is "unattributed".
+  std::array<TimestampNs, kPhaseCount + 1> device_busy_ns{};
+  std::array<bool, kPhaseCount + 1> device_busy_seen{};
+  bool first_row_written = false;
+};
+
+RunFold::RunFold(RunFoldOptions options, StepSink steps, DeviceSink device)
+    : options_(options),
+      step_sink_(std::move(steps)),
+      device_sink_(std::move(device)),
+      impl_(std::make_unique<Impl>(options)) {
+  first_row_.index = -1;
+}
+
+RunFold::~RunFold() = default;
+
+size_t RunFold::held() const { return impl_->pending.size() + impl_->open_steps.size(); }
+
+void RunFold::TakeInput() {
+  Impl& s = *impl_;
+  auto in_window = [this](int64_t index) {
+    return (options_.window_first_step < 0 || index >= options_.window_first_step) &&
+           (options_.window_end_step < 0 || index < options_.window_end_step);
+  };
+  for (const Interval& i : input_.intervals()) {
+    if (i.start_ns < watermark_) ++late_;
+    if (i.kind == IntervalKind::kStep) {
+      OpenStep step;
+      step.span = StepSpan{i.start_ns, i.end_ns, i.step, i.value};
+      step.in_window = in_window(i.step);
+      s.steps_seen = true;
+      if (step.in_window && !s.window_closed) {
+        if (!s.window_known || i.start_ns < s.window_first_start) s.window_first_start = i.start_ns;
+        if (!s.window_known || i.start_ns >= s.window_last_start) {
+          // The window reaches this step: the idle since the last one is in it.
+          for (ModeSums& mode : s.idle) {
+            mode.committed.Add(mode.tail);
+            mode.tail = IdleSums();
+          }
+          s.window_last_start = i.start_ns;
+          s.window_last_end = i.end_ns;
+        }
+        s.window_known = true;
+      } else if (options_.window_end_step >= 0 && i.step >= options_.window_end_step) {
+        s.window_closed = true;
+        for (ModeSums& mode : s.idle) mode.tail = IdleSums();
+      }
+      s.open_steps.push_back(step);
+      continue;
+    }
+    if (IsDeviceKind(i.kind)) s.device_seen = true;
+    if (IsHostRange(i.kind)) {
+      s.phase_seen[static_cast<int>(i.phase)] = true;
+      if (i.step >= 0 && (i.phase == Phase::kSync || i.phase == Phase::kDataWait)) {
+        Impl::Tagged& tag = s.tagged[i.step];
+        (i.phase == Phase::kSync ? tag.sync_ns : tag.data_wait_ns) += i.duration_ns();
+      }
+    }
+    s.pending.push_back(i);
+    s.flags.push_back(0);
+  }
+  input_.mutable_intervals().clear();
+}
+
+void RunFold::Advance(TimestampNs watermark) {
+  TakeInput();
+  if (watermark <= watermark_) return;
+  Segment(watermark, false, watermark);
+}
+
+void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
+  Impl& s = *impl_;
+  const TimestampNs begin = watermark_;
+  auto overlaps = [&](TimestampNs a, TimestampNs b) {
+    return a < end && (b > begin || a >= begin);
+  };
+  std::vector<Interval>& scratch = input_.mutable_intervals();  // empty after TakeInput
+
+  // Launch attribution for device intervals not yet attributed that began
+  // before `end`, from the held host ranges and calls.
+  std::vector<size_t> to_attribute;
+  for (size_t k = 0; k < s.pending.size(); ++k) {
+    const Interval& i = s.pending[k];
+    if (IsDeviceKind(i.kind) && (s.flags[k] & kAttributed) == 0 && i.start_ns < end) {
+      to_attribute.push_back(k);
+    }
+  }
+  if (!to_attribute.empty()) {
+    constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+    for (size_t k : to_attribute) {
+      scratch.push_back(s.pending[k]);
+      scratch.back().step = kUnset;  // AttributeLaunches sets it when it finds the launch
+    }
+    for (const Interval& i : s.pending) {
+      if (i.kind == IntervalKind::kHostRange || i.kind == IntervalKind::kRuntimeCall) {
+        scratch.push_back(i);
+      }
+    }
+    AttributeLaunches(&input_);
+    for (size_t j = 0; j < to_attribute.size(); ++j) {
+      Interval& i = s.pending[to_attribute[j]];
+      const Interval& attributed = scratch[j];
+      const bool found = attributed.step != kUnset;
+      if (found) {
+        i.step = attributed.step;
+        i.phase = attributed.phase;
+      }
+      s.flags[to_attribute[j]] = kAttributed | (found ? kLaunchFound : 0);
+    }
+    scratch.clear();
+  }
+
+  // The segment's intervals: steps and everything overlapping [begin, end).
+  std::unordered_map<int64_t, OpenStep*> step_by_index;
+  for (OpenStep& step : s.open_steps) {
+    if (!overlaps(step.span.start_ns, step.span.end_ns)) continue;
+    Interval i;
+    i.start_ns = step.span.start_ns;
+    i.end_ns = step.span.end_ns;
+    i.step = step.span.index;
+    i.value = step.span.samples;
+    i.kind = IntervalKind::kStep;
+    scratch.push_back(i);
+    step_by_index.emplace(step.span.index, &step);
+  }
+  std::array<std::vector<IntervalSet::Span>, kPhaseCount> phase_spans;
+  std::array<std::vector<IntervalSet::Span>, kPhaseCount + 1> device_spans;
+  for (size_t k = 0; k < s.pending.size(); ++k) {
+    const Interval& i = s.pending[k];
+    if (!overlaps(i.start_ns, i.end_ns)) continue;
+    scratch.push_back(i);
+    const TimestampNs a = std::max(begin, i.start_ns);
+    const TimestampNs b = std::min(end, i.end_ns);
+    if (IsHostRange(i.kind) && b > a) {
+      phase_spans[static_cast<int>(i.phase)].emplace_back(a, b);
+    } else if (IsDeviceKind(i.kind)) {
+      const int p = (s.flags[k] & kLaunchFound) != 0 ? static_cast<int>(i.phase) : kPhaseCount;
+      s.device_busy_seen[p] = true;
+      if (b > a) device_spans[p].emplace_back(a, b);
+    }
+  }
+  for (int p = 0; p <= kPhaseCount; ++p) {
+    if (device_spans[p].empty()) continue;
+    s.device_busy_ns[p] += IntervalSet::FromUnsorted(std::move(device_spans[p])).Length();
+  }
+
+  // Phases: their union in the segment, and each open step's share of it.
+  for (int p = 0; p < kPhaseCount; ++p) {
+    if (phase_spans[p].empty()) continue;
+    const IntervalSet covered = IntervalSet::FromUnsorted(std::move(phase_spans[p]));
+    s.phase_total_ns[p] += covered.Length();
+    for (auto& [index, step] : step_by_index) {
+      step->phase_ns[p] += covered.LengthWithin(std::max(begin, step->span.start_ns),
+                                                std::min(end, step->span.end_ns));
+    }
+  }
+
+  // Idle, for each busy source the run may end up with.
+  input_.Sort();
+  const int row_mode = s.device_seen ? kDeviceMode : kHostMode;
+  for (int mode = 0; mode < kModes; ++mode) {
+    if (mode == kHostMode && s.device_seen) continue;
+    if (mode == kDeviceMode && !options_.device && !s.device_seen) continue;
+    const BusySource source = mode == kDeviceMode ? BusySource::kDevice : BusySource::kHostPhases;
+    ModeSums& sums = s.idle[mode];
+    if (!s.steps_seen) {
+      const TimestampNs a = std::max(begin, options_.process_start_ns);
+      const TimestampNs b = final ? nostep_end : end;
+      if (a < b) sums.nostep.Add(GapAnalyzer::Analyze(input_, a, b, source));
+      continue;
+    }
+    if (!s.window_known) continue;
+    const TimestampNs a = std::max(begin, s.window_first_start);
+    const TimestampNs b = std::min(end, s.window_last_end);
+    if (a < b) {
+      const IdleBreakdown idle = GapAnalyzer::Analyze(input_, a, b, source);
+      sums.committed.Add(idle);
+      if (mode == row_mode) {
+        for (const StepIdle& step : idle.idle_per_step) {
+          auto it = step_by_index.find(step.step);
+          if (it == step_by_index.end()) continue;
+          it->second->idle_ns += step.idle_ns;
+          for (int c = 0; c < kIdleCauseCount; ++c) it->second->cause_ns[c] += step.by_cause[c];
+        }
+      }
+    }
+    const TimestampNs tail_start = std::max(a, s.window_last_end);
+    if (!final && !s.window_closed && tail_start < end) {
+      sums.tail.Add(GapAnalyzer::Analyze(input_, tail_start, end, source));
+    }
+  }
+  scratch.clear();
+
+  // Steps now behind the watermark: their rows, in start order.
+  std::vector<OpenStep> done;
+  auto still_open =
+      std::stable_partition(s.open_steps.begin(), s.open_steps.end(),
+                            [&](const OpenStep& step) { return !final && step.span.end_ns > end; });
+  done.assign(std::make_move_iterator(still_open), std::make_move_iterator(s.open_steps.end()));
+  s.open_steps.erase(still_open, s.open_steps.end());
+  std::stable_sort(done.begin(), done.end(), [](const OpenStep& a, const OpenStep& b) {
+    return a.span.start_ns < b.span.start_ns;
+  });
+  for (const OpenStep& step : done) {
+    s.steps.Add(step.span);
+    const TimestampNs length = step.span.end_ns - step.span.start_ns;
+    s.in_steps_ns += length;
+    if (step.in_window) s.window_samples += step.span.samples;
+    Report::Step row;
+    row.index = step.span.index;
+    row.start_s = (step.span.start_ns - options_.process_start_ns) / 1e9;
+    row.duration_ms = length / 1e6;
+    row.samples = step.span.samples;
+    for (int p = 0; p < kPhaseCount; ++p) {
+      row.phase_ms[p] = step.phase_ns[p] / 1e6;
+      if (step.phase_ns[p] <= 0) continue;
+      s.phase_ms[p].Add(step.phase_ns[p] / 1e6);
+      s.phase_in_steps_ns[p] += step.phase_ns[p];
+    }
+    row.idle_ms = step.idle_ns / 1e6;
+    TimestampNs top = 0;
+    for (int c = 0; c < kIdleCauseCount; ++c) {
+      if (step.cause_ns[c] > top) {
+        top = step.cause_ns[c];
+        row.top_cause = std::string(IdleCauseName(c));
+      }
+    }
+    if (auto it = s.tagged.find(step.span.index); it != s.tagged.end()) {
+      row.sync_ms = it->second.sync_ns / 1e6;
+      row.data_wait_ms = it->second.data_wait_ns / 1e6;
+      s.tagged.erase(it);
+    }
+    if (step_sink_) step_sink_(row);
+    if (!s.first_row_written) {
+      first_row_ = row;
+      s.first_row_written = true;
+    }
+  }
+  // Tags of steps that never came (an index no StepScope ended) would pile
+  // up: keep only the newest few thousand.
+  if (s.tagged.size() > 4096) {
+    std::vector<int64_t> keys;
+    for (const auto& [index, tag] : s.tagged) keys.push_back(index);
+    std::sort(keys.begin(), keys.end());
+    for (size_t k = 0; k + 4096 < keys.size(); ++k) s.tagged.erase(keys[k]);
+  }
+
+  // Release what is behind the watermark; hand device work to the trace.
+  const TimestampNs history_end =
+      (s.device_seen || options_.device) && !final ? end - options_.launch_horizon_ns : kMaxTime;
+  for (size_t k = 0; k < s.pending.size(); ++k) {
+    const Interval& i = s.pending[k];
+    const bool device_side = IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
+                             i.kind == IntervalKind::kSyncCall;
+    const bool passed = final || (i.end_ns <= end && i.start_ns < end);
+    if (device_side && passed && (i.end_ns > begin || k >= s.first_new)) scratch.push_back(i);
+  }
+  if (!scratch.empty() && device_sink_) device_sink_(input_);
+  scratch.clear();
+  size_t kept = 0;
+  for (size_t k = 0; k < s.pending.size(); ++k) {
+    const Interval& i = s.pending[k];
+    bool keep = !final && (i.end_ns > end || i.start_ns >= end);
+    if (!keep && !final &&
+        (i.kind == IntervalKind::kHostRange || i.kind == IntervalKind::kRuntimeCall)) {
+      keep = i.end_ns > history_end;
+    }
+    if (!keep) continue;
+    s.pending[kept] = i;
+    s.flags[kept] = s.flags[k];
+    ++kept;
+  }
+  s.pending.resize(kept);
+  s.flags.resize(kept);
+  s.first_new = kept;
+  watermark_ = end;
+}
+
+void RunFold::Finish(const RunClock& clock, Report* report) {
+  Impl& s = *impl_;
+  TakeInput();
+  Segment(kMaxTime, true, clock.finish_ns);
+
+  const StepStats steps = s.steps.Summarize();
+  Report::Timing& timing = report->timing;
+  timing.steps = s.steps.count();
+  timing.warmup_steps = steps.warmup_steps;
+  timing.warmup_rule = steps.warmup_rule;
+  timing.total_s = (clock.finish_ns - clock.process_start_ns) / 1e9;
+  if (clock.submit_unix_s) {
+    timing.queue_delay_s = clock.process_start_unix_s - *clock.submit_unix_s;
+  }
+  if (s.steps.count() > 0) {
+    timing.startup_s = (s.steps.first_start() - clock.process_start_ns) / 1e9;
+    timing.steps_s = (s.steps.last_end() - s.steps.first_start()) / 1e9;
+  }
+  report->throughput.steady_steps = steps.steady_steps;
+  report->throughput.steady_steps_per_s = steps.steady_steps_per_s;
+  report->throughput.steady_samples_per_s = steps.steady_samples_per_s;
+  report->throughput.median_step_ms = steps.median_step_ms;
+  report->resource_hours = report->resource_request.accelerators * timing.total_s / 3600.0;
+
+  report->phases.clear();
+  for (int p = 0; p < kPhaseCount; ++p) {
+    if (!s.phase_seen[p]) continue;
+    PhaseStat stat;
+    stat.phase = std::string(PhaseName(static_cast<Phase>(p)));
+    stat.steps = s.phase_ms[p].count();
+    stat.median_ms = s.phase_ms[p].Median();
+    stat.p90_ms = s.phase_ms[p].Percentile(90);
+    stat.max_ms = s.phase_ms[p].max();
+    stat.total_s = s.phase_total_ns[p] / 1e9;
+    stat.share_of_steps =
+        s.in_steps_ns > 0 ? static_cast<double>(s.phase_in_steps_ns[p]) / s.in_steps_ns : 0;
+    report->phases.push_back(std::move(stat));
+  }
+
+  const int mode = s.device_seen ? kDeviceMode : kHostMode;
+  const IdleSums& sums = s.steps_seen ? s.idle[mode].committed : s.idle[mode].nostep;
+  Report::Idle& idle = report->idle;
+  idle.idle_s = sums.idle / 1e9;
+  idle.window_s = sums.window / 1e9;
+  idle.share = sums.window > 0 ? static_cast<double>(sums.idle) / sums.window : 0;
+  idle.busy_source = s.device_seen ? "device_activity" : "cpu_compute_phases";
+  idle.by_cause.clear();
+  std::vector<std::pair<std::string, TimestampNs>> causes;
+  for (int c = 0; c < kIdleCauseCount; ++c) {
+    if (sums.cause[c] > 0) causes.emplace_back(std::string(IdleCauseName(c)), sums.cause[c]);
+  }
+  std::stable_sort(causes.begin(), causes.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [cause, ns] : causes) idle.by_cause.emplace_back(cause, ns / 1e9);
+  idle.top_cause = causes.empty() ? "" : causes.front().first;
+
+  Report::Utilization& use = report->utilization;
+  use.allocated_device_hours = report->resource_hours;
+  use.busy_device_hours = sums.busy / 1e9 / 3600.0;
+  const int64_t samples = s.steps_seen ? s.window_samples : 0;
+  use.samples_per_busy_device_s = sums.busy > 0 ? samples / (sums.busy / 1e9) : 0;
+
+  auto& by_phase = report->device_timeline.busy_s_by_phase;
+  by_phase.clear();
+  std::vector<std::pair<std::string, TimestampNs>> busy;
+  for (int p = 0; p <= kPhaseCount; ++p) {
+    if (!s.device_busy_seen[p]) continue;
+    busy.emplace_back(p == kPhaseCount ? std::string("unattributed")
+                                       : std::string(PhaseName(static_cast<Phase>(p))),
+                      s.device_busy_ns[p]);
+  }
+  std::stable_sort(busy.begin(), busy.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [phase, ns] : busy) by_phase.emplace_back(phase, ns / 1e9);
+  report->events.late = late_;
+  report->recommendation = Recommend(*report);
+}
+
+}  // namespace trainscope::analysis

@@ -1,0 +1,176 @@
+// steps.jsonl. See steps_file.h.
+#include "sdk/export/steps_file.h"
+
+#include <fcntl.h>
+#include <simdjson.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <iterator>
+
+#include "fmt/format.h"
+#include "sdk/core/files.h"
+#include "sdk/export/json_writer.h"
+
+namespace trainscope::exporter {
+
+namespace {
+// A number as JsonWriter writes it: shortest round-trip form, null if not finite.
+void AppendNumber(std::string* out, double value) {
+  if (std::isfinite(value)) {
+    fmt::format_to(std::back_inserter(*out), "{}", value);
+  } else {
+    *out += "null";
+  }
+}
+}  // namespace
+
+std::string StepRowToJsonLine(const Report::Step& row) {
+  // Formatted by hand (one row a step, on the drain thread): fixed keys, and
+  // the phase names need no escaping.
+  std::string line;
+  line.reserve(320);
+  fmt::format_to(std::back_inserter(line), "{{\"step\":{},\"start_s\":", row.index);
+  AppendNumber(&line, row.start_s);
+  line += ",\"duration_ms\":";
+  AppendNumber(&line, row.duration_ms);
+  fmt::format_to(std::back_inserter(line), ",\"samples\":{},\"sync_ms\":", row.samples);
+  AppendNumber(&line, row.sync_ms);
+  line += ",\"data_wait_ms\":";
+  AppendNumber(&line, row.data_wait_ms);
+  line += ",\"phases_ms\":{";
+  bool first = true;
+  for (int p = 0; p < kPhaseCount; ++p) {
+    if (!(row.phase_ms[p] > 0)) continue;
+    if (!first) line += ',';
+    first = false;
+    line += '"';
+    line += PhaseName(static_cast<Phase>(p));
+    line += "\":";
+    AppendNumber(&line, row.phase_ms[p]);
+  }
+  line += "},\"idle_ms\":";
+  AppendNumber(&line, row.idle_ms);
+  line += ",\"top_cause\":";
+  AppendJsonString(&line, row.top_cause);
+  fmt::format_to(std::back_inserter(line), ",\"memory_bytes\":{},\"peak_memory_bytes\":{}}}\n",
+                 row.memory_bytes, row.peak_memory_bytes);
+  return line;
+}
+
+absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_view where) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(line);
+  simdjson::dom::object row;
+  if (auto error = parser.parse(padded).get_object().get(row); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not a JSON object ({})", where, simdjson::error_message(error)));
+  }
+  Report::Step step;
+  auto bad = [&](std::string_view key, std::string_view want) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: field '{}' is missing or not {}", where, key, want));
+  };
+  auto integer = [&](const char* key, int64_t* out) {
+    return row[key].get_int64().get(*out) == simdjson::SUCCESS;
+  };
+  auto number = [&](const char* key, double* out) {
+    return row[key].get_double().get(*out) == simdjson::SUCCESS;
+  };
+  if (!integer("step", &step.index)) return bad("step", "an integer");
+  for (auto [key, out] :
+       {std::pair{"start_s", &step.start_s}, std::pair{"duration_ms", &step.duration_ms},
+        std::pair{"sync_ms", &step.sync_ms}, std::pair{"data_wait_ms", &step.data_wait_ms},
+        std::pair{"idle_ms", &step.idle_ms}}) {
+    if (!number(key, out)) return bad(key, "a number");
+  }
+  for (auto [key, out] :
+       {std::pair{"samples", &step.samples}, std::pair{"memory_bytes", &step.memory_bytes},
+        std::pair{"peak_memory_bytes", &step.peak_memory_bytes}}) {
+    if (!integer(key, out)) return bad(key, "an integer");
+  }
+  std::string_view cause;
+  if (row["top_cause"].get_string().get(cause) != simdjson::SUCCESS) {
+    return bad("top_cause", "a string");
+  }
+  step.top_cause = std::string(cause);
+  simdjson::dom::object phases;
+  if (row["phases_ms"].get_object().get(phases) != simdjson::SUCCESS) {
+    return bad("phases_ms", "an object");
+  }
+  for (auto field : phases) {
+    int p = 0;
+    while (p < kPhaseCount && PhaseName(static_cast<Phase>(p)) != field.key) ++p;
+    double ms = 0;
+    if (p == kPhaseCount || field.value.get_double().get(ms) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: phases_ms.{} is not a phase name with a number", where, field.key));
+    }
+    step.phase_ms[p] = ms;
+  }
+  return step;
+}
+
+absl::StatusOr<std::vector<Report::Step>> ReadStepsFile(const std::string& path) {
+  absl::StatusOr<std::string> text = core::ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  std::vector<Report::Step> rows;
+  size_t line_no = 0;
+  for (size_t at = 0; at < text->size();) {
+    const size_t end = text->find('\n', at);
+    if (end == std::string::npos) break;  // a line cut by a crash: not a row
+    ++line_no;
+    const std::string_view line(text->data() + at, end - at);
+    at = end + 1;
+    if (line.empty()) continue;
+    absl::StatusOr<Report::Step> row = ParseStepRow(line, fmt::format("{}:{}", path, line_no));
+    if (!row.ok()) return row.status();
+    rows.push_back(std::move(*row));
+  }
+  return rows;
+}
+
+std::string StepsFileForReport(const std::string& report_path) {
+  const size_t slash = report_path.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  std::string name = report_path.substr(base);
+  if (name.rfind("report", 0) == 0) name.replace(0, 6, "steps");
+  if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0) name += "l";
+  return report_path.substr(0, base) + name;
+}
+
+absl::StatusOr<std::unique_ptr<StepsWriter>> StepsWriter::Open(const std::string& dir,
+                                                               std::string_view file) {
+  std::unique_ptr<StepsWriter> writer(new StepsWriter());
+  writer->path_ = fmt::format("{}/{}", dir, file);
+  writer->fd_ = ::open(writer->path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (writer->fd_ < 0) return core::ErrnoStatus(errno, "creating " + writer->path_);
+  return writer;
+}
+
+StepsWriter::~StepsWriter() { (void)Close(); }
+
+void StepsWriter::Append(const Report::Step& row) {
+  buffer_ += StepRowToJsonLine(row);
+  ++rows_;
+  if (buffer_.size() >= kBufferLimit) status_.Update(Flush());
+}
+
+absl::Status StepsWriter::Flush() {
+  if (fd_ < 0 || buffer_.empty()) return status_;
+  status_.Update(core::WriteAll(fd_, buffer_, "writing " + path_));
+  buffer_.clear();
+  return status_;
+}
+
+absl::Status StepsWriter::Close() {
+  if (fd_ < 0) return status_;
+  absl::Status status = Flush();
+  if (::fsync(fd_) != 0 && status.ok()) status = core::ErrnoStatus(errno, "syncing " + path_);
+  ::close(fd_);
+  fd_ = -1;
+  return status;
+}
+
+}  // namespace trainscope::exporter

@@ -1,0 +1,449 @@
+// The analysis folded as the run goes (RunFold) against the whole-run
+// analysis (AnalyzeRun) on the same recordings, and the quantile sketch it
+// folds per-step times into.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sdk/analysis/launch_attribution.h"
+#include "sdk/analysis/quantile_sketch.h"
+#include "sdk/analysis/run_analysis.h"
+#include "sdk/analysis/run_fold.h"
+#include "sdk/analysis/step_analysis.h"
+#include "sdk/analysis/timeline.h"
+
+namespace trainscope::analysis {
+namespace {
+
+constexpr TimestampNs kUs = 1000;
+constexpr TimestampNs kMs = 1000 * kUs;
+
+// Within the sketch's relative error of `want`.
+void ExpectWithinSketchError(double got, double want, const std::string& what) {
+  EXPECT_LE(std::abs(got - want), QuantileSketch::kRelativeError * std::abs(want) + 1e-12)
+      << what << ": " << got << " vs " << want;
+}
+
+TEST(QuantileSketchTest, ExactModeAgreesWithMedianAndPercentile) {
+  std::mt19937_64 rng(1);
+  std::lognormal_distribution<double> ms(1.0, 0.8);
+  for (int n : {1, 2, 3, 10, 101, 1000}) {
+    QuantileSketch sketch(1000);
+    std::vector<double> values;
+    for (int i = 0; i < n; ++i) {
+      values.push_back(ms(rng));
+      sketch.Add(values.back());
+    }
+    ASSERT_TRUE(sketch.exact());
+    EXPECT_EQ(sketch.Median(), Median(values)) << n;
+    for (double p : {1.0, 50.0, 90.0, 99.0, 100.0}) {
+      EXPECT_EQ(sketch.Percentile(p), Percentile(values, p)) << n << " p" << p;
+    }
+    EXPECT_EQ(sketch.count(), n);
+  }
+  EXPECT_EQ(QuantileSketch().Median(), 0);
+  EXPECT_EQ(QuantileSketch().Percentile(90), 0);
+}
+
+TEST(QuantileSketchTest, BucketModeIsWithinItsRelativeError) {
+  std::mt19937_64 rng(2);
+  std::lognormal_distribution<double> ms(0.0, 2.5);  // microseconds to seconds
+  QuantileSketch sketch(64);
+  std::vector<double> values;
+  for (int i = 0; i < 200000; ++i) {
+    values.push_back(ms(rng));
+    sketch.Add(values.back());
+  }
+  ASSERT_FALSE(sketch.exact());
+  ExpectWithinSketchError(sketch.Median(), Median(values), "median");
+  for (double p : {0.1, 1.0, 10.0, 25.0, 75.0, 90.0, 99.0, 99.9}) {
+    ExpectWithinSketchError(sketch.Percentile(p), Percentile(values, p), "p" + std::to_string(p));
+  }
+  EXPECT_EQ(sketch.Percentile(100), *std::max_element(values.begin(), values.end()));
+  EXPECT_EQ(sketch.min(), *std::min_element(values.begin(), values.end()));
+  EXPECT_LE(sketch.bytes(), 8u * QuantileSketch::kMaxBuckets + 256);
+}
+
+TEST(QuantileSketchTest, MergedSketchesAnswerAsOne) {
+  std::mt19937_64 rng(3);
+  std::exponential_distribution<double> ms(0.1);
+  QuantileSketch a(100), b(100), whole(100);
+  for (int i = 0; i < 5000; ++i) {
+    const double v = ms(rng);
+    (i % 3 == 0 ? a : b).Add(v);
+    whole.Add(v);
+  }
+  a.Merge(b);
+  EXPECT_EQ(a.count(), whole.count());
+  for (double p : {10.0, 50.0, 90.0, 100.0}) EXPECT_EQ(a.Percentile(p), whole.Percentile(p)) << p;
+  QuantileSketch small_a(100), small_b(100);
+  small_a.Add(3);
+  small_b.Add(1);
+  small_b.Add(2);
+  small_a.Merge(small_b);
+  EXPECT_TRUE(small_a.exact());
+  EXPECT_EQ(small_a.Median(), 2);
+}
+
+// A synthetic recording: a training loop on the main thread (warmup steps
+// slow, then steady ones with data_wait, h2d, forward with a nested custom
+// range, backward, optimizer, sometimes a sync), eval and checkpoint ranges
+// between some steps, a loader thread whose ranges are tagged with the step
+// they feed and cross step boundaries, cross-thread copies, and, with
+// `device`, kernels on two streams launched by runtime calls and blocking
+// syncs.
+struct Recording {
+  Timeline timeline;
+  TimestampNs start_ns = 0;
+  TimestampNs end_ns = 0;
+  std::vector<std::pair<TimestampNs, TimestampNs>> steps;  // to know the open step
+};
+
+Recording Record(int steps, bool device, uint64_t seed) {
+  Recording r;
+  Timeline& t = r.timeline;
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](TimestampNs lo, TimestampNs hi) {
+    return std::uniform_int_distribution<TimestampNs>(lo, hi)(rng);
+  };
+  const uint32_t main = t.AddTrack({TrackKind::kHostThread, 1, 1, "main"});
+  const uint32_t loader = t.AddTrack({TrackKind::kHostThread, 1, 2, "loader/0"});
+  const uint32_t async = t.AddTrack({TrackKind::kHostAsync, 1, 0, "cross-thread ranges"});
+  const uint32_t streams[2] = {t.AddTrack({TrackKind::kDeviceStream, 0, 7, "stream 7"}),
+                               t.AddTrack({TrackKind::kDeviceStream, 0, 9, "stream 9"})};
+  const uint32_t custom = t.Intern("clip_grad");
+  const uint32_t launch = t.Intern("cudaLaunchKernel");
+  const uint32_t copy = t.Intern("cudaMemcpyAsync");
+  const uint32_t sync = t.Intern("cudaStreamSynchronize");
+  auto add = [&](TimestampNs a, TimestampNs b, int64_t step, Phase phase, IntervalKind kind,
+                 uint32_t track, uint32_t name, int64_t value = 0) {
+    Interval i;
+    i.start_ns = a;
+    i.end_ns = b;
+    i.step = step;
+    i.phase = phase;
+    i.kind = kind;
+    i.track = track;
+    i.name = name;
+    i.value = value;
+    t.Add(i);
+  };
+  auto range = [&](TimestampNs a, TimestampNs b, int64_t step, Phase phase) {
+    add(a, b, step, phase, IntervalKind::kHostRange, main, t.Intern(PhaseName(phase)));
+  };
+  int64_t correlation = 1;
+  TimestampNs device_free[2] = {0, 0};
+  TimestampNs now = r.start_ns = 1'000 * kMs;
+  for (int s = 0; s < steps; ++s) {
+    if (s % 97 == 50) {  // eval between steps
+      const TimestampNs e = now + uniform(2 * kMs, 30 * kMs);
+      range(now, e, -1, Phase::kEval);
+      now = e + uniform(0, 200 * kUs);
+    }
+    if (s % 211 == 100) {
+      const TimestampNs e = now + uniform(5 * kMs, 40 * kMs);
+      range(now, e, -1, Phase::kCheckpoint);
+      now = e;
+    }
+    const TimestampNs step_start = now;
+    const double slow = s < 8 ? 6.0 : 1.0;
+    TimestampNs at = now + uniform(0, 50 * kUs);
+    auto phase = [&](Phase p, TimestampNs lo, TimestampNs hi) {
+      const TimestampNs b = at + static_cast<TimestampNs>(slow * uniform(lo, hi));
+      range(at, b, s, p);
+      const TimestampNs a = at;
+      at = b + uniform(0, 30 * kUs);  // unmarked host time between phases
+      return std::pair(a, b);
+    };
+    phase(Phase::kDataWait, 10 * kUs, s % 13 == 0 ? 3 * kMs : 300 * kUs);
+    const auto h2d = phase(Phase::kHostToDevice, 20 * kUs, 200 * kUs);
+    const auto fwd = phase(Phase::kForward, 300 * kUs, 2 * kMs);
+    const TimestampNs c0 = fwd.first + (fwd.second - fwd.first) / 3;
+    add(c0, c0 + (fwd.second - fwd.first) / 4, s, Phase::kOther, IntervalKind::kHostRange, main,
+        custom);
+    const auto bwd = phase(Phase::kBackward, 500 * kUs, 3 * kMs);
+    phase(Phase::kOptimizer, 50 * kUs, 400 * kUs);
+    if (s % 5 == 0) phase(Phase::kSync, 10 * kUs, 800 * kUs);
+    const TimestampNs step_end = at;
+    add(step_start, step_end, s, Phase::kOther, IntervalKind::kStep, main, 0, 32);
+    r.steps.emplace_back(step_start, step_end);
+    // The loader prepares the next batch while this step runs.
+    const TimestampNs l0 = step_start + uniform(0, 1 * kMs);
+    add(l0, l0 + uniform(200 * kUs, 4 * kMs), s + 1, Phase::kDataWait, IntervalKind::kHostRange,
+        loader, t.Intern("decode"));
+    if (s % 7 == 3) {
+      add(h2d.first, h2d.second + uniform(0, 2 * kMs), s, Phase::kHostToDevice,
+          IntervalKind::kAsyncRange, async, t.Intern("prefetch.h2d"));
+    }
+    if (device) {
+      for (const auto& [a, b] : {h2d, fwd, bwd}) {
+        for (int k = 0; k < 4; ++k) {
+          const TimestampNs call = a + (b - a) * k / 5;
+          const TimestampNs call_end = call + uniform(3 * kUs, 20 * kUs);
+          const int stream = (k == 0 && a == h2d.first) ? 1 : 0;
+          add(call, call_end, -1, Phase::kOther, IntervalKind::kRuntimeCall, main,
+              stream == 1 ? copy : launch, correlation);
+          const TimestampNs k0 =
+              std::max(call_end + uniform(5 * kUs, 40 * kUs), device_free[stream]);
+          const TimestampNs k1 = k0 + uniform(20 * kUs, 600 * kUs);
+          device_free[stream] = k1;
+          add(k0, k1, -1, Phase::kOther,
+              stream == 1 ? IntervalKind::kMemcpy : IntervalKind::kKernel, streams[stream],
+              t.Intern(stream == 1 ? "Memcpy HtoD" : "gemm"), correlation);
+          ++correlation;
+        }
+      }
+      if (s % 5 == 0) {
+        add(step_end - 300 * kUs, step_end - 50 * kUs, -1, Phase::kOther, IntervalKind::kSyncCall,
+            main, sync);
+      }
+    }
+    now = step_end + uniform(0, 100 * kUs);
+  }
+  r.end_ns = now + 10 * kMs;
+  return r;
+}
+
+// Feeds `r` to a fold as a Session would: every `drain` of simulated time,
+// the intervals that ended by then, and a watermark `delay` behind and not
+// inside the open step.
+struct Folded {
+  Report report;
+  std::vector<Report::Step> rows;
+  int64_t late = 0;
+  size_t most_held = 0;
+};
+
+Folded Fold(const Recording& r, RunFoldOptions options, TimestampNs drain, TimestampNs delay) {
+  Folded out;
+  RunFold fold(options, [&](Report::Step& row) { out.rows.push_back(row); });
+  for (uint32_t n = 0; n < r.timeline.names(); ++n) fold.input().Intern(r.timeline.name(n));
+  for (const Track& track : r.timeline.tracks()) fold.input().AddTrack(track);
+  std::vector<Interval> by_end = r.timeline.intervals();
+  std::stable_sort(by_end.begin(), by_end.end(),
+                   [](const Interval& a, const Interval& b) { return a.end_ns < b.end_ns; });
+  size_t next = 0;
+  size_t open = 0;  // the first step not yet ended
+  for (TimestampNs t = r.start_ns; next < by_end.size(); t += drain) {
+    while (next < by_end.size() && by_end[next].end_ns <= t) fold.input().Add(by_end[next++]);
+    while (open < r.steps.size() && r.steps[open].second <= t) ++open;
+    TimestampNs watermark = t - delay;
+    if (open < r.steps.size() && r.steps[open].first <= t) {
+      watermark = std::min(watermark, r.steps[open].first);
+    }
+    fold.Advance(watermark);
+    out.most_held = std::max(out.most_held, fold.held());
+  }
+  RunClock clock;
+  clock.process_start_ns = options.process_start_ns;
+  clock.finish_ns = r.end_ns;
+  clock.window_first_step = options.window_first_step;
+  clock.window_end_step = options.window_end_step;
+  fold.Finish(clock, &out.report);
+  out.late = fold.late();
+  return out;
+}
+
+struct Whole {
+  Report report;
+  std::vector<Report::Step> rows;
+};
+
+Whole Analyze(const Recording& r, const RunFoldOptions& options) {
+  Whole out;
+  Timeline timeline = r.timeline;
+  timeline.Sort();
+  LaunchAttribution launches = AttributeLaunches(&timeline);
+  for (const auto& [phase, ns] : launches.busy_by_phase) {
+    out.report.device_timeline.busy_s_by_phase.emplace_back(phase, ns / 1e9);
+  }
+  RunClock clock;
+  clock.process_start_ns = options.process_start_ns;
+  clock.finish_ns = r.end_ns;
+  clock.window_first_step = options.window_first_step;
+  clock.window_end_step = options.window_end_step;
+  AnalyzeRun(timeline, clock, options.warmup_override, &out.report, &out.rows);
+  return out;
+}
+
+// Every report field the analysis fills: exact, but for per-step quantiles
+// past the sketch's exact limit (`exact_quantiles` false).
+void ExpectSameReport(const Report& got, const Report& want, bool exact_quantiles,
+                      bool exact_steady_median) {
+  EXPECT_EQ(got.timing.steps, want.timing.steps);
+  EXPECT_EQ(got.timing.warmup_steps, want.timing.warmup_steps);
+  EXPECT_EQ(got.timing.startup_s, want.timing.startup_s);
+  EXPECT_EQ(got.timing.steps_s, want.timing.steps_s);
+  EXPECT_EQ(got.timing.total_s, want.timing.total_s);
+  EXPECT_EQ(got.throughput.steady_steps, want.throughput.steady_steps);
+  EXPECT_DOUBLE_EQ(got.throughput.steady_steps_per_s, want.throughput.steady_steps_per_s);
+  EXPECT_DOUBLE_EQ(got.throughput.steady_samples_per_s, want.throughput.steady_samples_per_s);
+  if (exact_steady_median) {
+    EXPECT_EQ(got.throughput.median_step_ms, want.throughput.median_step_ms);
+  } else {
+    ExpectWithinSketchError(got.throughput.median_step_ms, want.throughput.median_step_ms,
+                            "median_step_ms");
+  }
+  EXPECT_EQ(got.resource_hours, want.resource_hours);
+  ASSERT_EQ(got.phases.size(), want.phases.size());
+  for (size_t p = 0; p < want.phases.size(); ++p) {
+    const PhaseStat& g = got.phases[p];
+    const PhaseStat& w = want.phases[p];
+    SCOPED_TRACE(w.phase);
+    EXPECT_EQ(g.phase, w.phase);
+    EXPECT_EQ(g.steps, w.steps);
+    EXPECT_EQ(g.total_s, w.total_s);
+    EXPECT_EQ(g.share_of_steps, w.share_of_steps);
+    EXPECT_EQ(g.max_ms, w.max_ms);
+    if (exact_quantiles) {
+      EXPECT_EQ(g.median_ms, w.median_ms);
+      EXPECT_EQ(g.p90_ms, w.p90_ms);
+    } else {
+      ExpectWithinSketchError(g.median_ms, w.median_ms, "median_ms");
+      ExpectWithinSketchError(g.p90_ms, w.p90_ms, "p90_ms");
+    }
+  }
+  EXPECT_EQ(got.idle.share, want.idle.share);
+  EXPECT_EQ(got.idle.idle_s, want.idle.idle_s);
+  EXPECT_EQ(got.idle.window_s, want.idle.window_s);
+  EXPECT_EQ(got.idle.busy_source, want.idle.busy_source);
+  EXPECT_EQ(got.idle.by_cause, want.idle.by_cause);
+  EXPECT_EQ(got.idle.top_cause, want.idle.top_cause);
+  EXPECT_EQ(got.utilization.allocated_device_hours, want.utilization.allocated_device_hours);
+  EXPECT_EQ(got.utilization.busy_device_hours, want.utilization.busy_device_hours);
+  EXPECT_DOUBLE_EQ(got.utilization.samples_per_busy_device_s,
+                   want.utilization.samples_per_busy_device_s);
+  EXPECT_EQ(got.device_timeline.busy_s_by_phase, want.device_timeline.busy_s_by_phase);
+  EXPECT_EQ(got.recommendation, want.recommendation);
+}
+
+void ExpectSameRows(const std::vector<Report::Step>& got, const std::vector<Report::Step>& want,
+                    bool with_idle) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    SCOPED_TRACE("row " + std::to_string(k));
+    EXPECT_EQ(got[k].index, want[k].index);
+    EXPECT_EQ(got[k].start_s, want[k].start_s);
+    EXPECT_EQ(got[k].duration_ms, want[k].duration_ms);
+    EXPECT_EQ(got[k].samples, want[k].samples);
+    EXPECT_EQ(got[k].sync_ms, want[k].sync_ms);
+    EXPECT_EQ(got[k].data_wait_ms, want[k].data_wait_ms);
+    EXPECT_EQ(got[k].phase_ms, want[k].phase_ms);
+    if (with_idle) {
+      EXPECT_EQ(got[k].idle_ms, want[k].idle_ms);
+      EXPECT_EQ(got[k].top_cause, want[k].top_cause);
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+RunFoldOptions FoldOptions(const Recording& r) {
+  RunFoldOptions options;
+  options.process_start_ns = r.start_ns - 3 * 1000 * kMs;
+  options.exact_steps = 8192;
+  options.launch_horizon_ns = 500 * kMs;
+  return options;
+}
+
+// The acceptance comparison: 10^5 host intervals, drained every 50 ms with
+// a 200 ms fold delay.
+TEST(RunFoldTest, HostRecordingOf100kIntervalsMatchesTheWholeRunAnalysis) {
+  const Recording r = Record(12000, false, 11);
+  ASSERT_GE(r.timeline.size(), 100000u);
+  const RunFoldOptions options = FoldOptions(r);
+  const Folded folded = Fold(r, options, 50 * kMs, 200 * kMs);
+  const Whole whole = Analyze(r, options);
+  EXPECT_EQ(folded.late, 0);
+  EXPECT_GE(whole.report.timing.warmup_steps, 8) << "the generated warmup";
+  EXPECT_LE(whole.report.timing.warmup_steps, 12);
+  ExpectSameReport(folded.report, whole.report, false, true);
+  ExpectSameRows(folded.rows, whole.rows, true);
+  EXPECT_LT(folded.most_held, 2000u) << "about 250 ms of intervals, not the run";
+}
+
+TEST(RunFoldTest, DeviceRecordingMatchesTheWholeRunAnalysis) {
+  const Recording r = Record(3000, true, 12);
+  RunFoldOptions options = FoldOptions(r);
+  options.device = true;
+  const Folded folded = Fold(r, options, 50 * kMs, 200 * kMs);
+  const Whole whole = Analyze(r, options);
+  EXPECT_EQ(folded.late, 0);
+  EXPECT_EQ(whole.report.idle.busy_source, "device_activity");
+  ExpectSameReport(folded.report, whole.report, true, true);
+  ExpectSameRows(folded.rows, whole.rows, true);
+}
+
+TEST(RunFoldTest, ProfiledStepWindowMatchesTheWholeRunAnalysis) {
+  const Recording r = Record(2000, true, 13);
+  RunFoldOptions options = FoldOptions(r);
+  options.device = true;
+  options.window_first_step = 300;
+  options.window_end_step = 900;
+  const Folded folded = Fold(r, options, 50 * kMs, 200 * kMs);
+  const Whole whole = Analyze(r, options);
+  ExpectSameReport(folded.report, whole.report, true, true);
+  ExpectSameRows(folded.rows, whole.rows, true);
+}
+
+// Past 2 x exact_steps the steps are summarised from the first exact_steps
+// and sketches: the warmup found is the same on this recording, the
+// steady-state median within the sketch's error.
+TEST(RunFoldTest, LongRunsKeepAFixedPrefixOfSteps) {
+  const Recording r = Record(10000, false, 14);
+  RunFoldOptions options = FoldOptions(r);
+  options.exact_steps = 256;
+  options.exact_values = 512;
+  const Folded folded = Fold(r, options, 50 * kMs, 200 * kMs);
+  const Whole whole = Analyze(r, options);
+  Report want = whole.report;
+  ExpectSameReport(folded.report, want, false, false);
+  EXPECT_NE(folded.report.timing.warmup_rule.find("after the first 256"), std::string::npos)
+      << folded.report.timing.warmup_rule;
+  options.warmup_override = 1000;  // past the exact prefix
+  const Folded fixed = Fold(r, options, 50 * kMs, 200 * kMs);
+  const Whole fixed_whole = Analyze(r, options);
+  EXPECT_EQ(fixed.report.timing.warmup_steps, 1000);
+  EXPECT_DOUBLE_EQ(fixed.report.throughput.steady_steps_per_s,
+                   fixed_whole.report.throughput.steady_steps_per_s);
+  ExpectWithinSketchError(fixed.report.throughput.median_step_ms,
+                          fixed_whole.report.throughput.median_step_ms, "fixed warmup median");
+}
+
+// A range still open when the fold passed its start arrives late: counted,
+// and only its part after the watermark is folded.
+TEST(RunFoldTest, RangesLongerThanTheDelayAreCountedLate) {
+  RunFoldOptions options;
+  RunFold fold(options, {});
+  const uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
+  auto add = [&](TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
+    Interval i;
+    i.start_ns = a;
+    i.end_ns = b;
+    i.phase = phase;
+    i.kind = kind;
+    i.step = step;
+    i.track = main;
+    fold.input().Add(i);
+  };
+  add(0, 10 * kMs, Phase::kForward, IntervalKind::kHostRange, 0);
+  add(0, 10 * kMs, Phase::kOther, IntervalKind::kStep, 0);
+  fold.Advance(50 * kMs);
+  add(20 * kMs, 100 * kMs, Phase::kCheckpoint, IntervalKind::kHostRange, -1);  // 30 ms late
+  fold.Advance(60 * kMs);
+  EXPECT_EQ(fold.late(), 1);
+  Report report;
+  RunClock clock;
+  clock.finish_ns = 200 * kMs;
+  fold.Finish(clock, &report);
+  ASSERT_EQ(report.phases.size(), 2u);
+  EXPECT_EQ(report.phases[1].phase, "checkpoint");
+  EXPECT_DOUBLE_EQ(report.phases[1].total_s, 0.050) << "[50, 100) ms of [20, 100)";
+  EXPECT_EQ(report.events.late, 1);
+}
+
+}  // namespace
+}  // namespace trainscope::analysis
