@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   trainscope::Options options;
   options.output_dir = argv[1];
   options.run_name = "soak";
-  options.sinks = trainscope::kSinkReportJson;  // report.json + steps.jsonl
+  // report.json + steps.jsonl + trace.json (its default windows)
+  options.sinks = trainscope::kSinkReportJson | trainscope::kSinkTraceJson;
   options.summary_stream = nullptr;
   options.nvtx = false;
   options.device_timeline = false;
@@ -101,8 +102,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "soak: %s\n", session.status().ToString().c_str());
     return 1;
   }
-  std::printf("soak: %d events a step, paced at %.0f events/s, 1 MiB ring, trace off\n", kPerStep,
-              rate);
+  std::printf("soak: %d events a step, paced at %.0f events/s, 1 MiB ring, trace windows\n",
+              kPerStep, rate);
   std::printf("%12s %10s %10s %14s %10s %12s %14s\n", "events", "seconds", "peak_MB", "MB_per_1e6",
               "dropped", "out_MB", "drain_Mev/cpu_s");
   using Clock = std::chrono::steady_clock;
@@ -154,5 +155,9 @@ int main(int argc, char** argv) {
       static_cast<long long>(report->events.recorded), static_cast<long long>(report->events.late),
       growth, growth <= 32 ? "PASS" : "MISS", static_cast<long long>(report->events.dropped),
       report->events.dropped == 0 ? "PASS" : "MISS");
+  std::printf("soak: trace.json %.2f MB (%lld windows written, %lld left out, %zu slowest steps)\n",
+              static_cast<double>(report->trace.bytes) / 1e6,
+              static_cast<long long>(report->trace.windows_written),
+              static_cast<long long>(report->trace.windows_dropped), report->trace.slowest.size());
   return 0;
 }

@@ -105,6 +105,12 @@ class ThreadBuffer {
 
   // Events dropped because the ring was full. Any thread may read it.
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Events pushed and not drained yet; a snapshot, for benchmarks and tests
+  // that wait for the drain (never needed on the hot path).
+  size_t pending() const {
+    return static_cast<size_t>(head_.load(std::memory_order_acquire) -
+                               tail_.load(std::memory_order_acquire));
+  }
   // The ring's capacity in events and in bytes.
   size_t capacity() const { return capacity_; }
   size_t bytes() const { return capacity_ * sizeof(Event); }

@@ -139,6 +139,21 @@ struct Report {
     int64_t late = 0;
   } events;
 
+  // What trace.json kept (docs/report-schema.md, "trace"): windows of whole
+  // steps within Options::trace_budget_bytes.
+  struct Trace {
+    int64_t windows_written = 0;     // first steady, repeating and startup windows
+    int64_t windows_dropped = 0;     // windows and slowest steps the budget left out
+    int64_t first_window_step = -1;  // the first steady window's first step, -1 none
+    int64_t first_window_steps = 0;
+    struct SlowStep {
+      int64_t index = 0;
+      double duration_ms = 0;
+    };
+    std::vector<SlowStep> slowest;  // the slowest steady steps kept, slowest first
+    int64_t bytes = 0;              // trace.json's size
+  } trace;
+
   struct Overhead {
     double per_scope_ns = 0;  // measured at Session::Start
     double estimated_share = 0;  // recorded scopes x per_scope_ns / total

@@ -65,6 +65,28 @@ struct Options {
   // How often trace.json is republished while running, so that a crash
   // leaves a valid trace of everything up to the last checkpoint.
   int trace_checkpoint_interval_ms = 2000;
+  // trace.json keeps windows of whole steps, not the whole run (everything
+  // tagged with them: every thread's ranges, counters, the device work they
+  // launched; docs/report-schema.md, "trace"): the first `trace_first_steps`
+  // steps after warmup, the `trace_slowest_steps` slowest steps after it
+  // (replaced as slower ones come), repeating windows when `trace_schedule`
+  // has active steps, and what the run records before its first step. What
+  // the windows hold, in memory and on disk, stays within
+  // `trace_budget_bytes`; a window that would pass it is left out whole and
+  // counted in report.trace.windows_dropped.
+  int64_t trace_first_steps = 20;
+  int trace_slowest_steps = 5;
+  // Like torch.profiler.schedule: after skip_first steps, cycles of wait +
+  // warmup + active steps, the active ones kept; `repeat` cycles (0: for
+  // ever). active == 0: off.
+  struct TraceSchedule {
+    int64_t skip_first = 0;
+    int64_t wait = 0;
+    int64_t warmup = 0;
+    int64_t active = 0;
+    int64_t repeat = 0;
+  } trace_schedule;
+  Bytes trace_budget_bytes{uint64_t{256} << 20};
   // The report is analysed as the run goes, in memory that does not grow
   // with its length (docs/architecture.md): at each drain the time up to
   // this long ago, and never inside the open step, is folded into the

@@ -25,6 +25,7 @@
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/export/summary.h"
+#include "sdk/export/trace_windows.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/nvtx/nvtx.h"
 #include "trainscope/recorder.h"
@@ -81,6 +82,18 @@ absl::Status ValidateOptions(Options& o) {
     return absl::InvalidArgumentError(fmt::format(
         "Options::fold_buffer_bytes is {}; it must be at least 1 MiB", o.fold_buffer_bytes.value));
   }
+  if (o.trace_first_steps < 0 || o.trace_slowest_steps < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Options::trace_first_steps ({}) and trace_slowest_steps ({}) must be 0 or more",
+        o.trace_first_steps, o.trace_slowest_steps));
+  }
+  const Options::TraceSchedule& ts = o.trace_schedule;
+  if (ts.skip_first < 0 || ts.wait < 0 || ts.warmup < 0 || ts.active < 0 || ts.repeat < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Options::trace_schedule is skip_first={} wait={} warmup={} active={} repeat={}; each "
+        "must be 0 or more",
+        ts.skip_first, ts.wait, ts.warmup, ts.active, ts.repeat));
+  }
   if (o.resource_request.accelerators < 0) {
     return absl::InvalidArgumentError("Options::resource_request.accelerators is negative");
   }
@@ -117,6 +130,7 @@ struct Session::Impl {
   Report report;  // environment facts at Start; analysis at Finish
   double scope_cost_ns = 0;
   std::unique_ptr<exporter::TraceWriter> trace;
+  std::unique_ptr<exporter::TraceWindows> windows;  // with trace: what it keeps
   absl::Status trace_status;  // first trace error, reported at Finish
   std::unique_ptr<exporter::StepsWriter> steps_file;
   absl::Status steps_status;  // first steps-file error, reported at Finish
@@ -210,9 +224,7 @@ void Session::Impl::StartFold() {
   fold = std::make_unique<analysis::RunFold>(
       fold_options, [this](Report::Step& row) { WriteStepRow(row); },
       [this](const analysis::Timeline& released) {
-        if (trace != nullptr && trace_status.ok()) {
-          trace_status.Update(trace->AppendDeviceIntervals(released));
-        }
+        if (windows != nullptr) windows->AddDevice(released);
       });
   analysis::Timeline& input = fold->input();
   async_track =
@@ -271,6 +283,7 @@ void Session::Impl::WriteStepRow(Report::Step& row) {
     }
   }
   if (steps_file != nullptr) steps_file->Append(row);
+  if (windows != nullptr) windows->StepFolded(row.index);
 }
 
 void Session::Impl::DrainOnce() {
@@ -295,7 +308,7 @@ void Session::Impl::DrainOnce() {
     if (trace != nullptr) {
       std::string name = core::ThreadRegistry::Get().ThreadName(thread.os_tid);
       if (!name.empty() && name != thread.written_name) {
-        trace_status.Update(trace->NameThread(thread.os_tid, name));
+        trace->NameThread(thread.os_tid, name);
         thread.written_name = std::move(name);
       }
     }
@@ -310,9 +323,7 @@ void Session::Impl::DrainOnce() {
           fold->Advance(latest_end_ns);  // this ring's later events end after it
         }
       }
-      if (trace != nullptr && trace_status.ok()) {
-        trace_status.Update(trace->Append(thread.os_tid, events, count, tid_of));
-      }
+      if (windows != nullptr) windows->AddEvents(thread.os_tid, events, count, tid_of);
     });
     fullest = std::max(
         fullest, static_cast<double>(drained) / static_cast<double>(entries[i].buffer->capacity()));
@@ -369,9 +380,12 @@ void Session::Impl::DrainLoop() {
     } else if (fullest < 1.0 / 16) {
       wait = std::min(longest, wait * 2);
     }
-    if (trace != nullptr && trace_status.ok() && Clock::now() >= next_publish) {
-      trace_status.Update(trace->Publish(false));
-      next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
+    if (windows != nullptr && trace_status.ok()) {
+      const bool publish = Clock::now() >= next_publish;
+      trace_status.Update(windows->Flush(publish, false));
+      if (publish)
+        next_publish =
+            Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
     }
     lock.lock();
   }
@@ -379,7 +393,18 @@ void Session::Impl::DrainLoop() {
 
 absl::Status Session::Impl::WriteOutputs() {
   absl::Status status = trace_status;
-  if (trace != nullptr && status.ok()) status.Update(trace->Publish(true));
+  if (windows != nullptr && status.ok()) status.Update(windows->Flush(true, true));
+  if (windows != nullptr) {
+    const exporter::TraceWindows::Stats& stats = windows->stats();
+    Report::Trace& t = report.trace;
+    t.windows_written = stats.windows_written;
+    t.windows_dropped = stats.windows_dropped;
+    t.first_window_step = stats.first_window_step;
+    t.first_window_steps = stats.first_window_steps;
+    t.slowest.clear();
+    for (const auto& slow : stats.slowest) t.slowest.push_back({slow.index, slow.duration_ms});
+    t.bytes = static_cast<int64_t>(stats.bytes);
+  }
   status.Update(steps_status);
   if (steps_file != nullptr) status.Update(steps_file->Close());
   if ((options.sinks & kSinkReportJson) != 0) {
@@ -446,6 +471,17 @@ absl::StatusOr<Session> Session::Start(Options options) {
                                     options.run_name, impl->report.run.pid);
     if (!trace.ok()) return fail(trace.status());
     impl->trace = std::move(*trace);
+    exporter::TraceWindowOptions windows;
+    windows.first_steps = options.trace_first_steps;
+    windows.warmup_steps = options.warmup_steps;
+    windows.skip_first = options.trace_schedule.skip_first;
+    windows.wait = options.trace_schedule.wait;
+    windows.warmup = options.trace_schedule.warmup;
+    windows.active = options.trace_schedule.active;
+    windows.repeat = options.trace_schedule.repeat;
+    windows.slowest_steps = options.trace_slowest_steps;
+    windows.budget_bytes = options.trace_budget_bytes.value;
+    impl->windows = std::make_unique<exporter::TraceWindows>(impl->trace.get(), windows);
   }
   if ((options.sinks & kSinkReportJson) != 0) {
     auto steps =

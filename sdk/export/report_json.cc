@@ -117,6 +117,22 @@ std::string ReportToJson(const Report& r) {
   j.Key("late").Int(r.events.late);
   j.EndObject();
 
+  j.Key("trace").BeginObject();
+  j.Key("windows_written").Int(r.trace.windows_written);
+  j.Key("windows_dropped").Int(r.trace.windows_dropped);
+  j.Key("first_window_step").Int(r.trace.first_window_step);
+  j.Key("first_window_steps").Int(r.trace.first_window_steps);
+  j.Key("slowest").BeginArray();
+  for (const Report::Trace::SlowStep& slow : r.trace.slowest) {
+    j.BeginObject();
+    j.Key("step").Int(slow.index);
+    j.Key("duration_ms").Number(slow.duration_ms);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("bytes").Int(r.trace.bytes);
+  j.EndObject();
+
   j.Key("overhead").BeginObject();
   j.Key("per_scope_ns").Number(r.overhead.per_scope_ns);
   j.Key("estimated_share").Number(r.overhead.estimated_share);
@@ -443,6 +459,32 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   events.Integer("buffer_bytes_per_thread", &r.events.buffer_bytes_per_thread);
   events.Integer("recorder_bytes", &r.events.recorder_bytes);
   if (events.Has("late")) events.Integer("late", &r.events.late);  // absent before schema 2
+
+  FieldReader trace = doc.OptionalChild("trace");  // absent before schema 2
+  trace.Integer("windows_written", &r.trace.windows_written);
+  trace.Integer("windows_dropped", &r.trace.windows_dropped);
+  trace.Integer("first_window_step", &r.trace.first_window_step);
+  trace.Integer("first_window_steps", &r.trace.first_window_steps);
+  trace.Integer("bytes", &r.trace.bytes);
+  if (trace.valid()) {
+    simdjson::dom::array slowest;
+    if (trace.raw()["slowest"].get_array().get(slowest) != simdjson::SUCCESS) {
+      trace.Fail("slowest", "is not an array");
+    } else {
+      for (element e : slowest) {
+        object obj;
+        if (e.get_object().get(obj) != simdjson::SUCCESS) {
+          trace.Fail("slowest", "holds a value that is not an object");
+          break;
+        }
+        FieldReader step(obj, trace.Path("slowest[]"), source, &status);
+        Report::Trace::SlowStep slow;
+        step.Integer("step", &slow.index);
+        step.Number("duration_ms", &slow.duration_ms);
+        r.trace.slowest.push_back(slow);
+      }
+    }
+  }
 
   FieldReader overhead = doc.Child("overhead");
   overhead.Number("per_scope_ns", &r.overhead.per_scope_ns);

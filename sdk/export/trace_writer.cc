@@ -73,8 +73,9 @@ const std::string& TraceWriter::NameOf(NameId id) {
   return names_[id];
 }
 
-void TraceWriter::AppendEvent(uint32_t os_tid, const Event& e, const ThreadIdOf& thread_id_of) {
-  std::string& out = buffer_;
+int TraceWriter::FormatEvent(std::string* out_text, uint32_t os_tid, const Event& e,
+                             const ThreadIdOf& thread_id_of) {
+  std::string& out = *out_text;
   const std::string_view phase = PhaseName(e.phase);
   if (e.kind == EventKind::kStep) {
     fmt::format_to(std::back_inserter(out),
@@ -86,7 +87,7 @@ void TraceWriter::AppendEvent(uint32_t os_tid, const Event& e, const ThreadIdOf&
     AppendMicros(&out, e.end_ns - e.start_ns);
     fmt::format_to(std::back_inserter(out), ",\"args\":{{\"step\":{},\"samples\":{}}}}}", e.step,
                    e.value);
-    return;
+    return 1;
   }
   std::string name;
   AppendJsonString(&name, NameOf(e.value));
@@ -97,7 +98,7 @@ void TraceWriter::AppendEvent(uint32_t os_tid, const Event& e, const ThreadIdOf&
                    name, pid_, os_tid);
     AppendMicros(&out, e.start_ns);
     fmt::format_to(std::back_inserter(out), ",\"args\":{{\"value\":{}}}}}", e.end_ns);
-    return;
+    return 1;
   }
   if (e.kind == EventKind::kAsync) {
     const uint64_t id = next_async_id_++;
@@ -111,7 +112,7 @@ void TraceWriter::AppendEvent(uint32_t os_tid, const Event& e, const ThreadIdOf&
       fmt::format_to(std::back_inserter(out), ",\"args\":{{\"step\":{},\"phase\":\"{}\"}}}}",
                      e.step, phase);
     }
-    return;
+    return 2;
   }
   fmt::format_to(std::back_inserter(out),
                  ",\n{{\"ph\":\"X\",\"cat\":\"trainscope\",\"name\":{},\"pid\":{},\"tid\":{},"
@@ -122,108 +123,120 @@ void TraceWriter::AppendEvent(uint32_t os_tid, const Event& e, const ThreadIdOf&
   AppendMicros(&out, e.end_ns - e.start_ns);
   fmt::format_to(std::back_inserter(out), ",\"args\":{{\"step\":{},\"phase\":\"{}\"}}}}", e.step,
                  phase);
+  return 1;
 }
 
-absl::Status TraceWriter::Append(uint32_t os_tid, const Event* events, size_t count,
-                                 const ThreadIdOf& thread_id_of) {
-  for (size_t i = 0; i < count; ++i) {
-    AppendEvent(os_tid, events[i], thread_id_of);
-    ++events_written_;
-    if (buffer_.size() >= kBufferLimit) {  // a large drain never buffers more than this
-      if (absl::Status status = FlushBuffer(); !status.ok()) return status;
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status TraceWriter::AppendDeviceIntervals(const analysis::Timeline& timeline) {
+bool TraceWriter::FormatDeviceInterval(std::string* out, const analysis::Timeline& timeline,
+                                       const analysis::Interval& i) {
   using analysis::IntervalKind;
+  const bool device = analysis::IsDeviceKind(i.kind);
+  const bool call = i.kind == IntervalKind::kRuntimeCall;
+  const bool sync = i.kind == IntervalKind::kSyncCall;
+  if (!device && !call && !sync) return false;
   if (device_tracks_named_.size() < timeline.tracks().size()) {
     device_tracks_named_.resize(timeline.tracks().size(), false);
   }
-  std::vector<bool>& named = device_tracks_named_;
-  for (const analysis::Interval& i : timeline.intervals()) {
-    const bool device = analysis::IsDeviceKind(i.kind);
-    const bool call = i.kind == IntervalKind::kRuntimeCall;
-    const bool sync = i.kind == IntervalKind::kSyncCall;
-    if (!device && !call && !sync) continue;
-    const analysis::Track& track = timeline.tracks()[i.track];
-    const bool on_device = track.kind == analysis::TrackKind::kDeviceStream;
-    if (on_device && !named[i.track]) {
-      named[i.track] = true;
-      fmt::format_to(std::back_inserter(buffer_),
-                     ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{0},\"tid\":0,"
-                     "\"args\":{{\"name\":\"GPU {0}\"}}}},\n{{\"ph\":\"M\",\"name\":\"thread_name\","
-                     "\"pid\":{0},\"tid\":{1},\"args\":{{\"name\":\"stream {1}\"}}}}",
-                     track.pid, track.tid);
-    }
-    const char* cat = i.kind == IntervalKind::kKernel   ? "kernel"
-                      : i.kind == IntervalKind::kMemcpy ? "gpu_memcpy"
-                      : i.kind == IntervalKind::kMemset ? "gpu_memset"
-                      : sync                            ? "cuda_sync"
-                                                        : "cuda_runtime";
-    std::string name;
-    AppendJsonString(&name, timeline.name(i.name));
-    fmt::format_to(std::back_inserter(buffer_),
-                   ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":", cat,
-                   name, track.pid, track.tid);
-    AppendMicros(&buffer_, i.start_ns);
-    buffer_ += ",\"dur\":";
-    AppendMicros(&buffer_, i.end_ns - i.start_ns);
-    if (on_device) {
-      fmt::format_to(std::back_inserter(buffer_),
-                     ",\"args\":{{\"device\":{},\"stream\":{},\"correlation\":{},\"step\":{},"
-                     "\"phase\":\"{}\"}}}}",
-                     track.pid, track.tid, i.value, i.step, PhaseName(i.phase));
-    } else {
-      fmt::format_to(std::back_inserter(buffer_), ",\"args\":{{\"correlation\":{}}}}}", i.value);
-    }
-    ++events_written_;
-    if (buffer_.size() >= kBufferLimit) {
-      if (absl::Status status = FlushBuffer(); !status.ok()) return status;
-    }
+  const analysis::Track& track = timeline.tracks()[i.track];
+  const bool on_device = track.kind == analysis::TrackKind::kDeviceStream;
+  if (on_device && !device_tracks_named_[i.track]) {
+    device_tracks_named_[i.track] = true;
+    fmt::format_to(std::back_inserter(stream_metadata_),
+                   ",\n{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{0},\"tid\":0,"
+                   "\"args\":{{\"name\":\"GPU {0}\"}}}},\n{{\"ph\":\"M\",\"name\":\"thread_name\","
+                   "\"pid\":{0},\"tid\":{1},\"args\":{{\"name\":\"stream {1}\"}}}}",
+                   track.pid, track.tid);
   }
-  return absl::OkStatus();
+  const char* cat = i.kind == IntervalKind::kKernel   ? "kernel"
+                    : i.kind == IntervalKind::kMemcpy ? "gpu_memcpy"
+                    : i.kind == IntervalKind::kMemset ? "gpu_memset"
+                    : sync                            ? "cuda_sync"
+                                                      : "cuda_runtime";
+  std::string name;
+  AppendJsonString(&name, timeline.name(i.name));
+  fmt::format_to(std::back_inserter(*out),
+                 ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":", cat,
+                 name, track.pid, track.tid);
+  AppendMicros(out, i.start_ns);
+  *out += ",\"dur\":";
+  AppendMicros(out, i.end_ns - i.start_ns);
+  if (on_device) {
+    fmt::format_to(std::back_inserter(*out),
+                   ",\"args\":{{\"device\":{},\"stream\":{},\"correlation\":{},\"step\":{},"
+                   "\"phase\":\"{}\"}}}}",
+                   track.pid, track.tid, i.value, i.step, PhaseName(i.phase));
+  } else {
+    fmt::format_to(std::back_inserter(*out), ",\"args\":{{\"correlation\":{}}}}}", i.value);
+  }
+  return true;
 }
 
-absl::Status TraceWriter::NameThread(uint32_t os_tid, std::string_view name) {
-  fmt::format_to(std::back_inserter(buffer_),
+absl::Status TraceWriter::AppendDeviceIntervals(const analysis::Timeline& timeline) {
+  std::string text;
+  for (const analysis::Interval& i : timeline.intervals()) {
+    FormatDeviceInterval(&text, timeline, i);
+    if (text.size() >= kBufferLimit) {
+      if (absl::Status status = AppendToBody(text); !status.ok()) return status;
+      text.clear();
+    }
+  }
+  return AppendToBody(text);
+}
+
+void TraceWriter::NameThread(uint32_t os_tid, std::string_view name) {
+  std::string& event = thread_names_[os_tid];
+  event.clear();
+  fmt::format_to(std::back_inserter(event),
                  ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
                  "\"args\":{{\"name\":",
                  pid_, os_tid);
-  AppendJsonString(&buffer_, name);
-  buffer_ += "}}";
-  return absl::OkStatus();
+  AppendJsonString(&event, name);
+  event += "}}";
 }
 
-absl::Status TraceWriter::FlushBuffer() {
-  if (buffer_.empty()) return absl::OkStatus();
-  absl::Status status = core::WriteAll(body_fd_, buffer_, fmt::format("writing {}", body_path_));
+uint64_t TraceWriter::metadata_bytes() const {
+  uint64_t bytes = stream_metadata_.size();
+  for (const auto& [tid, event] : thread_names_) bytes += event.size();
+  return bytes;
+}
+
+uint64_t TraceWriter::frame_bytes() const { return header_.size() + kFooter.size(); }
+
+absl::Status TraceWriter::AppendToBody(std::string_view text) {
+  if (text.empty()) return absl::OkStatus();
+  absl::Status status = core::WriteAll(body_fd_, text, fmt::format("writing {}", body_path_));
   if (status.ok()) {
-    body_bytes_ += buffer_.size();
+    body_bytes_ += text.size();
   } else if (ftruncate(body_fd_, static_cast<off_t>(body_bytes_)) != 0) {
     // A failed (e.g. full-disk) write may leave part of an event behind: cut
-    // the body back to the last whole chunk so the next Publish stays valid.
+    // the body back to the last whole window so the next Publish stays valid.
     status = core::ErrnoStatus(errno, fmt::format("truncating {}", body_path_));
   }
-  buffer_.clear();
   return status;
 }
 
-absl::Status TraceWriter::Publish(bool final) {
-  absl::Status status = FlushBuffer();
-  if (!status.ok()) return status;
+absl::Status TraceWriter::Publish(bool final, const std::vector<std::string_view>& held) {
   const std::string temp = fmt::format("{}/.trace.json.tmp.{}", dir_, pid_);
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return core::ErrnoStatus(errno, fmt::format("creating {}", temp));
   const std::string what = fmt::format("writing {}", temp);
-  status = core::WriteAll(fd, header_, what);
+  absl::Status status = core::WriteAll(fd, header_, what);
+  uint64_t bytes = header_.size() + body_bytes_ + kFooter.size();
+  if (status.ok()) status = core::WriteAll(fd, stream_metadata_, what);
+  bytes += stream_metadata_.size();
+  for (const auto& [tid, event] : thread_names_) {
+    if (status.ok()) status = core::WriteAll(fd, event, what);
+    bytes += event.size();
+  }
   off_t offset = 0;
   const auto size = static_cast<off_t>(body_bytes_);
   while (status.ok() && offset < size) {
     const ssize_t n = sendfile(fd, body_fd_, &offset, static_cast<size_t>(size - offset));
     if (n < 0 && errno != EINTR) status = core::ErrnoStatus(errno, what);
     if (n == 0) break;
+  }
+  for (std::string_view text : held) {
+    if (status.ok()) status = core::WriteAll(fd, text, what);
+    bytes += text.size();
   }
   if (status.ok()) status = core::WriteAll(fd, kFooter, what);
   if (status.ok() && final && fsync(fd) != 0) status = core::ErrnoStatus(errno, what);
@@ -235,6 +248,7 @@ absl::Status TraceWriter::Publish(bool final) {
     unlink(temp.c_str());
     return status;
   }
+  published_bytes_ = bytes;
   if (final) {
     close(body_fd_);
     body_fd_ = -1;

@@ -6,16 +6,21 @@
 // user annotations; cross-thread ranges are async events (ph "b"/"e").
 // It loads in Perfetto UI and chrome://tracing.
 //
-// Crash safety: events are appended to a hidden body file as they are
-// drained. Publish() builds header + body + footer in a temporary file and
-// renames it over trace.json, so trace.json is always complete, valid JSON:
-// after a crash it holds every event up to the last Publish (the session
-// publishes every Options::trace_checkpoint_interval_ms).
+// What it holds is chosen by TraceWindows (trace_windows.h): the writer
+// formats events into text, appends whole windows to a hidden body file, and
+// publishes header + metadata (process and thread names) + body + the
+// windows still held in memory (the slowest steps) + footer.
+//
+// Crash safety: Publish() builds the file in a temporary and renames it over
+// trace.json, so trace.json is always complete, valid JSON: after a crash it
+// holds every window up to the last Publish (the session publishes every
+// Options::trace_checkpoint_interval_ms when a window was added).
 #ifndef TRAINSCOPE_SDK_EXPORT_TRACE_WRITER_H_
 #define TRAINSCOPE_SDK_EXPORT_TRACE_WRITER_H_
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,30 +46,42 @@ class TraceWriter {
                                                            int64_t pid);
   ~TraceWriter();
 
-  // Formats `count` events drained from thread `os_tid`. Buffered; written
-  // to the body file when the buffer is large or at Publish().
-  absl::Status Append(uint32_t os_tid, const Event* events, size_t count,
-                      const ThreadIdOf& thread_id_of);
-  // Adds the device activity, CUDA API calls and synchronisations of
-  // `timeline` (from CUPTI; call again with later intervals on the same
-  // tracks, each stream is named once) in the Kineto conventions: device work on pid =
-  // device, tid = stream with args device/stream/correlation (and the
-  // launching step and phase); calls as cat "cuda_runtime" on their thread.
+  // Formats one drained event of thread `os_tid` (two for an async range)
+  // onto `out`, each as ",\n{...}". Returns the number of trace events.
+  int FormatEvent(std::string* out, uint32_t os_tid, const Event& event,
+                  const ThreadIdOf& thread_id_of);
+  // Formats interval `i` of `timeline` onto `out` when it is device work, a
+  // CUDA API call or a synchronisation (from CUPTI), in the Kineto
+  // conventions: device work on pid = device, tid = stream with args
+  // device/stream/correlation (and the launching step and phase); calls as
+  // cat "cuda_runtime" on their thread. Names each stream once, in the
+  // metadata. Returns false (writing nothing) for other intervals.
+  bool FormatDeviceInterval(std::string* out, const analysis::Timeline& timeline,
+                            const analysis::Interval& i);
+  // Formats every device interval of `timeline` and appends them to the body.
   absl::Status AppendDeviceIntervals(const analysis::Timeline& timeline);
-  // Adds a thread_name metadata event.
-  absl::Status NameThread(uint32_t os_tid, std::string_view name);
-  // Atomically replaces trace.json with everything appended so far. With
-  // `final`, also fsyncs it and removes the body file.
-  absl::Status Publish(bool final);
+  // Names thread `os_tid` in the metadata (the latest name wins). Memory: one
+  // entry a named thread.
+  void NameThread(uint32_t os_tid, std::string_view name);
+  // Appends whole events (",\n{...}" each) to the body file. On a failed
+  // write the body is cut back to what it held before. Errors name the file.
+  absl::Status AppendToBody(std::string_view text);
+  // Atomically replaces trace.json with header, metadata, body, `held`
+  // (whole events, in order) and footer. With `final`, also fsyncs it and
+  // removes the body file. Cost: a copy of the body (sendfile).
+  absl::Status Publish(bool final, const std::vector<std::string_view>& held = {});
 
-  uint64_t events_written() const { return events_written_; }
+  uint64_t body_bytes() const { return body_bytes_; }
+  uint64_t metadata_bytes() const;
+  // The header's and footer's bytes.
+  uint64_t frame_bytes() const;
+  // The size of trace.json at the last Publish.
+  uint64_t published_bytes() const { return published_bytes_; }
   const std::string& path() const { return path_; }
 
  private:
   TraceWriter() = default;
-  absl::Status FlushBuffer();
   const std::string& NameOf(NameId id);
-  void AppendEvent(uint32_t os_tid, const Event& event, const ThreadIdOf& thread_id_of);
 
   std::string dir_;
   std::string path_;
@@ -72,12 +89,13 @@ class TraceWriter {
   std::string header_;
   int body_fd_ = -1;
   int64_t pid_ = 0;
-  std::string buffer_;
   std::vector<std::string> names_;
   uint64_t body_bytes_ = 0;  // bytes of whole events in the body file
-  uint64_t events_written_ = 0;
+  uint64_t published_bytes_ = 0;
   uint64_t next_async_id_ = 1;
   std::vector<bool> device_tracks_named_;  // by track index
+  std::string stream_metadata_;            // process/thread names of the streams
+  std::map<uint32_t, std::string> thread_names_;  // os tid -> its metadata event
 };
 
 }  // namespace trainscope::exporter

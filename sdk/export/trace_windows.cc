@@ -1,0 +1,379 @@
+// Trace windows. See trace_windows.h.
+#include "sdk/export/trace_windows.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace trainscope::exporter {
+namespace {
+
+constexpr size_t kMaxOpen = 16;        // steps with events but no step event yet
+constexpr size_t kRememberDone = 256;  // step indices decided away, for stragglers
+constexpr size_t kLookahead = 3;       // the settle rule's consecutive steps,
+constexpr double kSettled = 1.25;      // ... the slowest within this x the fastest,
+constexpr int64_t kLatestStart = 100;  // ... or at this step position at the latest
+
+bool IsDeviceSide(analysis::IntervalKind kind) {
+  return analysis::IsDeviceKind(kind) || kind == analysis::IntervalKind::kRuntimeCall ||
+         kind == analysis::IntervalKind::kSyncCall;
+}
+
+}  // namespace
+
+TraceWindows::TraceWindows(TraceWriter* writer, TraceWindowOptions options)
+    : writer_(writer), options_(options) {}
+
+TraceWindows::~TraceWindows() = default;
+
+bool TraceWindows::Fits(uint64_t more) const {
+  return writer_->frame_bytes() + writer_->metadata_bytes() + writer_->body_bytes() + held_bytes_ +
+             more <=
+         options_.budget_bytes;
+}
+
+TraceWindows::Chunk* TraceWindows::ChunkFor(int64_t step) {
+  if (auto it = chunks_.find(step); it != chunks_.end()) return &it->second;
+  if (std::find(dropped_.begin(), dropped_.end(), step) != dropped_.end()) return nullptr;
+  size_t open = 0;
+  int64_t oldest = step;
+  for (const auto& [index, chunk] : chunks_) {
+    if (chunk.fate != Fate::kOpen) continue;
+    ++open;
+    oldest = std::min(oldest, index);
+  }
+  if (open >= kMaxOpen) {  // steps that never close (an index no StepScope ended)
+    if (oldest == step) return nullptr;
+    Drop(oldest);
+  }
+  Chunk& chunk = chunks_[step];
+  chunk.index = step;
+  return &chunk;
+}
+
+TraceWindows::Chunk* TraceWindows::ChunkAt(TimestampNs t) {
+  for (auto& [index, chunk] : chunks_) {
+    if (chunk.position >= 0 && chunk.start_ns <= t && t < chunk.end_ns) return &chunk;
+  }
+  return nullptr;
+}
+
+// A chunk the budget cannot take more of: it and its window are left out.
+void TraceWindows::Overflow(Chunk* chunk) {
+  chunk->overflow = true;
+  if (chunk->fate == Fate::kWindow) {
+    DropWindow(chunk->window);
+  } else if (chunk->fate == Fate::kSlow) {
+    slow_.erase(std::find(slow_.begin(), slow_.end(), chunk->index));
+    ++stats_.windows_dropped;
+    dirty_ = true;
+    Drop(chunk->index);
+  } else {
+    held_bytes_ -= chunk->bytes();
+    chunk->raw.clear();
+    chunk->raw.shrink_to_fit();
+    chunk->text.clear();
+    chunk->text.shrink_to_fit();
+  }
+}
+
+void TraceWindows::AppendText(Chunk* chunk, const std::string& text) {
+  if (chunk->overflow) return;
+  if (!Fits(text.size())) return Overflow(chunk);
+  chunk->text += text;
+  held_bytes_ += text.size();
+  if (chunk->fate == Fate::kSlow) dirty_ = true;
+}
+
+// Formats a kept chunk's raw events.
+void TraceWindows::Materialize(Chunk* chunk) {
+  if (chunk->raw.empty()) return;
+  scratch_.clear();
+  for (const auto& [tid, event] : chunk->raw) {
+    writer_->FormatEvent(&scratch_, tid, event, thread_id_of_);
+  }
+  held_bytes_ -= chunk->raw.size() * sizeof(chunk->raw[0]);
+  chunk->raw.clear();
+  chunk->raw.shrink_to_fit();
+  AppendText(chunk, scratch_);
+}
+
+void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
+                             const TraceWriter::ThreadIdOf& thread_id_of) {
+  if (!thread_id_of_) thread_id_of_ = thread_id_of;
+  for (size_t k = 0; k < count; ++k) {
+    const Event& e = events[k];
+    if (e.step < 0 && e.kind != EventKind::kStep) {
+      if (!startup_open_ || startup_cut_) continue;
+      scratch_.clear();
+      writer_->FormatEvent(&scratch_, os_tid, e, thread_id_of_);
+      if (!Fits(scratch_.size())) {
+        startup_cut_ = true;
+        ++stats_.windows_dropped;
+        continue;
+      }
+      startup_ += scratch_;
+      held_bytes_ += scratch_.size();
+      continue;
+    }
+    Chunk* chunk = ChunkFor(e.step);
+    if (chunk != nullptr && !chunk->overflow) {
+      if (chunk->fate == Fate::kOpen || chunk->fate == Fate::kLookahead) {
+        if (!Fits(sizeof(chunk->raw[0]))) {
+          Overflow(chunk);
+        } else {
+          chunk->raw.emplace_back(os_tid, e);
+          held_bytes_ += sizeof(chunk->raw[0]);
+        }
+      } else {  // kept: a straggler from another thread
+        scratch_.clear();
+        writer_->FormatEvent(&scratch_, os_tid, e, thread_id_of_);
+        AppendText(chunk, scratch_);
+      }
+    }
+    if (e.kind == EventKind::kStep) Close(e);
+  }
+}
+
+void TraceWindows::Assign(Chunk* chunk, int64_t id, int64_t begin, int64_t end) {
+  auto [it, added] = windows_.try_emplace(id);
+  Window& window = it->second;
+  if (added) {
+    window.begin = begin;
+    window.end = end;
+  }
+  if (window.dropped || chunk->overflow) {
+    if (!window.dropped) DropWindow(id);
+    Drop(chunk->index);
+    return;
+  }
+  chunk->fate = Fate::kWindow;
+  chunk->window = id;
+  window.steps.push_back(chunk->index);
+  Materialize(chunk);
+}
+
+void TraceWindows::Close(const Event& step) {
+  const int64_t position = closed_++;
+  const double ms = static_cast<double>(step.end_ns - step.start_ns) / 1e6;
+  if (startup_open_) startup_open_ = false;
+  auto it = chunks_.find(step.step);
+  if (it == chunks_.end() || it->second.position >= 0) return;  // dropped, or an index reused
+  Chunk* chunk = &it->second;
+  chunk->position = position;
+  chunk->start_ns = step.start_ns;
+  chunk->end_ns = step.end_ns;
+  chunk->duration_ms = ms;
+
+  // The first steady window.
+  const int64_t n = options_.first_steps;
+  if (!first_started_) {
+    if (options_.warmup_steps >= 0) {
+      if (position >= options_.warmup_steps) {
+        first_started_ = true;
+        stats_.first_window_step = chunk->index;
+        if (n > 0) Assign(chunk, 0, position, position + n);
+      }
+    } else {
+      chunk->fate = Fate::kLookahead;
+      lookahead_.push_back(chunk->index);
+      if (lookahead_.size() > kLookahead) {
+        Drop(lookahead_.front());
+        lookahead_.pop_front();
+      }
+      if (lookahead_.size() == kLookahead) {
+        double fastest = ms;
+        double slowest = ms;
+        bool settled = true;
+        for (int64_t index : lookahead_) {
+          auto found = chunks_.find(index);
+          if (found == chunks_.end()) {
+            settled = false;
+            continue;
+          }
+          fastest = std::min(fastest, found->second.duration_ms);
+          slowest = std::max(slowest, found->second.duration_ms);
+        }
+        settled = settled && (slowest <= kSettled * fastest || position + 1 >= kLatestStart);
+        if (settled) {
+          first_started_ = true;
+          const int64_t begin = position - static_cast<int64_t>(kLookahead) + 1;
+          stats_.first_window_step = lookahead_.front();
+          for (int64_t index : lookahead_) {
+            auto found = chunks_.find(index);
+            if (found == chunks_.end()) continue;
+            if (n > 0 && found->second.position < begin + n) {
+              Assign(&found->second, 0, begin, begin + n);
+            } else {
+              found->second.fate = Fate::kOpen;  // decided below, as any other step
+            }
+          }
+          lookahead_.clear();
+        }
+      }
+      if (!first_started_) return;
+      if (chunks_.find(step.step) == chunks_.end()) return;
+    }
+  } else if (n > 0 && windows_.count(0) != 0 && position < windows_[0].end) {
+    Assign(chunk, 0, 0, 0);
+  }
+  it = chunks_.find(step.step);
+  if (it == chunks_.end()) return;
+  chunk = &it->second;
+  if (chunk->fate != Fate::kOpen) return;
+
+  // The repeating windows.
+  if (options_.active > 0 && position >= options_.skip_first) {
+    const int64_t q = position - options_.skip_first;
+    const int64_t cycle = options_.wait + options_.warmup + options_.active;
+    const int64_t k = q / cycle;
+    const int64_t r = q % cycle;
+    const int64_t skipped = options_.wait + options_.warmup;
+    if ((options_.repeat == 0 || k < options_.repeat) && r >= skipped) {
+      const int64_t begin = position - (r - skipped);
+      Assign(chunk, 1 + k, begin, begin + options_.active);
+      return;
+    }
+  }
+
+  // The slowest steady steps.
+  if (first_started_ && options_.slowest_steps > 0 && !chunk->overflow) {
+    if (slow_.size() >= static_cast<size_t>(options_.slowest_steps)) {
+      auto fastest = std::min_element(slow_.begin(), slow_.end(), [&](int64_t a, int64_t b) {
+        return chunks_[a].duration_ms < chunks_[b].duration_ms;
+      });
+      if (chunks_[*fastest].duration_ms >= ms) return Drop(chunk->index);
+      const int64_t evicted = *fastest;
+      slow_.erase(fastest);
+      Drop(evicted);
+    }
+    chunk->fate = Fate::kSlow;
+    slow_.push_back(chunk->index);
+    dirty_ = true;
+    Materialize(chunk);
+    return;
+  }
+  Drop(chunk->index);
+}
+
+void TraceWindows::Drop(int64_t index) {
+  auto it = chunks_.find(index);
+  if (it == chunks_.end()) return;
+  held_bytes_ -= it->second.bytes();
+  chunks_.erase(it);
+  dropped_.push_back(index);
+  if (dropped_.size() > kRememberDone) dropped_.pop_front();
+}
+
+void TraceWindows::DropWindow(int64_t id) {
+  Window& window = windows_[id];
+  if (window.dropped) return;
+  window.dropped = true;
+  ++stats_.windows_dropped;
+  for (int64_t index : window.steps) Drop(index);
+  window.steps.clear();
+}
+
+void TraceWindows::AddDevice(const analysis::Timeline& timeline) {
+  for (const analysis::Interval& i : timeline.intervals()) {
+    if (!IsDeviceSide(i.kind)) continue;
+    Chunk* chunk = nullptr;
+    if (i.step >= 0) {
+      auto it = chunks_.find(i.step);
+      if (it != chunks_.end()) chunk = &it->second;
+    } else {
+      chunk = ChunkAt(i.start_ns);
+    }
+    if (chunk == nullptr && closed_ == 0 && !startup_cut_) {
+      scratch_.clear();
+      writer_->FormatDeviceInterval(&scratch_, timeline, i);
+      if (Fits(scratch_.size())) {
+        startup_ += scratch_;
+        held_bytes_ += scratch_.size();
+      } else {
+        startup_cut_ = true;
+        ++stats_.windows_dropped;
+      }
+      continue;
+    }
+    if (chunk == nullptr || chunk->overflow) continue;
+    scratch_.clear();
+    writer_->FormatDeviceInterval(&scratch_, timeline, i);
+    AppendText(chunk, scratch_);
+  }
+}
+
+void TraceWindows::StepFolded(int64_t /*index*/) { ++folded_; }
+
+absl::Status TraceWindows::WriteWindow(Window& window) {
+  std::string text;
+  for (int64_t index : window.steps) {
+    auto it = chunks_.find(index);
+    if (it == chunks_.end()) continue;
+    text += it->second.text;
+  }
+  for (int64_t index : window.steps) Drop(index);
+  window.steps.clear();
+  absl::Status status = writer_->AppendToBody(text);
+  if (status.ok()) {
+    ++stats_.windows_written;
+    dirty_ = true;
+  }
+  return status;
+}
+
+absl::Status TraceWindows::Flush(bool publish, bool final) {
+  absl::Status status;
+  if (!startup_.empty()) {
+    held_bytes_ -= startup_.size();
+    status.Update(writer_->AppendToBody(startup_));
+    startup_.clear();
+    startup_written_ = true;
+    dirty_ = true;
+  }
+  if ((final || !startup_open_) && startup_written_) {
+    ++stats_.windows_written;  // counted once, when it ends
+    startup_written_ = false;
+  }
+  if (final && !first_started_ && !lookahead_.empty()) {
+    // A run that never settled: its last steps are its first window.
+    first_started_ = true;
+    stats_.first_window_step = lookahead_.front();
+    const int64_t begin = chunks_[lookahead_.front()].position;
+    for (int64_t index : lookahead_) {
+      Assign(&chunks_[index], 0, begin, begin + options_.first_steps);
+    }
+    lookahead_.clear();
+  }
+  for (auto it = windows_.begin(); it != windows_.end();) {
+    Window& window = it->second;
+    const bool closed = closed_ >= window.end;
+    const bool complete = final || (closed && folded_ >= window.end + 2);
+    if (window.dropped && (closed || final)) {
+      it = windows_.erase(it);
+      continue;
+    }
+    if (!complete || window.dropped) {
+      ++it;
+      continue;
+    }
+    if (it->first == 0) stats_.first_window_steps = static_cast<int64_t>(window.steps.size());
+    status.Update(WriteWindow(window));
+    it = windows_.erase(it);
+  }
+  if ((dirty_ && publish) || final) {
+    std::vector<int64_t> order = slow_;
+    std::sort(order.begin(), order.end());
+    std::vector<std::string_view> held;
+    for (int64_t index : order) held.emplace_back(chunks_[index].text);
+    status.Update(writer_->Publish(final, held));
+    stats_.bytes = writer_->published_bytes();
+    dirty_ = false;
+  }
+  stats_.slowest.clear();
+  for (int64_t index : slow_) stats_.slowest.push_back({index, chunks_[index].duration_ms});
+  std::sort(stats_.slowest.begin(), stats_.slowest.end(),
+            [](const SlowStep& a, const SlowStep& b) { return a.duration_ms > b.duration_ms; });
+  return status;
+}
+
+}  // namespace trainscope::exporter

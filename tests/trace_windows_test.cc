@@ -1,0 +1,305 @@
+// trace.json keeps windows of steps (sdk/export/trace_windows.h): fed with
+// drained events and device intervals directly, and through a Session; the
+// trace is read back from disk.
+#include "sdk/export/trace_windows.h"
+
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "sdk/analysis/timeline.h"
+#include "sdk/export/report_json.h"
+#include "sdk/export/trace_writer.h"
+#include "tests/test_util.h"
+#include "trainscope/trainscope.h"
+
+namespace trainscope {
+namespace {
+
+using exporter::TraceWindowOptions;
+using exporter::TraceWindows;
+using exporter::TraceWriter;
+using testing::TempDir;
+
+struct Read {
+  std::set<int64_t> steps;                           // ProfilerStep#N present
+  std::map<std::string, std::set<int64_t>> by_name;  // name -> args.step of ph X
+  size_t events = 0;
+};
+
+// Parses trace.json strictly; fails the test if it is not valid JSON.
+Read ReadTrace(const std::string& path) {
+  Read read;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  const auto error = parser.load(path).get(doc);
+  EXPECT_EQ(error, simdjson::SUCCESS) << path;
+  if (error != simdjson::SUCCESS) return read;
+  for (simdjson::dom::element e : doc["traceEvents"].get_array()) {
+    ++read.events;
+    const std::string name(e["name"].get_string().value());
+    if (name.rfind("ProfilerStep#", 0) == 0) {
+      read.steps.insert(std::stoll(name.substr(13)));
+      continue;
+    }
+    int64_t step = -2;
+    if (e["args"]["step"].get_int64().get(step) == simdjson::SUCCESS) {
+      read.by_name[name].insert(step);
+    }
+  }
+  return read;
+}
+
+// Steps of 1 ms with one "forward" range each, on one thread, fed to the
+// windows in drains of `per_drain` steps; `slow` steps last 10 ms.
+class Feeder {
+ public:
+  explicit Feeder(TraceWindows* windows) : windows_(windows) {}
+  void Steps(int64_t first, int64_t count, const std::set<int64_t>& slow = {}, int per_drain = 7) {
+    std::vector<Event> events;
+    for (int64_t i = first; i < first + count; ++i) {
+      const TimestampNs length = slow.count(i) != 0 ? 10'000'000 : 1'000'000;
+      events.push_back(Event{now_ + 1000, now_ + length - 1000, i, forward_, EventKind::kRange,
+                             Phase::kForward, 0});
+      events.push_back(Event{now_, now_ + length, i, 4, EventKind::kStep, Phase::kOther, 0});
+      starts_[i] = now_;
+      now_ += length;
+      if ((i - first + 1) % per_drain == 0) Drain(&events);
+    }
+    Drain(&events);
+  }
+  void Drain(std::vector<Event>* events) {
+    windows_->AddEvents(1234, events->data(), events->size(), [](uint16_t) { return 1234u; });
+    events->clear();
+  }
+  // The analysis folded every step so far.
+  void FoldAll(int64_t first, int64_t count) {
+    for (int64_t i = first; i < first + count; ++i) windows_->StepFolded(i);
+  }
+  TimestampNs start_of(int64_t step) { return starts_[step]; }
+
+ private:
+  TraceWindows* windows_;
+  NameId forward_ = InternName("forward");
+  TimestampNs now_ = 1'000'000'000;
+  std::map<int64_t, TimestampNs> starts_;
+};
+
+TEST(TraceWindowsTest, KeepsTheFirstSettledStepsAndTheSlowestAndNothingElse) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  TraceWindowOptions options;
+  options.first_steps = 10;
+  options.slowest_steps = 3;
+  TraceWindows windows(writer->get(), options);
+  Feeder feed(&windows);
+  // Steps 0 and 1 are warmup (slow); steps 2, 3 and 4 are the first three
+  // within 1.25x of each other: the first window is steps 2..11.
+  feed.Steps(0, 2, {0, 1});
+  feed.Steps(2, 998, {300, 500, 700, 900});
+  feed.FoldAll(0, 1000);
+  ASSERT_TRUE(windows.Flush(true, true).ok());
+
+  const TraceWindows::Stats& stats = windows.stats();
+  EXPECT_EQ(stats.first_window_step, 2);
+  EXPECT_EQ(stats.first_window_steps, 10);
+  EXPECT_EQ(stats.windows_written, 1);
+  EXPECT_EQ(stats.windows_dropped, 0);
+  ASSERT_EQ(stats.slowest.size(), 3u);  // ties broken by the earlier step staying
+  EXPECT_EQ(stats.slowest[0].index, 300);
+  EXPECT_EQ(stats.slowest[1].index, 500);
+  EXPECT_EQ(stats.slowest[2].index, 700);
+  EXPECT_DOUBLE_EQ(stats.slowest[0].duration_ms, 10.0);
+
+  const Read read = ReadTrace(dir.File("trace.json"));
+  std::set<int64_t> expected = {300, 500, 700};
+  for (int64_t i = 2; i < 12; ++i) expected.insert(i);
+  EXPECT_EQ(read.steps, expected);
+  EXPECT_EQ(read.by_name.at("forward"), expected);
+  EXPECT_EQ(stats.bytes, static_cast<uint64_t>(testing::ReadAll(dir.File("trace.json")).size()));
+  // Held now: the three slowest steps' text, a few hundred bytes each.
+  EXPECT_GT(windows.held_bytes(), 0u);
+  EXPECT_LT(windows.held_bytes(), 3 * 1024u);
+}
+
+TEST(TraceWindowsTest, ARunThatNeverSettlesKeepsItsLastSteps) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+  ASSERT_TRUE(writer.ok());
+  TraceWindowOptions options;
+  options.slowest_steps = 0;
+  TraceWindows windows(writer->get(), options);
+  Feeder feed(&windows);
+  feed.Steps(0, 2);  // two steps: the rule needs three
+  ASSERT_TRUE(windows.Flush(true, true).ok());
+  EXPECT_EQ(ReadTrace(dir.File("trace.json")).steps, (std::set<int64_t>{0, 1}));
+  EXPECT_EQ(windows.stats().first_window_step, 0);
+}
+
+TEST(TraceWindowsTest, ScheduleKeepsTheActiveStepsOfEachCycleLikeTorchProfilerSchedule) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+  ASSERT_TRUE(writer.ok());
+  TraceWindowOptions options;
+  options.first_steps = 0;
+  options.slowest_steps = 0;
+  options.warmup_steps = 0;
+  options.skip_first = 10;
+  options.wait = 4;
+  options.warmup = 1;
+  options.active = 2;
+  options.repeat = 3;
+  TraceWindows windows(writer->get(), options);
+  Feeder feed(&windows);
+  feed.Steps(0, 100);
+  // Not written until the analysis folded two steps past a window's last.
+  ASSERT_TRUE(windows.Flush(true, false).ok());
+  EXPECT_TRUE(ReadTrace(dir.File("trace.json")).steps.empty());
+  feed.FoldAll(0, 100);
+  ASSERT_TRUE(windows.Flush(true, false).ok());
+  EXPECT_EQ(ReadTrace(dir.File("trace.json")).steps, (std::set<int64_t>{15, 16, 22, 23, 29, 30}));
+  EXPECT_EQ(windows.stats().windows_written, 3);
+  ASSERT_TRUE(windows.Flush(true, true).ok());
+  EXPECT_EQ(ReadTrace(dir.File("trace.json")).steps, (std::set<int64_t>{15, 16, 22, 23, 29, 30}));
+}
+
+TEST(TraceWindowsTest, AWindowOverTheBudgetIsLeftOutWholeAndCounted) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+  ASSERT_TRUE(writer.ok());
+  TraceWindowOptions options;
+  options.warmup_steps = 0;
+  options.first_steps = 10;  // about 3 KB
+  options.active = 1000;     // then one window of 1000 steps: far over the budget
+  options.skip_first = 10;
+  options.repeat = 1;
+  options.slowest_steps = 0;
+  options.budget_bytes = 16 << 10;
+  TraceWindows windows(writer->get(), options);
+  Feeder feed(&windows);
+  feed.Steps(0, 1200);
+  EXPECT_LE(windows.held_bytes(), options.budget_bytes);
+  feed.FoldAll(0, 1200);
+  ASSERT_TRUE(windows.Flush(true, true).ok());
+  const Read read = ReadTrace(dir.File("trace.json"));
+  std::set<int64_t> first;
+  for (int64_t i = 0; i < 10; ++i) first.insert(i);
+  EXPECT_EQ(read.steps, first) << "the big window is not written, not even in part";
+  EXPECT_EQ(windows.stats().windows_written, 1);
+  EXPECT_EQ(windows.stats().windows_dropped, 1);
+  EXPECT_LE(windows.stats().bytes, options.budget_bytes);
+}
+
+TEST(TraceWindowsTest, DeviceWorkGoesWithItsLaunchingStepOrByTime) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+  ASSERT_TRUE(writer.ok());
+  TraceWindowOptions options;
+  options.warmup_steps = 0;
+  options.first_steps = 2;
+  options.slowest_steps = 1;
+  TraceWindows windows(writer->get(), options);
+  Feeder feed(&windows);
+  feed.Steps(0, 10, {6});  // kept: 0, 1 (first window) and 6 (slowest)
+  analysis::Timeline device;
+  const uint32_t stream = device.AddTrack({analysis::TrackKind::kDeviceStream, 0, 7, "stream 7"});
+  auto kernel = [&](int64_t step, TimestampNs start, const char* name) {
+    analysis::Interval i;
+    i.start_ns = start;
+    i.end_ns = start + 500'000;
+    i.step = step;
+    i.kind = analysis::IntervalKind::kKernel;
+    i.track = stream;
+    i.name = device.Intern(name);
+    device.Add(i);
+  };
+  kernel(1, feed.start_of(1) + 900'000, "k_step1");  // ends in step 2: still step 1's
+  kernel(6, feed.start_of(6) + 100, "k_step6");
+  kernel(3, feed.start_of(3) + 100, "k_step3");         // a step not kept
+  kernel(-1, feed.start_of(6) + 200'000, "k_by_time");  // launch not found: placed by time
+  windows.AddDevice(device);
+  feed.FoldAll(0, 10);
+  ASSERT_TRUE(windows.Flush(true, true).ok());
+  const std::string text = testing::ReadAll(dir.File("trace.json"));
+  EXPECT_NE(text.find("k_step1"), std::string::npos);
+  EXPECT_NE(text.find("k_step6"), std::string::npos);
+  EXPECT_NE(text.find("k_by_time"), std::string::npos);
+  EXPECT_EQ(text.find("k_step3"), std::string::npos);
+  EXPECT_NE(text.find("\"stream 7\""), std::string::npos) << "the stream is named";
+  EXPECT_EQ(ReadTrace(dir.File("trace.json")).steps, (std::set<int64_t>{0, 1, 6}));
+}
+
+TEST(TraceWindowsTest, ARunWithoutStepsKeepsItsStartupUpToTheBudget) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+  ASSERT_TRUE(writer.ok());
+  TraceWindowOptions options;
+  options.budget_bytes = 64 << 10;
+  TraceWindows windows(writer->get(), options);
+  const NameId name = InternName("load");
+  std::vector<Event> events;
+  for (int i = 0; i < 10000; ++i) {
+    events.push_back(
+        Event{i * 1000, i * 1000 + 500, -1, name, EventKind::kRange, Phase::kOther, 0});
+  }
+  windows.AddEvents(1, events.data(), events.size(), [](uint16_t) { return 1u; });
+  ASSERT_TRUE(windows.Flush(true, true).ok());
+  const Read read = ReadTrace(dir.File("trace.json"));
+  EXPECT_GT(read.events, 100u);
+  EXPECT_LT(read.events, 10000u);
+  EXPECT_LE(windows.stats().bytes, options.budget_bytes);
+  EXPECT_EQ(windows.stats().windows_dropped, 1) << "the startup window was cut";
+}
+
+// Through a Session: a long run's trace.json is the same size as a short
+// run's, and holds the first steady window and the slowest steps.
+TEST(TraceWindowsSessionTest, TraceSizeDoesNotGrowWithTheRun) {
+  std::vector<uint64_t> sizes;
+  for (int64_t steps : {300, 6000}) {
+    TempDir dir;
+    Options options;
+    options.output_dir = dir.path();
+    options.sinks = kSinkTraceJson | kSinkReportJson;
+    options.warmup_steps = 5;
+    options.flush_interval_ms = 5;
+    options.fold_delay_ms = 20;
+    options.trace_checkpoint_interval_ms = 50;
+    auto session = Session::Start(options);
+    ASSERT_TRUE(session.ok()) << session.status();
+    const std::set<int64_t> slow = {100, 200, 250, 280, 290};
+    for (int64_t i = 0; i < steps; ++i) {
+      StepScope step(*session, i, Samples(8));
+      TRAINSCOPE_PHASE(kForward);
+      if (slow.count(i) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    auto report = session->Finish();
+    ASSERT_TRUE(report.ok()) << report.status();
+    const Read read = ReadTrace(dir.File("trace.json"));
+    std::set<int64_t> expected = slow;
+    for (int64_t i = 5; i < 25; ++i) expected.insert(i);
+    EXPECT_EQ(read.steps, expected) << steps << " steps";
+    EXPECT_EQ(read.by_name.at("forward"), expected);
+    EXPECT_EQ(report->trace.first_window_step, 5);
+    EXPECT_EQ(report->trace.first_window_steps, 20);
+    ASSERT_EQ(report->trace.slowest.size(), 5u);
+    EXPECT_GE(report->trace.slowest.back().duration_ms, 30.0);
+    const std::string text = testing::ReadAll(dir.File("trace.json"));
+    EXPECT_EQ(report->trace.bytes, static_cast<int64_t>(text.size()));
+    sizes.push_back(text.size());
+    const auto reread = exporter::ReadReportFile(dir.File("report.json"));
+    ASSERT_TRUE(reread.ok()) << reread.status();
+    EXPECT_EQ(reread->trace.slowest.size(), 5u);
+    EXPECT_EQ(reread->trace.first_window_step, 5);
+  }
+  // The same windows; only the numbers in them differ in length.
+  EXPECT_LT(sizes[1], sizes[0] + sizes[0] / 10);
+}
+
+}  // namespace
+}  // namespace trainscope
