@@ -105,6 +105,12 @@ class ThreadBuffer {
 
   // Events dropped because the ring was full. Any thread may read it.
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Marks the ring as given back by its thread (at thread exit): once drained,
+  // the session frees it. Not on the hot path.
+  void Retire() noexcept { retired_.store(true, std::memory_order_release); }
+  // True after Retire(); read before a drain, every event pushed before the
+  // thread retired it is then in that drain.
+  bool retired() const noexcept { return retired_.load(std::memory_order_acquire); }
   // Events pushed and not drained yet; a snapshot, for benchmarks and tests
   // that wait for the drain (never needed on the hot path).
   size_t pending() const {
@@ -128,6 +134,7 @@ class ThreadBuffer {
   uint64_t tail_cache_ = 0;  // producer's last view of tail_
   std::atomic<uint64_t> dropped_{0};
   alignas(64) std::atomic<uint64_t> tail_{0};
+  std::atomic<bool> retired_{false};
 };
 
 namespace detail {

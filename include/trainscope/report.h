@@ -131,7 +131,7 @@ struct Report {
     int64_t dropped = 0;
     int threads = 0;
     int64_t buffer_bytes_per_thread = 0;
-    int64_t recorder_bytes = 0;  // buffer_bytes_per_thread x threads
+    int64_t recorder_bytes = 0;  // buffer_bytes_per_thread x the most rings alive at once
     // Ranges (or device records) that reached the analysis after it had
     // folded the time they began in: their part before that point is missing
     // from phases and idle. Ranges longer than Options::fold_delay_ms that

@@ -48,7 +48,8 @@ struct Options {
   // A name for the run, stored in the report and trace.
   std::string run_name = "run";
   // Ring size per recording thread. Rounded down to a power of two events
-  // (32 bytes each). Memory is bounded by this times the number of threads.
+  // (32 bytes each). Memory is bounded by this times the threads alive at
+  // once: a thread that exits gives its ring back once it is drained.
   Bytes buffer_bytes_per_thread{1u << 20};
   // Emit NVTX ranges (the `trainscope` domain) for Nsight Systems. Without a
   // tool attached they add a few nanoseconds to a scope (bench/).

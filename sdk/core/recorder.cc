@@ -1,8 +1,11 @@
 // Thread registration, the rings and the name table. See recorder.h.
+#include "trainscope/recorder.h"
+
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -10,7 +13,6 @@
 
 #include "sdk/core/thread_registry.h"
 #include "sdk/nvtx/nvtx.h"
-#include "trainscope/recorder.h"
 
 namespace trainscope {
 
@@ -23,7 +25,7 @@ std::atomic<bool> g_step_hook{false};
 TRAINSCOPE_THREAD_LOCAL ThreadState t_thread = {nullptr, 0};
 
 ThreadBuffer* RegisterCurrentThread(uint32_t generation) {
-  return core::ThreadRegistry::Get().RegisterCurrentThread(generation);
+  return core::ThreadRegistry::Get().RegisterCurrentThread(generation, /*counts_event=*/true);
 }
 }  // namespace detail
 
@@ -37,11 +39,23 @@ size_t FloorPowerOfTwo(size_t n) {
 // Keeps the calling thread's rings alive while it may still write to them:
 // the current one, and the previous one for a scope that spans a change of
 // session.
+// At thread exit it retires them: the session frees a retired ring's slot
+// once it has drained it.
 struct ThreadOwner {
   std::shared_ptr<ThreadBuffer> current;
   std::shared_ptr<ThreadBuffer> previous;
+  ~ThreadOwner();
 };
 thread_local ThreadOwner t_owner;
+// Set when t_owner is destroyed: a scope in a later thread_local destructor
+// records nothing (and registers nothing).
+thread_local bool t_exited = false;
+ThreadOwner::~ThreadOwner() {
+  t_exited = true;
+  detail::t_thread = detail::ThreadState{nullptr, 0};
+  if (current != nullptr) current->Retire();
+  if (previous != nullptr) previous->Retire();
+}
 }  // namespace
 
 ThreadBuffer::ThreadBuffer(size_t capacity, uint32_t os_tid, uint16_t index)
@@ -71,30 +85,46 @@ void ThreadRegistry::BeginSession(uint32_t generation, size_t capacity) {
   generation_ = generation;
   capacity_ = capacity;
   threads_.clear();
+  free_.clear();
+  live_ = peak_live_ = registered_ = refused_ = 0;
 }
 
 void ThreadRegistry::EndSession() {
   std::lock_guard<std::mutex> lock(mu_);
   generation_ = 0;
   threads_.clear();
+  free_.clear();
+  live_ = 0;
 }
 
-ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation) {
+ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool counts_event) {
+  if (t_exited) return nullptr;
   const uint32_t tid = CurrentOsTid();
   std::lock_guard<std::mutex> lock(mu_);
-  if (generation == 0 || generation != generation_ || threads_.size() >= 0xFFFF) {
+  if (generation == 0 || generation != generation_) return nullptr;
+  if (free_.empty() && threads_.size() >= 0xFFFF) {
+    if (counts_event) ++refused_;
     return nullptr;
   }
-  auto buffer = std::make_shared<ThreadBuffer>(
-      capacity_, tid, static_cast<uint16_t>(threads_.size()));
-  threads_.push_back(ThreadEntry{buffer, tid});
+  uint16_t index = 0;
+  if (free_.empty()) {
+    index = static_cast<uint16_t>(threads_.size());
+    threads_.emplace_back();
+  } else {
+    index = free_.back();
+    free_.pop_back();
+  }
+  auto buffer = std::make_shared<ThreadBuffer>(capacity_, tid, index);
+  threads_[index] = ThreadEntry{buffer, tid};
+  ++registered_;
+  peak_live_ = std::max(peak_live_, ++live_);
   if (names_.find(tid) == names_.end()) {
     char name[32] = {};
     if (static_cast<pid_t>(tid) == getpid()) {
-      names_[tid] = "main";
+      names_[tid] = Name{"main", false};
     } else if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 &&
                name[0] != '\0') {
-      names_[tid] = name;
+      names_[tid] = Name{name, false};
     }
   }
   t_owner.previous = std::move(t_owner.current);
@@ -103,20 +133,46 @@ ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation) {
   return buffer.get();
 }
 
+void ThreadRegistry::Release(uint16_t index, const ThreadBuffer* buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index >= threads_.size() || threads_[index].buffer.get() != buffer) return;
+  if (auto it = names_.find(threads_[index].os_tid); it != names_.end() && !it->second.explicit_) {
+    names_.erase(it);
+  }
+  threads_[index] = ThreadEntry{};
+  free_.push_back(index);
+  --live_;
+}
+
 std::vector<ThreadEntry> ThreadRegistry::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   return threads_;
 }
 
+int64_t ThreadRegistry::registered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registered_;
+}
+
+int64_t ThreadRegistry::refused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refused_;
+}
+
+int64_t ThreadRegistry::peak_live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_live_;
+}
+
 std::string ThreadRegistry::ThreadName(uint32_t os_tid) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = names_.find(os_tid);
-  return it == names_.end() ? std::string() : it->second;
+  return it == names_.end() ? std::string() : it->second.text;
 }
 
 void ThreadRegistry::SetThreadName(uint32_t os_tid, std::string name) {
   std::lock_guard<std::mutex> lock(mu_);
-  names_[os_tid] = std::move(name);
+  names_[os_tid] = Name{std::move(name), true};
 }
 
 }  // namespace core
@@ -161,7 +217,11 @@ void NameThisThread(std::string_view name) {
   const uint32_t tid = core::CurrentOsTid();
   core::ThreadRegistry::Get().SetThreadName(tid, std::string(name));
   nvtx::NameThread(tid, name);
-  ActiveBuffer();  // register now, so the thread shows even if it records nothing
+  // Register now, so the thread shows even if it records nothing.
+  const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
+  if (generation != 0 && detail::t_thread.generation != generation) {
+    core::ThreadRegistry::Get().RegisterCurrentThread(generation, /*counts_event=*/false);
+  }
 }
 
 }  // namespace trainscope

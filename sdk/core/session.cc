@@ -103,6 +103,14 @@ absl::Status ValidateOptions(Options& o) {
   return absl::OkStatus();
 }
 
+// The bytes of one ring of `requested` bytes (ThreadBuffer rounds the events
+// down to a power of two, at least 64).
+uint64_t RingBytes(Bytes requested) {
+  uint64_t events = 64;
+  while (events * 2 <= requested.value / sizeof(Event)) events *= 2;
+  return events * sizeof(Event);
+}
+
 // The recorder's cost per scope (two clock reads and a push), measured on a
 // private ring so that nothing is recorded.
 double CalibrateScopeCostNs() {
@@ -138,18 +146,22 @@ struct Session::Impl {
   // The analysis, fed at each drain (drainer thread; Finish after the join).
   std::unique_ptr<analysis::RunFold> fold;
   static constexpr uint32_t kNoTrack = ~0u;
+  // Per registry slot. A slot is freed when its thread exits and its ring is
+  // drained, then reused: its track (and the memory here) goes with it.
   struct ThreadState {
+    const ThreadBuffer* buffer = nullptr;  // the ring last seen in the slot
     uint32_t os_tid = 0;
     uint32_t track = kNoTrack;  // in fold->input()
     std::string written_name;
   };
-  std::vector<ThreadState> threads;        // per registry index
+  std::vector<ThreadState> threads;        // per registry slot
   std::vector<core::ThreadEntry> entries;  // last registry snapshot
   uint32_t async_track = 0;
   uint32_t step_name = 0;
   std::unordered_map<NameId, uint32_t> names;  // recorder name -> fold name
   std::unordered_map<NameId, Report::Counter> counters;
   int64_t recorded = 0;
+  int64_t released_dropped = 0;  // events dropped by rings freed since
   TimestampNs last_drain_ns = 0;
   TimestampNs latest_end_ns = 0;  // the latest end of a drained range
   double fullest = 0;             // the fullest ring at the last drain, 0 to 1
@@ -294,12 +306,22 @@ void Session::Impl::DrainOnce() {
   entries = core::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
   fullest = 0;
+  // A slot's last thread, also after it exited (an async range that began
+  // there may end elsewhere later).
   auto tid_of = [this](uint16_t index) {
-    return index < entries.size() ? entries[index].os_tid : 0u;
+    return index < threads.size() ? threads[index].os_tid : 0u;
   };
+  core::ThreadRegistry& registry = core::ThreadRegistry::Get();
   for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].buffer == nullptr) continue;  // a free slot
     ThreadState& thread = threads[i];
-    thread.os_tid = entries[i].os_tid;
+    if (thread.buffer != entries[i].buffer.get()) {  // a new thread in the slot
+      thread.buffer = entries[i].buffer.get();
+      thread.os_tid = entries[i].os_tid;
+      thread.written_name.clear();
+    }
+    // Read before the drain: a thread retires its ring after its last push.
+    const bool retired = entries[i].buffer->retired();
     if (thread.track == kNoTrack) {
       thread.track =
           fold->input().AddTrack({analysis::TrackKind::kHostThread, report.run.pid, thread.os_tid,
@@ -327,6 +349,12 @@ void Session::Impl::DrainOnce() {
     });
     fullest = std::max(
         fullest, static_cast<double>(drained) / static_cast<double>(entries[i].buffer->capacity()));
+    if (retired) {  // drained to its last event: give the ring back
+      released_dropped += static_cast<int64_t>(entries[i].buffer->dropped());
+      registry.Release(static_cast<uint16_t>(i), entries[i].buffer.get());
+      if (windows != nullptr) windows->ForgetThread(thread.os_tid);
+      entries[i].buffer.reset();
+    }
   }
   if (collector != nullptr) collector->AppendTo(&fold->input());
   // Fold what no open range can still reach: fold_delay_ms behind, or less
@@ -695,13 +723,20 @@ absl::StatusOr<Report> Session::Finish() {
   s.finished = true;
 
   Report::Events& events = s.report.events;
-  events.threads = static_cast<int>(s.entries.size());
+  core::ThreadRegistry& registry = core::ThreadRegistry::Get();
+  events.threads = static_cast<int>(registry.registered());
   events.buffer_bytes_per_thread =
-      s.entries.empty() ? 0 : static_cast<int64_t>(s.entries.front().buffer->bytes());
-  events.recorder_bytes = events.buffer_bytes_per_thread * events.threads;
+      events.threads == 0 ? 0 : static_cast<int64_t>(RingBytes(s.options.buffer_bytes_per_thread));
+  events.recorder_bytes = events.buffer_bytes_per_thread * registry.peak_live();
+  // Lost: events refused for want of a ring slot, those of full rings (freed
+  // or not), those pushed since the final drain (scopes that ended during
+  // Finish), and the step still open, whose event comes too late.
+  events.dropped = registry.refused() + s.released_dropped;
   for (const core::ThreadEntry& entry : s.entries) {
-    events.dropped += static_cast<int64_t>(entry.buffer->dropped());
+    if (entry.buffer == nullptr) continue;
+    events.dropped += static_cast<int64_t>(entry.buffer->dropped() + entry.buffer->pending());
   }
+  if (detail::g_step_open_since.load(std::memory_order_acquire) >= 0) ++events.dropped;
   events.recorded = s.recorded;
   core::ThreadRegistry::Get().EndSession();
 

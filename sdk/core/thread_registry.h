@@ -35,11 +35,24 @@ class ThreadRegistry {
   // them). Call after the final drain.
   void EndSession();
 
-  // Registers the calling thread (the slow path of ActiveBuffer()).
-  ThreadBuffer* RegisterCurrentThread(uint32_t generation);
+  // Registers the calling thread (the slow path of ActiveBuffer()) in a free
+  // slot. With all 65535 slots taken it returns nullptr and, when
+  // `counts_event`, counts the event it was called for in refused().
+  ThreadBuffer* RegisterCurrentThread(uint32_t generation, bool counts_event = true);
+  // Frees slot `index` if it still holds `buffer` (a retired, drained ring):
+  // the ring goes when its thread's last reference does, and the slot is
+  // reused. Forgets the thread's name unless NameThisThread set it.
+  void Release(uint16_t index, const ThreadBuffer* buffer);
 
-  // Copies the current list of threads. Cost: a lock and a vector copy.
+  // Copies the current slots (a freed slot has no buffer). Cost: a lock and
+  // a vector copy.
   std::vector<ThreadEntry> Snapshot() const;
+
+  // This session's counts: threads registered, events refused for want of a
+  // slot, and the most rings alive at once.
+  int64_t registered() const;
+  int64_t refused() const;
+  int64_t peak_live() const;
 
   // Thread names given with NameThisThread, or read from the OS at
   // registration. Empty if unknown.
@@ -50,8 +63,17 @@ class ThreadRegistry {
   mutable std::mutex mu_;
   uint32_t generation_ = 0;
   size_t capacity_ = 0;
-  std::vector<ThreadEntry> threads_;
-  std::unordered_map<uint32_t, std::string> names_;
+  std::vector<ThreadEntry> threads_;  // slots
+  std::vector<uint16_t> free_;        // freed slots
+  int64_t live_ = 0;
+  int64_t peak_live_ = 0;
+  int64_t registered_ = 0;
+  int64_t refused_ = 0;
+  struct Name {
+    std::string text;
+    bool explicit_ = false;  // from NameThisThread: kept when the thread exits
+  };
+  std::unordered_map<uint32_t, Name> names_;
 };
 
 // The Linux thread id of the calling thread (cached per thread).

@@ -90,6 +90,7 @@ void TraceWindows::Materialize(Chunk* chunk) {
   scratch_.clear();
   for (const auto& [tid, event] : chunk->raw) {
     writer_->FormatEvent(&scratch_, tid, event, thread_id_of_);
+    tids_.insert(tid);
   }
   held_bytes_ -= chunk->raw.size() * sizeof(chunk->raw[0]);
   chunk->raw.clear();
@@ -113,6 +114,7 @@ void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
       }
       startup_ += scratch_;
       held_bytes_ += scratch_.size();
+      tids_.insert(os_tid);
       continue;
     }
     Chunk* chunk = ChunkFor(e.step);
@@ -128,6 +130,7 @@ void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
         scratch_.clear();
         writer_->FormatEvent(&scratch_, os_tid, e, thread_id_of_);
         AppendText(chunk, scratch_);
+        tids_.insert(os_tid);
       }
     }
     if (e.kind == EventKind::kStep) Close(e);
@@ -300,6 +303,10 @@ void TraceWindows::AddDevice(const analysis::Timeline& timeline) {
     writer_->FormatDeviceInterval(&scratch_, timeline, i);
     AppendText(chunk, scratch_);
   }
+}
+
+void TraceWindows::ForgetThread(uint32_t os_tid) {
+  if (tids_.count(os_tid) == 0) writer_->ForgetThread(os_tid);
 }
 
 void TraceWindows::StepFolded(int64_t /*index*/) { ++folded_; }

@@ -34,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,6 +83,9 @@ class TraceWindows {
   // Device work, calls and syncs released by the analysis, with their
   // launching step (else placed by time among the steps held).
   void AddDevice(const analysis::Timeline& timeline);
+  // Thread `os_tid` exited: its name leaves the trace's metadata unless the
+  // trace holds its events.
+  void ForgetThread(uint32_t os_tid);
   // The analysis wrote step `index`'s row.
   void StepFolded(int64_t index);
   // Writes the windows that are complete (all of them with `final`), then
@@ -146,6 +150,7 @@ class TraceWindows {
   uint64_t held_bytes_ = 0;
   bool dirty_ = false;
   std::string scratch_;
+  std::unordered_set<uint32_t> tids_;  // threads whose events were kept
 };
 
 }  // namespace trainscope::exporter

@@ -184,6 +184,7 @@ absl::Status TraceWriter::AppendDeviceIntervals(const analysis::Timeline& timeli
 
 void TraceWriter::NameThread(uint32_t os_tid, std::string_view name) {
   std::string& event = thread_names_[os_tid];
+  thread_names_bytes_ -= event.size();
   event.clear();
   fmt::format_to(std::back_inserter(event),
                  ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
@@ -191,12 +192,14 @@ void TraceWriter::NameThread(uint32_t os_tid, std::string_view name) {
                  pid_, os_tid);
   AppendJsonString(&event, name);
   event += "}}";
+  thread_names_bytes_ += event.size();
 }
 
-uint64_t TraceWriter::metadata_bytes() const {
-  uint64_t bytes = stream_metadata_.size();
-  for (const auto& [tid, event] : thread_names_) bytes += event.size();
-  return bytes;
+void TraceWriter::ForgetThread(uint32_t os_tid) {
+  auto it = thread_names_.find(os_tid);
+  if (it == thread_names_.end()) return;
+  thread_names_bytes_ -= it->second.size();
+  thread_names_.erase(it);
 }
 
 uint64_t TraceWriter::frame_bytes() const { return header_.size() + kFooter.size(); }

@@ -63,6 +63,8 @@ class TraceWriter {
   // Names thread `os_tid` in the metadata (the latest name wins). Memory: one
   // entry a named thread.
   void NameThread(uint32_t os_tid, std::string_view name);
+  // Forgets thread `os_tid`'s name.
+  void ForgetThread(uint32_t os_tid);
   // Appends whole events (",\n{...}" each) to the body file. On a failed
   // write the body is cut back to what it held before. Errors name the file.
   absl::Status AppendToBody(std::string_view text);
@@ -72,7 +74,7 @@ class TraceWriter {
   absl::Status Publish(bool final, const std::vector<std::string_view>& held = {});
 
   uint64_t body_bytes() const { return body_bytes_; }
-  uint64_t metadata_bytes() const;
+  uint64_t metadata_bytes() const { return stream_metadata_.size() + thread_names_bytes_; }
   // The header's and footer's bytes.
   uint64_t frame_bytes() const;
   // The size of trace.json at the last Publish.
@@ -96,6 +98,7 @@ class TraceWriter {
   std::vector<bool> device_tracks_named_;  // by track index
   std::string stream_metadata_;            // process/thread names of the streams
   std::map<uint32_t, std::string> thread_names_;  // os tid -> its metadata event
+  uint64_t thread_names_bytes_ = 0;
 };
 
 }  // namespace trainscope::exporter
