@@ -6,12 +6,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -24,8 +29,12 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 
+#include "sdk/analysis/launch_attribution.h"
+#include "sdk/analysis/run_analysis.h"
+#include "sdk/analysis/run_fold.h"
 #include "sdk/cupti/library.h"
 #include "sdk/cupti/records.h"
+#include "trainscope/report.h"
 #endif
 
 namespace trainscope::cupti {
@@ -260,6 +269,12 @@ CUptiResult FakeCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const c
   } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
              cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000) {
     *name = "cudaStreamSynchronize_ptsz_v7000";
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) {
+    *name = "cudaMemcpyAsync_v3020";
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000) {
+    *name = "cudaLaunchHostFunc_v10000";
   } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API &&
              cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
     *name = "cuLaunchKernel";
@@ -508,6 +523,384 @@ TEST(RecordConverterTest, AppendToMovesRecordsOutSoASecondCallAddsOnlyNewOnes) {
   EXPECT_EQ(timeline.intervals()[0].name, timeline.intervals()[1].name);
 }
 
+// ---- what has arrived: CompleteBefore ------------------------------------
+
+constexpr auto kRuntime = CUPTI_ACTIVITY_KIND_RUNTIME;
+constexpr auto kDriver = CUPTI_ACTIVITY_KIND_DRIVER;
+constexpr CUpti_CallbackId kLaunch = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+constexpr CUpti_CallbackId kCopy = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020;
+constexpr CUpti_CallbackId kDriverLaunch = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+
+TEST(CompleteBeforeTest, WaitsForTheDeviceRecordOfEachLaunchingCall) {
+  RecordConverter converter(&FakeCallbackName);
+  constexpr TimestampNs kNever = 0;  // never give up
+  EXPECT_EQ(converter.CompleteBefore(kNever), std::numeric_limits<TimestampNs>::min());
+  converter.Flushed(kT0);
+  EXPECT_EQ(converter.CompleteBefore(kNever), kT0);
+  converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 100, kT0 + 110, 77, 100, 1)));
+  converter.Add(AsActivity(Api(kRuntime, kCopy, kT0 + 200, kT0 + 210, 77, 100, 2)));
+  converter.Flushed(kT0 + 1000);
+  EXPECT_EQ(converter.CompleteBefore(kNever), kT0 + 100);  // the kernel is still running
+  converter.Add(AsActivity(Kernel(kT0 + 150, kT0 + 900, 0, 7, 1, "gemm")));
+  EXPECT_EQ(converter.CompleteBefore(kNever), kT0 + 200);  // the copy has not come
+  converter.Add(AsActivity(Memcpy(kT0 + 950, kT0 + 1500, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 9, 2)));
+  EXPECT_EQ(converter.CompleteBefore(kNever), kT0 + 1000);
+  EXPECT_EQ(converter.stats().launches_tracked, 2);
+  EXPECT_EQ(converter.stats().launches_unmatched, 0);
+}
+
+TEST(CompleteBeforeTest, ADeviceRecordBeforeItsCallIsMatchedWhenTheCallComes) {
+  RecordConverter converter(&FakeCallbackName);
+  converter.Flushed(kT0 + 1000);
+  converter.Add(AsActivity(Kernel(kT0 + 150, kT0 + 400, 0, 7, 5, "gemm")));  // another buffer
+  converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 100, kT0 + 110, 77, 100, 5)));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
+  EXPECT_EQ(converter.stats().launches_tracked, 0);
+}
+
+TEST(CompleteBeforeTest, ADriverCallInsideARuntimeCallIsNotWaitedFor) {
+  for (bool runtime_first : {false, true}) {
+    SCOPED_TRACE(runtime_first ? "runtime record first" : "driver record first");
+    RecordConverter converter(&FakeCallbackName);
+    converter.Flushed(kT0 + 1000);
+    const auto runtime = Api(kRuntime, kLaunch, kT0 + 100, kT0 + 130, 77, 100, 8);
+    const auto driver = Api(kDriver, kDriverLaunch, kT0 + 110, kT0 + 120, 77, 100, 9);
+    if (runtime_first) converter.Add(AsActivity(runtime));
+    converter.Add(AsActivity(driver));
+    if (!runtime_first) converter.Add(AsActivity(runtime));
+    EXPECT_EQ(converter.CompleteBefore(0), kT0 + 100);
+    converter.Add(AsActivity(Kernel(kT0 + 140, kT0 + 400, 0, 7, 8, "gemm")));  // the runtime id
+    EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
+    EXPECT_EQ(converter.stats().launches_tracked, 1);
+  }
+}
+
+TEST(CompleteBeforeTest, ADriverLaunchOnItsOwnIsWaitedFor) {
+  // cuBLAS and Triton launch through the driver: the kernel carries its id.
+  RecordConverter converter(&FakeCallbackName);
+  converter.Flushed(kT0 + 1000);
+  converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 10, kT0 + 20, 77, 100, 1)));
+  converter.Add(AsActivity(Kernel(kT0 + 30, kT0 + 40, 0, 7, 1, "a")));
+  converter.Add(AsActivity(Api(kDriver, kDriverLaunch, kT0 + 110, kT0 + 120, 77, 100, 2)));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 110);
+  converter.Add(AsActivity(Kernel(kT0 + 130, kT0 + 400, 0, 7, 2, "triton_kernel")));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
+}
+
+TEST(CompleteBeforeTest, ACallWhoseRecordNeverComesIsGivenUpAndCounted) {
+  RecordConverter converter(&FakeCallbackName);
+  converter.Flushed(kT0 + 1000);
+  converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 100, kT0 + 110, 77, 100, 1)));
+  converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 300, kT0 + 310, 77, 100, 2)));
+  EXPECT_EQ(converter.CompleteBefore(kT0 + 50), kT0 + 100);
+  EXPECT_EQ(converter.CompleteBefore(kT0 + 200), kT0 + 300);  // the first given up
+  EXPECT_EQ(converter.stats().launches_unmatched, 1);
+  // Its record, should it come after all, changes nothing.
+  converter.Add(AsActivity(Kernel(kT0 + 120, kT0 + 140, 0, 7, 1, "late")));
+  EXPECT_EQ(converter.CompleteBefore(kT0 + 200), kT0 + 300);
+}
+
+TEST(CompleteBeforeTest, CallsWithoutDeviceWorkAndUnnamedCallsAreNotWaitedFor) {
+  RecordConverter named(&FakeCallbackName);
+  named.Flushed(kT0 + 1000);
+  named.Add(AsActivity(Api(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+                           kT0 + 100, kT0 + 900, 77, 100, 1)));
+  named.Add(AsActivity(Api(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000, kT0 + 100,
+                           kT0 + 110, 77, 100, 2)));
+  EXPECT_EQ(named.CompleteBefore(0), kT0 + 1000);
+  // Without cuptiGetCallbackName nothing can be told apart: nothing is waited for.
+  RecordConverter unnamed;
+  unnamed.Flushed(kT0 + 1000);
+  unnamed.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 100, kT0 + 110, 77, 100, 3)));
+  EXPECT_EQ(unnamed.CompleteBefore(0), kT0 + 1000);
+  EXPECT_EQ(unnamed.stats().launches_tracked, 0);
+}
+
+// ---- device records folded as CUPTI hands them back ----------------------
+
+// A GPU-bound run as CUPTI reports it. Each step's copy goes to stream 9 and
+// its forward, backward and optimizer kernels to stream 7; the GPU lags the
+// host, so a step's kernels run on into the next steps, and every fourth
+// step ends in cudaStreamSynchronize. Records go into buffers of 16 (one
+// chain per stream, one for API and sync records), a device record from its
+// launch on but complete only when the work ends; a flush every 100 ms hands
+// back the buffers whose records have all completed (cuptiActivityFlushAll(0)),
+// so device records arrive up to a few flushes late and out of order across
+// buffers.
+using CuptiRecord = std::variant<CUpti_ActivityKernel10, CUpti_ActivityMemcpy6, CUpti_ActivityAPI,
+                                 CUpti_ActivitySynchronization2>;
+struct Written {
+  TimestampNs at = 0;        // when CUPTI writes it into a buffer
+  TimestampNs complete = 0;  // when it is complete
+  int chain = 0;             // 0: API and sync records, 1: stream 7, 2: stream 9
+  CuptiRecord record;
+};
+struct GpuRun {
+  std::vector<analysis::Interval> host;  // phases and steps, on the fold's track 0
+  std::vector<std::pair<TimestampNs, TimestampNs>> steps;
+  std::vector<Written> written;  // in the order CUPTI writes them
+  TimestampNs end_ns = 0;
+};
+
+constexpr uint32_t kPid = 77;
+constexpr uint32_t kTid = 100;
+constexpr TimestampNs kUs = 1000;
+constexpr TimestampNs kMs = 1000 * kUs;
+constexpr TimestampNs kMaxTime = std::numeric_limits<TimestampNs>::max();
+
+GpuRun SimulateGpuRun(int steps, uint64_t seed) {
+  GpuRun run;
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](TimestampNs lo, TimestampNs hi) {
+    return std::uniform_int_distribution<TimestampNs>(lo, hi)(rng);
+  };
+  TimestampNs now = kT0;
+  TimestampNs free7 = now, free9 = now;
+  uint32_t correlation = 1;
+  auto range = [&](TimestampNs a, TimestampNs b, int64_t step, Phase phase, IntervalKind kind) {
+    analysis::Interval i;
+    i.start_ns = a;
+    i.end_ns = b;
+    i.step = step;
+    i.phase = phase;
+    i.kind = kind;
+    i.value = kind == IntervalKind::kStep ? 32 : 0;
+    i.name = kind == IntervalKind::kStep ? 0 : 1 + static_cast<uint32_t>(phase);
+    run.host.push_back(i);
+  };
+  auto api = [&](CUpti_CallbackId cbid, TimestampNs a, TimestampNs b) {
+    run.written.push_back({b, b, 0, Api(kRuntime, cbid, a, b, kPid, kTid, correlation)});
+  };
+  // `count` launches spread over a phase that takes `host` on the CPU.
+  auto phase = [&](int64_t s, Phase p, int count, TimestampNs host, TimestampNs lo,
+                   TimestampNs hi) {
+    const TimestampNs a = now;
+    for (int k = 0; k < count; ++k) {
+      const TimestampNs call = a + host * k / count + uniform(0, 5 * kUs);
+      const TimestampNs call_end = call + uniform(4 * kUs, 12 * kUs);
+      api(kLaunch, call, call_end);
+      const TimestampNs k0 = std::max(call_end + uniform(3 * kUs, 8 * kUs), free7);
+      free7 = k0 + uniform(lo, hi);
+      run.written.push_back({call_end, free7, 1, Kernel(k0, free7, 0, 7, correlation, "gemm")});
+      ++correlation;
+    }
+    now = a + host;
+    range(a, now, s, p, IntervalKind::kHostRange);
+    now += uniform(0, 20 * kUs);
+  };
+  for (int64_t s = 0; s < steps; ++s) {
+    const TimestampNs step_start = now;
+    const TimestampNs wait_end = now + uniform(50 * kUs, 400 * kUs);
+    range(now, wait_end, s, Phase::kDataWait, IntervalKind::kHostRange);
+    now = wait_end;
+    {  // the batch's copy, on its own stream
+      const TimestampNs call = now + uniform(2 * kUs, 5 * kUs);
+      const TimestampNs call_end = call + uniform(5 * kUs, 10 * kUs);
+      api(kCopy, call, call_end);
+      const TimestampNs c0 = std::max(call_end + 5 * kUs, free9);
+      free9 = c0 + uniform(80 * kUs, 150 * kUs);
+      run.written.push_back(
+          {call_end, free9, 2, Memcpy(c0, free9, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 9, correlation)});
+      ++correlation;
+      range(now, call_end + 2 * kUs, s, Phase::kHostToDevice, IntervalKind::kHostRange);
+      now = call_end + 2 * kUs;
+    }
+    phase(s, Phase::kForward, 6, 300 * kUs, 150 * kUs, 400 * kUs);
+    phase(s, Phase::kBackward, 8, 500 * kUs, 200 * kUs, 500 * kUs);
+    phase(s, Phase::kOptimizer, 2, 100 * kUs, 50 * kUs, 100 * kUs);
+    if (s % 4 == 3) {  // wait for the GPU
+      const TimestampNs a = now;
+      const TimestampNs b = std::max(a + 5 * kUs, free7 + uniform(5 * kUs, 15 * kUs));
+      api(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, a, b);
+      run.written.push_back(
+          {b, b, 0,
+           Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, a, b, 7, correlation)});
+      ++correlation;
+      range(a, b, s, Phase::kSync, IntervalKind::kHostRange);
+      now = b;
+    }
+    range(step_start, now, s, Phase::kOther, IntervalKind::kStep);
+    run.steps.emplace_back(step_start, now);
+    now += uniform(0, 30 * kUs);
+  }
+  run.end_ns = std::max({now, free7, free9}) + 10 * kMs;
+  std::stable_sort(run.written.begin(), run.written.end(),
+                   [](const Written& a, const Written& b) { return a.at < b.at; });
+  return run;
+}
+
+void AddRecord(RecordConverter* converter, const CuptiRecord& record) {
+  std::visit([&](const auto& r) { converter->Add(AsActivity(r)); }, record);
+}
+
+Timeline HostTimeline() {
+  Timeline timeline;
+  timeline.AddTrack({TrackKind::kHostThread, kPid, kTid, "main"});
+  timeline.Intern("step");
+  for (int p = 0; p < kPhaseCount; ++p) timeline.Intern(PhaseName(static_cast<Phase>(p)));
+  return timeline;
+}
+
+struct DeviceFold {
+  Report report;
+  std::vector<Report::Step> rows;
+  int64_t late = 0;
+  int64_t buffers_out_of_order = 0;  // handed back before an older buffer
+};
+
+// Feeds `run` to a RunFold as the Session does: every 10 ms the host
+// intervals that ended, every 100 ms a flush, the watermark 20 ms behind,
+// not into the open step, and (with `horizon`) not past CompleteBefore.
+DeviceFold FoldAsItArrives(const GpuRun& run, const analysis::RunFoldOptions& options,
+                           bool horizon) {
+  DeviceFold out;
+  analysis::RunFold fold(options, [&](Report::Step& row) { out.rows.push_back(row); });
+  fold.input() = HostTimeline();
+  RecordConverter converter(&FakeCallbackName);
+  converter.Flushed(kT0);
+  struct Buffer {
+    std::vector<const Written*> records;
+    int64_t opened = 0;  // order of opening
+  };
+  std::vector<Buffer> held;    // with CUPTI, written to or waiting to complete
+  int open[3] = {-1, -1, -1};  // each chain's buffer being written
+  int64_t opened = 0, newest_returned = -1;
+  std::vector<analysis::Interval> host = run.host;
+  std::stable_sort(host.begin(), host.end(),
+                   [](const auto& a, const auto& b) { return a.end_ns < b.end_ns; });
+  size_t next_host = 0, next_write = 0, open_step = 0;
+  for (TimestampNs t = kT0 + 10 * kMs;; t += 10 * kMs) {
+    while (next_host < host.size() && host[next_host].end_ns <= t) {
+      fold.input().Add(host[next_host++]);
+    }
+    while (next_write < run.written.size() && run.written[next_write].at <= t) {
+      const Written& w = run.written[next_write++];
+      if (open[w.chain] < 0 || held[open[w.chain]].records.size() == 16) {
+        held.push_back({{}, opened++});
+        open[w.chain] = static_cast<int>(held.size()) - 1;
+      }
+      held[open[w.chain]].records.push_back(&w);
+    }
+    const bool done = next_host == host.size() && next_write == run.written.size();
+    if ((t - kT0) % (100 * kMs) == 0 || done) {  // cuptiActivityFlushAll(0) at t
+      std::vector<Buffer> kept;
+      for (Buffer& b : held) {
+        const bool complete = std::all_of(b.records.begin(), b.records.end(),
+                                          [&](const Written* w) { return w->complete <= t; });
+        if (!complete || b.records.empty()) {
+          kept.push_back(std::move(b));
+          continue;
+        }
+        if (b.opened < newest_returned) ++out.buffers_out_of_order;
+        newest_returned = std::max(newest_returned, b.opened);
+        for (const Written* w : b.records) AddRecord(&converter, w->record);
+      }
+      held = std::move(kept);
+      for (int& c : open) c = -1;  // a flushed chain starts a new buffer
+      bool all_delivered = done && held.empty();
+      converter.Flushed(t);
+      if (done && !all_delivered) continue;  // wait for the last kernels
+    }
+    const TimestampNs complete = converter.CompleteBefore(t - 5000 * kMs);
+    converter.AppendTo(&fold.input());
+    while (open_step < run.steps.size() && run.steps[open_step].second <= t) ++open_step;
+    TimestampNs watermark = t - 20 * kMs;
+    if (open_step < run.steps.size() && run.steps[open_step].first <= t) {
+      watermark = std::min(watermark, run.steps[open_step].first);
+    }
+    if (horizon) watermark = std::min(watermark, complete);
+    fold.Advance(watermark);
+    if (done && held.empty()) break;
+  }
+  analysis::RunClock clock;
+  clock.process_start_ns = options.process_start_ns;
+  clock.finish_ns = run.end_ns;
+  fold.Finish(clock, &out.report);
+  out.late = fold.late();
+  EXPECT_EQ(converter.stats().launches_unmatched, 0);
+  return out;
+}
+
+struct WholeRun {
+  Report report;
+  std::vector<Report::Step> rows;
+};
+
+WholeRun AnalyzeWholeGpuRun(const GpuRun& run, const analysis::RunFoldOptions& options) {
+  WholeRun out;
+  Timeline timeline = HostTimeline();
+  for (const analysis::Interval& i : run.host) timeline.Add(i);
+  RecordConverter converter(&FakeCallbackName);
+  for (const Written& w : run.written) AddRecord(&converter, w.record);
+  converter.AppendTo(&timeline);
+  timeline.Sort();
+  const analysis::LaunchAttribution launches = analysis::AttributeLaunches(&timeline);
+  for (const auto& [phase, ns] : launches.busy_by_phase) {
+    out.report.device_timeline.busy_s_by_phase.emplace_back(phase, ns / 1e9);
+  }
+  analysis::RunClock clock;
+  clock.process_start_ns = options.process_start_ns;
+  clock.finish_ns = run.end_ns;
+  analysis::AnalyzeRun(timeline, clock, options.warmup_override, &out.report, &out.rows);
+  return out;
+}
+
+TEST(DeviceFoldTest, RecordsFromLateOutOfOrderBuffersFoldAsTheWholeRunAnalysisDoes) {
+  const GpuRun run = SimulateGpuRun(600, 3);
+  analysis::RunFoldOptions options;
+  options.process_start_ns = kT0 - 2000 * kMs;
+  options.device = true;
+  const WholeRun whole = AnalyzeWholeGpuRun(run, options);
+  const DeviceFold folded = FoldAsItArrives(run, options, /*horizon=*/true);
+
+  // The scenario: device work runs past the step that launched it, and
+  // buffers come back out of order.
+  int kernels_past_their_step = 0;
+  for (const Written& w : run.written) {
+    const auto* k = std::get_if<CUpti_ActivityKernel10>(&w.record);
+    if (k == nullptr) continue;
+    auto step = std::upper_bound(run.steps.begin(), run.steps.end(),
+                                 std::pair<TimestampNs, TimestampNs>(w.at, kMaxTime)) -
+                1;  // the step whose start is the last before the launch
+    if (static_cast<TimestampNs>(k->end) > step->second) ++kernels_past_their_step;
+  }
+  EXPECT_GT(kernels_past_their_step, 1000);
+  EXPECT_GT(folded.buffers_out_of_order, 10);
+  EXPECT_EQ(whole.report.idle.busy_source, "device_activity");
+
+  EXPECT_EQ(folded.late, 0);
+  EXPECT_EQ(folded.report.idle.busy_source, whole.report.idle.busy_source);
+  EXPECT_EQ(folded.report.idle.idle_s, whole.report.idle.idle_s);
+  EXPECT_EQ(folded.report.idle.window_s, whole.report.idle.window_s);
+  EXPECT_EQ(folded.report.idle.by_cause, whole.report.idle.by_cause);
+  EXPECT_EQ(folded.report.idle.top_cause, whole.report.idle.top_cause);
+  EXPECT_EQ(folded.report.utilization.busy_device_hours,
+            whole.report.utilization.busy_device_hours);
+  EXPECT_EQ(folded.report.device_timeline.busy_s_by_phase,
+            whole.report.device_timeline.busy_s_by_phase);
+  ASSERT_EQ(folded.rows.size(), whole.rows.size());
+  for (size_t k = 0; k < whole.rows.size(); ++k) {
+    SCOPED_TRACE("step " + std::to_string(k));
+    EXPECT_EQ(folded.rows[k].idle_ms, whole.rows[k].idle_ms);
+    EXPECT_EQ(folded.rows[k].top_cause, whole.rows[k].top_cause);
+    EXPECT_EQ(folded.rows[k].phase_ms, whole.rows[k].phase_ms);
+    if (HasFailure()) break;
+  }
+}
+
+// Without waiting for CompleteBefore the same run loses device time: the
+// check above can fail.
+TEST(DeviceFoldTest, WithoutTheHorizonLateDeviceRecordsAreLost) {
+  const GpuRun run = SimulateGpuRun(200, 3);
+  analysis::RunFoldOptions options;
+  options.process_start_ns = kT0 - 2000 * kMs;
+  options.device = true;
+  const WholeRun whole = AnalyzeWholeGpuRun(run, options);
+  const DeviceFold folded = FoldAsItArrives(run, options, /*horizon=*/false);
+  EXPECT_GT(folded.late, 0);
+  EXPECT_NE(folded.report.idle.idle_s, whole.report.idle.idle_s);
+}
+
 // ---- a buffer walked by the real cuptiActivityGetNextRecord ---------------
 
 // Fills `buffer` as CUPTI does: records back to back, each 8-byte aligned.
@@ -662,7 +1055,9 @@ TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersCl
   if (!cu.Load() || cu.init(0) != 0 || cu.device_get(&device, 0) != 0) {
     GTEST_SKIP() << "no CUDA driver or device";
   }
-  absl::StatusOr<std::unique_ptr<Collector>> started = Collector::Start(CollectorOptions{});
+  CollectorOptions options;
+  options.flush_interval_ms = 20;
+  absl::StatusOr<std::unique_ptr<Collector>> started = Collector::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   Collector& collector = **started;
   EXPECT_EQ(Collector::Start(CollectorOptions{}).status().code(),
@@ -681,6 +1076,10 @@ TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersCl
   ASSERT_EQ(cu.launch_kernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr), 0);
   ASSERT_EQ(cu.ctx_synchronize(), 0);
   const TimestampNs t1 = NowNs();
+  // Periodic flushes hand the completed work back: everything before t1
+  // has come, and the set's and the kernel's launches were matched.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_GE(collector.CompleteBefore(), t1);
   ASSERT_TRUE(collector.Stop().ok());
   EXPECT_TRUE(collector.Stop().ok());  // idempotent
 
@@ -692,6 +1091,9 @@ TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersCl
   EXPECT_GE(stats.kernels, 1);
   EXPECT_GE(stats.memsets, 1);
   EXPECT_GE(stats.driver_calls, 4);
+  EXPECT_GE(stats.launches_tracked, 2);  // cuMemsetD32, cuLaunchKernel
+  EXPECT_EQ(stats.launches_unmatched, 0);
+  EXPECT_EQ(collector.CompleteBefore(), std::numeric_limits<TimestampNs>::max());  // stopped
 
   const auto kernels = OfKind(timeline, IntervalKind::kKernel);
   const auto sets = OfKind(timeline, IntervalKind::kMemset);

@@ -135,7 +135,8 @@ struct Report {
     // Ranges (or device records) that reached the analysis after it had
     // folded the time they began in: their part before that point is missing
     // from phases and idle. Ranges longer than Options::fold_delay_ms that
-    // end outside a step. 0 in most runs.
+    // end outside a step, device records more than 10 s behind their
+    // launch. 0 in most runs.
     int64_t late = 0;
   } events;
 

@@ -28,9 +28,10 @@
 //
 // Late intervals. An interval that arrives with its start before the
 // watermark has its part before the watermark left out of phases and idle
-// (counted in late()); the Session keeps the watermark behind the open step
-// and Options::fold_delay_ms behind the drain, so only ranges longer than
-// that delay and outside steps arrive late.
+// (counted in late()); the Session keeps the watermark behind the open step,
+// Options::fold_delay_ms behind the drain and behind the CUPTI collector's
+// CompleteBefore() (device records still to come), so only ranges longer
+// than that delay and outside steps arrive late.
 //
 // Memory: the intervals between the watermark and the newest drained one
 // (the rate of intervals x (fold delay + the open step's length)), host

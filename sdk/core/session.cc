@@ -356,6 +356,9 @@ void Session::Impl::DrainOnce() {
       entries[i].buffer.reset();
     }
   }
+  // Read before taking the records: what completes in between comes next time.
+  const TimestampNs device_complete =
+      collector != nullptr ? collector->CompleteBefore() : std::numeric_limits<TimestampNs>::max();
   if (collector != nullptr) collector->AppendTo(&fold->input());
   // Fold what no open range can still reach: fold_delay_ms behind, or less
   // when the intervals of that long would not fit in half of
@@ -375,6 +378,8 @@ void Session::Impl::DrainOnce() {
   }
   TimestampNs watermark = now - delay;
   if (open_since >= 0) watermark = std::min(watermark, open_since);
+  // Not past device work whose records CUPTI has not handed back yet.
+  watermark = std::min(watermark, device_complete);
   const uint64_t held = (fold->held() + fold->input().size()) * sizeof(analysis::Interval);
   if (held > options.fold_buffer_bytes.value) watermark = now;
   // Fold in segments of at least half the delay (each held interval is then

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -58,6 +59,10 @@ absl::Status ValidateOptions(const CollectorOptions& o) {
     return absl::InvalidArgumentError(
         fmt::format("CollectorOptions::max_buffers is {}; it must be at least 1", o.max_buffers));
   }
+  if (o.launch_timeout_ms < 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "CollectorOptions::launch_timeout_ms is {}; it must be at least 1", o.launch_timeout_ms));
+  }
   if (o.flush_interval_ms < 0) {
     return absl::InvalidArgumentError(fmt::format(
         "CollectorOptions::flush_interval_ms is {}; it must be 0 or more", o.flush_interval_ms));
@@ -86,9 +91,10 @@ struct Collector::Impl {
   std::unique_ptr<BufferPool> pool;
   std::atomic<int64_t> dropped{0};
 
-  mutable std::mutex mu;  // guards converter, buffers_completed
+  mutable std::mutex mu;  // guards converter, buffers_completed, all_flushed
   RecordConverter converter;
   int64_t buffers_completed = 0;
+  bool all_flushed = false;  // Stop's forced flush returned
 
   std::mutex state_mu;  // guards active, stopped, status (SetActive vs Stop)
   bool active = false;
@@ -192,6 +198,10 @@ absl::Status Collector::Impl::Configure() {
   // Best effort: no records for event and stream queries that find work
   // still pending (NCCL's watchdog polls them constantly).
   lib->activity_enable_all_sync_records(0);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    converter.Flushed(NowNs());  // no record of earlier work will come
+  }
   absl::Status enabled = SetKinds(true, "CUPTI unavailable");
   if (!enabled.ok()) return enabled;
   active = true;
@@ -204,7 +214,12 @@ void Collector::Impl::FlushLoop() {
   std::unique_lock<std::mutex> lock(flush_mu);
   while (!flush_wake.wait_for(lock, interval, [this] { return flush_stop; })) {
     lock.unlock();
-    lib->activity_flush_all(0);
+    // Buffers complete when the flush starts are handed back by its end.
+    const TimestampNs started = NowNs();
+    if (lib->activity_flush_all(0) == CUPTI_SUCCESS) {
+      std::lock_guard<std::mutex> converter_lock(mu);
+      converter.Flushed(started);
+    }
     lock.lock();
   }
 }
@@ -272,7 +287,18 @@ absl::Status Collector::Stop() {
   if (s.lib->activity_get_num_dropped_records(nullptr, 0, &lost) == CUPTI_SUCCESS) {
     s.dropped.fetch_add(static_cast<int64_t>(lost));
   }
+  {
+    std::lock_guard<std::mutex> converter_lock(s.mu);
+    s.all_flushed = true;  // nothing more will come
+  }
   return s.status;
+}
+
+TimestampNs Collector::CompleteBefore() {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.all_flushed) return std::numeric_limits<TimestampNs>::max();
+  return s.converter.CompleteBefore(NowNs() - TimestampNs{s.options.launch_timeout_ms} * 1000000);
 }
 
 void Collector::AppendTo(analysis::Timeline* timeline) {
@@ -297,6 +323,8 @@ CollectorStats Collector::stats() const {
     out.cupti_overhead_ns = c.cupti_overhead_ns;
     out.clamped = c.clamped;
     out.untimed = c.untimed;
+    out.launches_tracked = c.launches_tracked;
+    out.launches_unmatched = c.launches_unmatched;
     out.buffers_completed = s.buffers_completed;
   }
   out.dropped = s.dropped.load();

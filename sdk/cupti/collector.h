@@ -19,7 +19,14 @@
 // calls cuptiActivityFlushAll(0) every `flush_interval_ms` so that full and
 // completed buffers come back, are converted (records.h: a few dozen bytes a
 // record, kernel names copied out) and reused at once. Memory is bounded by
-// max_buffers x buffer_bytes plus the converted records.
+// max_buffers x buffer_bytes, the records converted since the last AppendTo,
+// and 32 bytes per launching call waited for (the launch rate x
+// launch_timeout_ms at most).
+//
+// Arrival. CUPTI hands a buffer back only once every record in it is
+// complete, so records come late and out of order across buffers;
+// CompleteBefore says up to when everything has come (the converter waits
+// for the device record of each launching call; records.h).
 //
 // Dropped records. When every buffer is with CUPTI the pool refuses the
 // request (CollectorStats::buffers_refused) and CUPTI drops what it cannot
@@ -64,6 +71,9 @@ struct CollectorOptions {
   size_t buffer_bytes = 8 << 20;  // size of each activity buffer, 64 KiB to 1 GiB
   int max_buffers = 16;           // pooled buffers; when all are in flight CUPTI drops records
   int flush_interval_ms = 500;    // cuptiActivityFlushAll(0) cadence (0: only at Stop)
+  // How long CompleteBefore waits for the device record of a launching call
+  // (records.h) before giving it up.
+  int launch_timeout_ms = 10000;
 };
 
 struct CollectorStats {
@@ -76,6 +86,8 @@ struct CollectorStats {
   TimestampNs cupti_overhead_ns = 0;  // summed duration of CUPTI's overhead records
   int64_t clamped = 0;  // end < start (clock skew, incomplete at Stop): kept as empty intervals
   int64_t untimed = 0;  // no timestamp (CUPTI could not time it): dropped
+  int64_t launches_tracked = 0;    // launching calls whose device record was waited for
+  int64_t launches_unmatched = 0;  // of those, given up after launch_timeout_ms
 };
 
 class Collector {
@@ -113,6 +125,16 @@ class Collector {
   // RecordConverter::AppendTo for the tracks, names and values). Call after
   // Stop() for the complete set; a second call appends only what came after.
   void AppendTo(analysis::Timeline* timeline);
+
+  // The time before which every record has been handed back, as far as
+  // CUPTI's records tell (RecordConverter::CompleteBefore): the start of the
+  // last periodic flush, held back to the oldest kernel launch, copy or set
+  // whose device record has not come yet (given up after launch_timeout_ms).
+  // Intervals that end by then are in AppendTo's output; a consumer folding
+  // the timeline as it arrives keeps its watermark behind this. The lowest
+  // TimestampNs until the first flush; the highest after Stop. Cost: a lock
+  // and amortised O(log n) per launch since the last call.
+  TimestampNs CompleteBefore();
 
   CollectorStats stats() const;
 

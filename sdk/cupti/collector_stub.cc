@@ -1,5 +1,6 @@
 // The collector built without the CUDA toolkit's CUPTI headers: same API,
 // Start always fails. See collector.h.
+#include <limits>
 #include <utility>
 
 #include "sdk/cupti/collector.h"
@@ -19,6 +20,7 @@ Collector::~Collector() = default;
 void Collector::SetActive(bool) {}
 absl::Status Collector::Stop() { return absl::OkStatus(); }
 void Collector::AppendTo(analysis::Timeline*) {}
+TimestampNs Collector::CompleteBefore() { return std::numeric_limits<TimestampNs>::max(); }
 CollectorStats Collector::stats() const { return {}; }
 
 }  // namespace trainscope::cupti

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -78,6 +79,15 @@ analysis::IntervalKind IntervalKindOf(RecordKind kind) {
   return analysis::IntervalKind::kRuntimeCall;
 }
 
+// A call whose work shows up as a device record with its correlation id.
+bool LaunchesDeviceWork(std::string_view name) {
+  auto starts = [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
+  if (name.find("LaunchHostFunc") != std::string_view::npos) return false;
+  return starts("cudaLaunch") || starts("cudaGraphLaunch") || starts("cudaMemcpy") ||
+         starts("cudaMemset") || starts("cuLaunch") || starts("cuGraphLaunch") ||
+         starts("cuMemcpy") || starts("cuMemset");
+}
+
 bool IsDeviceRecord(RecordKind kind) {
   return kind == RecordKind::kKernel || kind == RecordKind::kMemcpy || kind == RecordKind::kMemset;
 }
@@ -149,6 +159,7 @@ void RecordConverter::AddKernel(const CUpti_ActivityKernel10& kernel) {
   records_.push_back(r);
   ++stats_.records;
   ++stats_.kernels;
+  DeviceArrived(r);
 }
 
 void RecordConverter::AddMemcpy(const CUpti_ActivityMemcpy6& memcpy) {
@@ -162,6 +173,7 @@ void RecordConverter::AddMemcpy(const CUpti_ActivityMemcpy6& memcpy) {
   records_.push_back(r);
   ++stats_.records;
   ++stats_.memcpys;
+  DeviceArrived(r);
 }
 
 void RecordConverter::AddMemset(const CUpti_ActivityMemset4& memset) {
@@ -175,6 +187,7 @@ void RecordConverter::AddMemset(const CUpti_ActivityMemset4& memset) {
   records_.push_back(r);
   ++stats_.records;
   ++stats_.memsets;
+  DeviceArrived(r);
 }
 
 void RecordConverter::AddApi(const CUpti_ActivityAPI& api) {
@@ -185,10 +198,13 @@ void RecordConverter::AddApi(const CUpti_ActivityAPI& api) {
   r.process = api.processId;
   r.thread = api.threadId;
   r.correlation_id = api.correlationId;
-  r.name = ApiName(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, api.cbid);
+  const ApiName name =
+      NameApi(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, api.cbid);
+  r.name = name.id;
   records_.push_back(r);
   ++stats_.records;
   ++(runtime ? stats_.runtime_calls : stats_.driver_calls);
+  if (callback_name_ != nullptr) ApiCall(r, name.launches);
 }
 
 void RecordConverter::AddSync(const CUpti_ActivitySynchronization2& sync) {
@@ -217,7 +233,7 @@ void RecordConverter::AddOverhead(const CUpti_ActivityOverhead3& overhead) {
 
 uint32_t RecordConverter::InternName(std::string_view name) { return names_.Intern(name); }
 
-uint32_t RecordConverter::ApiName(CUpti_CallbackDomain domain, uint32_t cbid) {
+RecordConverter::ApiName RecordConverter::NameApi(CUpti_CallbackDomain domain, uint32_t cbid) {
   const uint64_t key = (static_cast<uint64_t>(domain) << 32) | cbid;
   auto it = api_names_.find(key);
   if (it != api_names_.end()) return it->second;
@@ -230,9 +246,109 @@ uint32_t RecordConverter::ApiName(CUpti_CallbackDomain domain, uint32_t cbid) {
     name = fmt::format("CUDA {} API {}",
                        domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime" : "driver", cbid);
   }
-  const uint32_t id = InternName(name);
-  api_names_.emplace(key, id);
-  return id;
+  ApiName out;
+  out.id = InternName(name);
+  out.launches = callback_name_ != nullptr && LaunchesDeviceWork(name);
+  api_names_.emplace(key, out);
+  return out;
+}
+
+void RecordConverter::ApiCall(const Record& call, bool launches) {
+  const bool driver = call.kind == RecordKind::kDriverCall;
+  ThreadCalls& thread = threads_[call.thread];
+  auto inside = [](const Record& c, TimestampNs start, TimestampNs end) {
+    return c.start_ns >= start && c.end_ns <= end;
+  };
+  if (!driver) {
+    // The driver calls this runtime call made were (usually) recorded
+    // before it: the device record carries this call's id, not theirs.
+    thread.runtime_start = call.start_ns;
+    thread.runtime_end = call.end_ns;
+    size_t kept = 0;
+    for (uint32_t id : thread.drivers) {
+      auto d = waiting_.find(id);
+      if (d == waiting_.end()) continue;  // arrived, or given up
+      if (d->second.start_ns >= call.start_ns && d->second.end_ns <= call.end_ns) {
+        waiting_.erase(d);
+        --stats_.launches_tracked;
+        continue;
+      }
+      thread.drivers[kept++] = id;
+    }
+    thread.drivers.resize(kept);
+  } else if (inside(call, thread.runtime_start, thread.runtime_end)) {
+    return;  // made inside the runtime call recorded before it
+  }
+  if (!launches || call.correlation_id == 0) return;
+  if (auto early = early_.find(call.correlation_id); early != early_.end()) {
+    early_.erase(early);  // its device record came first
+    return;
+  }
+  auto [it, added] =
+      waiting_.try_emplace(call.correlation_id, Waiting{call.start_ns, call.end_ns, call.thread});
+  if (!added) return;
+  by_start_.emplace(call.start_ns, call.correlation_id);
+  ++stats_.launches_tracked;
+  if (driver) {
+    thread.drivers.push_back(call.correlation_id);
+    // A thread that launches through the driver only (cuBLAS, Triton):
+    // forget the ids that arrived, at doubling sizes.
+    if (thread.drivers.size() >= thread.prune_at) {
+      size_t kept = 0;
+      for (uint32_t id : thread.drivers) {
+        if (waiting_.count(id) > 0) thread.drivers[kept++] = id;
+      }
+      thread.drivers.resize(kept);
+      thread.prune_at = std::max<size_t>(64, 2 * kept);
+    }
+  }
+}
+
+void RecordConverter::DeviceArrived(const Record& device) {
+  if (callback_name_ == nullptr || device.correlation_id == 0) return;  // nothing is waited for
+  if (waiting_.erase(device.correlation_id) > 0) return;
+  if (early_.try_emplace(device.correlation_id, device.start_ns).second) {
+    early_order_.emplace_back(device.start_ns, device.correlation_id);
+  }
+}
+
+void RecordConverter::Flushed(TimestampNs t) { flushed_ = std::max(flushed_, t); }
+
+TimestampNs RecordConverter::CompleteBefore(TimestampNs give_up_before) {
+  // Device records whose call never came (its kind was paused, or it is not
+  // a launching call): forgotten in arrival order.
+  while (!early_order_.empty() && early_order_.front().first < give_up_before) {
+    auto it = early_.find(early_order_.front().second);
+    if (it != early_.end() && it->second == early_order_.front().first) early_.erase(it);
+    early_order_.pop_front();
+  }
+  // Threads that made no call for a while (a job that starts threads keeps
+  // this to the threads of the last give-up span).
+  if (threads_.size() > 1024) {
+    for (auto it = threads_.begin(); it != threads_.end();) {
+      const auto& drivers = it->second.drivers;
+      const bool idle = it->second.runtime_end < give_up_before &&
+                        std::none_of(drivers.begin(), drivers.end(),
+                                     [&](uint32_t d) { return waiting_.count(d); });
+      it = idle ? threads_.erase(it) : std::next(it);
+    }
+  }
+  while (!by_start_.empty()) {
+    const auto [start, id] = by_start_.top();
+    auto it = waiting_.find(id);
+    if (it == waiting_.end() || it->second.start_ns != start) {
+      by_start_.pop();  // arrived
+      continue;
+    }
+    if (start < give_up_before) {
+      waiting_.erase(it);
+      ++stats_.launches_unmatched;
+      by_start_.pop();
+      continue;
+    }
+    return std::min(flushed_, start);
+  }
+  return flushed_;
 }
 
 void RecordConverter::AppendTo(analysis::Timeline* timeline) {

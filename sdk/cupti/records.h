@@ -24,9 +24,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sdk/analysis/timeline.h"
@@ -72,6 +77,8 @@ struct ConverterStats {
   int64_t clamped = 0;  // end < start (clock skew, incomplete): kept as empty intervals
   int64_t untimed = 0;  // start = end = 0 (CUPTI could not time it): dropped
   int64_t ignored = 0;  // other kinds, stream-wait-event synchronisations
+  int64_t launches_tracked = 0;    // launching calls waited for (see CompleteBefore)
+  int64_t launches_unmatched = 0;  // given up: no device record came in time
 };
 
 // cuptiActivityGetNextRecord and cuptiGetCallbackName, as loaded by dlopen.
@@ -105,6 +112,37 @@ class RecordConverter {
   // track (this process, tid 0) named "CUDA sync (thread unknown)".
   void AppendTo(analysis::Timeline* timeline);
 
+  // ---- What has arrived -------------------------------------------------
+  //
+  // The fold (sdk/analysis/run_fold.h) may only pass time whose intervals
+  // have all arrived. CUPTI hands a buffer back (cuptiActivityFlushAll(0))
+  // only once every record in it is complete, so a kernel still running
+  // holds its buffer back while later buffers come: device records arrive
+  // late and out of order across buffers. The converter therefore waits for
+  // each launching call: a runtime or driver call whose name starts with
+  // cudaLaunch, cudaGraphLaunch, cudaMemcpy, cudaMemset, cuLaunch,
+  // cuGraphLaunch, cuMemcpy or cuMemset (not cudaLaunchHostFunc or
+  // cuLaunchHostFunc), from its record until a device record with its
+  // correlation id arrives (before or after it). A driver call made inside a
+  // runtime call on the same thread (cudaLaunchKernel calling cuLaunchKernel)
+  // is not waited for: the device record carries the runtime call's id.
+  // Without a callback-name function nothing is waited for.
+  //
+  // Flushed(t): every buffer that was complete at host time t has been
+  // added (the collector calls it with the start of each cuptiActivityFlushAll).
+  void Flushed(TimestampNs t);
+
+  // The time before which every device record has arrived, as far as the
+  // converter can tell: the last Flushed time, or the start of the oldest
+  // launching call still waited for, whichever is earlier. A call that
+  // started before `give_up_before` is no longer waited for (counted in
+  // launches_unmatched: a dropped record, or a graph launch's later nodes).
+  // Before the first Flushed: the lowest TimestampNs. Cost: amortised
+  // O(log n) per launching call; memory: 32 bytes per call waited for or
+  // device record seen before its call, both bounded by the launch rate x
+  // the time until give_up_before.
+  TimestampNs CompleteBefore(TimestampNs give_up_before);
+
   const std::vector<Record>& records() const { return records_; }
   const std::string& name(uint32_t id) const { return names_.name(id); }
   const ConverterStats& stats() const { return stats_; }
@@ -119,13 +157,42 @@ class RecordConverter {
   // False (counted as untimed) for start = end = 0; clamps end < start.
   bool Time(uint64_t start, uint64_t end, Record* record);
   uint32_t InternName(std::string_view name);
-  uint32_t ApiName(CUpti_CallbackDomain domain, uint32_t cbid);
+  struct ApiName {
+    uint32_t id = 0;
+    bool launches = false;  // a launching call (see CompleteBefore)
+  };
+  ApiName NameApi(CUpti_CallbackDomain domain, uint32_t cbid);
+  void ApiCall(const Record& call, bool launches);
+  void DeviceArrived(const Record& device);
 
   CallbackNameFn callback_name_;
   std::vector<Record> records_;
   analysis::NameTable names_;
-  std::unordered_map<uint64_t, uint32_t> api_names_;  // (domain << 32 | cbid) -> name
+  std::unordered_map<uint64_t, ApiName> api_names_;  // (domain << 32 | cbid) -> name
   ConverterStats stats_;
+
+  // Launching calls waited for, by correlation id; the heap orders them by
+  // start (entries whose call is no longer waited for are skipped there).
+  struct Waiting {
+    TimestampNs start_ns = 0;
+    TimestampNs end_ns = 0;
+    uint32_t thread = 0;
+  };
+  std::unordered_map<uint32_t, Waiting> waiting_;
+  using HeapEntry = std::pair<TimestampNs, uint32_t>;  // (start, correlation id)
+  std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<>> by_start_;
+  // Per thread: the last runtime call, and the driver calls waited for
+  // that a later runtime record may turn out to contain.
+  struct ThreadCalls {
+    TimestampNs runtime_start = 0, runtime_end = -1;
+    std::vector<uint32_t> drivers;
+    size_t prune_at = 64;
+  };
+  std::unordered_map<uint32_t, ThreadCalls> threads_;
+  // Device records that came before their call: id -> start, and arrival order.
+  std::unordered_map<uint32_t, TimestampNs> early_;
+  std::deque<HeapEntry> early_order_;
+  TimestampNs flushed_ = std::numeric_limits<TimestampNs>::min();
 };
 
 }  // namespace trainscope::cupti
