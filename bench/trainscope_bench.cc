@@ -15,13 +15,17 @@
 //   BM_one_clock_read       one trainscope::NowNs() (CLOCK_MONOTONIC, vDSO).
 //   BM_two_clock_reads      two NowNs(): what any recorded range must pay.
 //   BM_clock_monotonic_raw  one clock_gettime(CLOCK_MONOTONIC_RAW).
-//   BM_rdtsc / BM_rdtscp    one raw __rdtsc() / __rdtscp(): the TSC
-//                           alternative (docs/clock.md).
+//   BM_rdtsc / BM_rdtscp    one raw __rdtsc() / __rdtscp() (docs/clock.md).
+//   BM_two_rdtsc_reads      two __rdtsc(): what a recorded range pays at the
+//                           least where scopes read the TSC (Options::clock
+//                           kAuto on a machine with an invariant TSC).
 //
 // Targets:
 //   BM_recorded_phase_scope  PhaseScope begin+end with a Session recording,
 //                            Options::nvtx = true and no NVTX tool attached.
-//                            Target: median <= 1.5 x BM_two_clock_reads.
+//                            Targets: median <= 1.5 x BM_two_clock_reads,
+//                            and <= 1.5 x BM_two_rdtsc_reads when the
+//                            session's clock is the TSC (said in the summary).
 //   BM_disabled_phase_scope  PhaseScope with no active session.
 //                            Target: <= 2 ns; also shown / BM_one_clock_read.
 //
@@ -36,6 +40,8 @@
 //                             drainer free to run on the benchmark's CPU (see
 //                             "CPU placement" below).
 //   BM_recorded_phase_scope_nvtx_off  the same scope with Options::nvtx=false.
+//   BM_recorded_phase_scope_monotonic the same scope with Options::clock =
+//                             kMonotonic (two CLOCK_MONOTONIC reads).
 //   BM_nvtx_push_pop_no_tool  detail::NvtxPush + NvtxPop, no tool attached.
 //   BM_ring_push_hot          ThreadBuffer::Push into a 256 KiB private ring
 //                             (cache-resident), drained (no-op sink) every
@@ -141,6 +147,7 @@ struct Tally {
   int64_t dropped = 0;
   double drainer_cpu_ns = 0;  // CPU time of the other threads during the loops
   bool nvtx_on = true;        // NVTX was on in every session that wanted it
+  std::string clock;          // report.events.clock of the last session
 };
 std::map<std::string, Tally>& Tallies() {
   static std::map<std::string, Tally> tallies;
@@ -163,7 +170,8 @@ class RecordedSession {
 
   RecordedSession(benchmark::State& state, const char* name, bool nvtx,
                   Drainer drainer = Drainer::kOtherCpus, int events_per_iteration = 1,
-                  int extra_events = 0)
+                  int extra_events = 0,
+                  trainscope::Options::Clock clock = trainscope::Options::Clock::kAuto)
       : state_(state),
         name_(name),
         nvtx_(nvtx),
@@ -173,6 +181,7 @@ class RecordedSession {
     options.run_name = "trainscope_bench";
     options.sinks = trainscope::kSinkNone;
     options.nvtx = nvtx;
+    options.clock = clock;
     options.buffer_bytes_per_thread = trainscope::Bytes(uint64_t{64} << 20);
     options.flush_interval_ms = 1;
     options.trace_checkpoint_interval_ms = 60 * 1000;
@@ -220,6 +229,7 @@ class RecordedSession {
     tally.recorded += report->events.recorded;
     tally.dropped += report->events.dropped;
     tally.drainer_cpu_ns += static_cast<double>(others_cpu);
+    tally.clock = report->events.clock;
     if (nvtx_ && !nvtx_on_) tally.nvtx_on = false;
     state_.counters["dropped"] = static_cast<double>(report->events.dropped);
   }
@@ -271,6 +281,13 @@ void BM_rdtsc(benchmark::State& state) {
   }
 }
 
+void BM_two_rdtsc_reads(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(__rdtsc());
+    benchmark::DoNotOptimize(__rdtsc());
+  }
+}
+
 void BM_rdtscp(benchmark::State& state) {
   for (auto _ : state) {
     unsigned int aux;
@@ -283,6 +300,17 @@ void BM_rdtscp(benchmark::State& state) {
 
 void BM_recorded_phase_scope(benchmark::State& state) {
   RecordedSession rs(state, "BM_recorded_phase_scope", /*nvtx=*/true);
+  if (!rs.ok()) return;
+  for (auto _ : state) {
+    trainscope::PhaseScope scope(Phase::kForward);
+  }
+  rs.Finish();
+}
+
+void BM_recorded_phase_scope_monotonic(benchmark::State& state) {
+  RecordedSession rs(state, "BM_recorded_phase_scope_monotonic", /*nvtx=*/true,
+                     RecordedSession::Drainer::kOtherCpus, 1, 0,
+                     trainscope::Options::Clock::kMonotonic);
   if (!rs.ok()) return;
   for (auto _ : state) {
     trainscope::PhaseScope scope(Phase::kForward);
@@ -447,10 +475,12 @@ TS_UNRECORDED(BM_one_clock_read);
 TS_UNRECORDED(BM_two_clock_reads);
 TS_UNRECORDED(BM_clock_monotonic_raw);
 TS_UNRECORDED(BM_rdtsc);
+TS_UNRECORDED(BM_two_rdtsc_reads);
 TS_UNRECORDED(BM_rdtscp);
 TS_RECORDED(BM_recorded_phase_scope);
 TS_RECORDED(BM_recorded_phase_scope_shared_cpu);
 TS_RECORDED(BM_recorded_phase_scope_nvtx_off);
+TS_RECORDED(BM_recorded_phase_scope_monotonic);
 TS_RECORDED(BM_recorded_range_macro);
 TS_RECORDED(BM_recorded_step_scope);
 TS_RECORDED(BM_recorded_async_range);
@@ -571,13 +601,27 @@ void PrintSummary(const MedianReporter& r) {
   }
   printf("median real time per iteration:\n");
   bool preempted = false;
-  for (const char* name :
-       {"BM_loop_overhead", "BM_one_clock_read", "BM_two_clock_reads",
-        "BM_clock_monotonic_raw", "BM_rdtsc", "BM_rdtscp", "BM_recorded_phase_scope",
-        "BM_recorded_phase_scope_shared_cpu", "BM_recorded_phase_scope_nvtx_off", "BM_recorded_range_macro",
-        "BM_recorded_step_scope", "BM_recorded_async_range", "BM_disabled_phase_scope",
-        "BM_disabled_range_macro", "BM_nvtx_push_pop_no_tool", "BM_ring_push_hot",
-        "BM_ring_push_64mib", "BM_bare_iterator", "BM_instrumented_loader"}) {
+  for (const char* name : {"BM_loop_overhead",
+                           "BM_one_clock_read",
+                           "BM_two_clock_reads",
+                           "BM_clock_monotonic_raw",
+                           "BM_rdtsc",
+                           "BM_two_rdtsc_reads",
+                           "BM_rdtscp",
+                           "BM_recorded_phase_scope",
+                           "BM_recorded_phase_scope_shared_cpu",
+                           "BM_recorded_phase_scope_nvtx_off",
+                           "BM_recorded_phase_scope_monotonic",
+                           "BM_recorded_range_macro",
+                           "BM_recorded_step_scope",
+                           "BM_recorded_async_range",
+                           "BM_disabled_phase_scope",
+                           "BM_disabled_range_macro",
+                           "BM_nvtx_push_pop_no_tool",
+                           "BM_ring_push_hot",
+                           "BM_ring_push_64mib",
+                           "BM_bare_iterator",
+                           "BM_instrumented_loader"}) {
     preempted = PrintFigure(r, name) || preempted;
   }
   if (preempted) {
@@ -599,6 +643,17 @@ void PrintSummary(const MedianReporter& r) {
 
   printf("targets:\n");
   PrintRatio(r, "BM_recorded_phase_scope", "BM_two_clock_reads", 1.5);
+  {
+    const std::string clock = Tallies()["BM_recorded_phase_scope"].clock;
+    if (clock == "tsc") {
+      PrintRatio(r, "BM_recorded_phase_scope", "BM_two_rdtsc_reads", 1.5);
+    } else {
+      printf(
+          "ratio BM_recorded_phase_scope / BM_two_rdtsc_reads = n/a: the session's clock "
+          "is %s\n",
+          clock.empty() ? "unknown" : clock.c_str());
+    }
+  }
   if (const std::optional<double> disabled = r.Median("BM_disabled_phase_scope")) {
     printf("disabled_phase_scope = %.2f ns (target <= 2 ns) %s\n", *disabled,
            *disabled <= 2.0 ? "PASS" : "MISS");
@@ -621,6 +676,8 @@ void PrintSummary(const MedianReporter& r) {
   PrintRatio(r, "BM_recorded_async_range", "BM_two_clock_reads", 0);
   PrintRatio(r, "BM_recorded_phase_scope_shared_cpu", "BM_two_clock_reads", 0);
   PrintRatio(r, "BM_recorded_phase_scope_nvtx_off", "BM_two_clock_reads", 0);
+  PrintRatio(r, "BM_recorded_phase_scope_nvtx_off", "BM_two_rdtsc_reads", 0);
+  PrintRatio(r, "BM_recorded_phase_scope_monotonic", "BM_two_clock_reads", 0);
   PrintRatio(r, "BM_disabled_range_macro", "BM_one_clock_read", 0);
   PrintRatio(r, "BM_rdtsc", "BM_one_clock_read", 0);
   PrintRatio(r, "BM_rdtscp", "BM_one_clock_read", 0);

@@ -40,6 +40,10 @@ Report SampleReport() {
   r.idle.by_cause = {{"data_wait", 30.5}, {"sync", 2}};
   r.idle.top_cause = "data_wait";
   r.events.dropped = 3;
+  r.events.clock = "tsc";
+  r.events.tsc_hz = 2.595e9;
+  r.events.clock_calibrations = 1234;
+  r.events.clock_max_error_ns = 58;
   r.overhead.estimated_share = 0.0004;
   r.acceptance.metric = "top1";
   r.acceptance.target = 0.75;
@@ -65,6 +69,10 @@ TEST(ReportJsonTest, RoundTripsEveryDocumentedField) {
   EXPECT_EQ(out->phases[0].p90_ms, 33);
   EXPECT_EQ(out->idle.by_cause, in.idle.by_cause);
   EXPECT_EQ(out->events.dropped, 3);
+  EXPECT_EQ(out->events.clock, "tsc");
+  EXPECT_EQ(out->events.tsc_hz, 2.595e9);
+  EXPECT_EQ(out->events.clock_calibrations, 1234);
+  EXPECT_EQ(out->events.clock_max_error_ns, 58);
   EXPECT_EQ(out->acceptance.passed, false);
   EXPECT_EQ(out->acceptance.target, 0.75);
   EXPECT_EQ(exporter::ReportToJson(*out), exporter::ReportToJson(in));
@@ -92,6 +100,19 @@ TEST(ReportJsonTest, ReportsWrittenBeforeTheDeviceSectionsStillRead) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->device_timeline.status, "");
   EXPECT_EQ(out->timing.steps, 1000);
+}
+
+TEST(ReportJsonTest, ReportsWrittenBeforeTheClockFieldsStillRead) {
+  std::string json = exporter::ReportToJson(SampleReport());
+  const size_t start = json.find(",\n    \"clock\"");
+  const size_t end = json.find("\n", json.find("\"clock_max_error_ns\""));
+  ASSERT_NE(start, std::string::npos) << json;
+  json.erase(start, end - start);
+  ASSERT_EQ(json.find("tsc_hz"), std::string::npos) << json;
+  const auto out = exporter::ParseReportJson(json, "old.json");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->events.clock, "");
+  EXPECT_EQ(out->events.clock_calibrations, 0);
 }
 
 TEST(ReportJsonTest, MalformedJsonNamesTheSource) {

@@ -46,7 +46,9 @@ enum class EventKind : uint8_t {
   kCounter = 3,  // a sample of a named value: start_ns = time, end_ns = the value
 };
 
-// One recorded range, written once when the range ends. 32 bytes.
+// One recorded range, written once when the range ends. 32 bytes. In a
+// ring, start_ns and end_ns are ReadTicks() values (clock.h); the drainer
+// converts them to NowNs()'s clock before anything else sees the Event.
 struct Event {
   TimestampNs start_ns;
   TimestampNs end_ns;
@@ -86,9 +88,9 @@ class ThreadBuffer {
     head_.store(head + 1, std::memory_order_release);
   }
 
-  // Consumer side: copies every event pushed so far to `sink(const Event*,
-  // size_t)` (at most two calls, for the two halves of the ring) and frees
-  // their slots. Returns the number of events drained.
+  // Consumer side: hands every event pushed so far to `sink(Event*, size_t)`
+  // (at most two calls, for the two halves of the ring; the sink may rewrite
+  // them in place) and frees their slots. Returns the number of events drained.
   template <typename Sink>
   size_t Drain(Sink&& sink) {
     const uint64_t tail = tail_.load(std::memory_order_relaxed);
@@ -218,7 +220,8 @@ inline void RecordCounter(NameId name, int64_t value) noexcept {
 #endif
   ThreadBuffer* buffer = ActiveBuffer();
   if (buffer == nullptr) return;
-  buffer->Push(Event{NowNs(), value, CurrentStep(), name, EventKind::kCounter, Phase::kOther, 0});
+  buffer->Push(
+      Event{ReadTicks(), value, CurrentStep(), name, EventKind::kCounter, Phase::kOther, 0});
 }
 
 // Names the calling thread ("loader/0") in trace.json and in NVTX

@@ -138,6 +138,13 @@ struct Report {
     // end outside a step, device records more than 10 s behind their
     // launch. 0 in most runs.
     int64_t late = 0;
+    // What the scopes' timestamps were read with: "tsc" (converted to
+    // CLOCK_MONOTONIC at each drain) or "clock_monotonic" with the reason
+    // ("clock_monotonic (the kernel's clocksource is kvm-clock)").
+    std::string clock;
+    double tsc_hz = 0;               // measured over the run; 0 without the TSC
+    int64_t clock_calibrations = 0;  // calibration points taken
+    int64_t clock_max_error_ns = 0;  // the worst extrapolation error seen
   } events;
 
   // What trace.json kept (docs/report-schema.md, "trace"): windows of whole

@@ -65,12 +65,12 @@ class PhaseScope {
     step_ = CurrentStep();
     nvtx_ = detail::NvtxOn();
     if (nvtx_) detail::NvtxPush(name, phase, step_);
-    start_ns_ = NowNs();
+    start_ns_ = ReadTicks();
   }
 
   ~PhaseScope() {
     if (buffer_ == nullptr) return;
-    const TimestampNs end_ns = NowNs();
+    const TimestampNs end_ns = ReadTicks();
     if (nvtx_) detail::NvtxPop();
     buffer_->Push(Event{start_ns_, end_ns, step_, name_, EventKind::kRange,
                         phase_, 0});
@@ -108,7 +108,7 @@ class StepScope {
     }
     nvtx_ = detail::NvtxOn();
     if (nvtx_) detail::NvtxPushStep(index_);
-    start_ns_ = NowNs();
+    start_ns_ = ReadTicks();
     // A load and a store, not an exchange: one thread owns its steps, and a
     // locked read-modify-write would double the scope's cost.
     previous_open_since_ = detail::g_step_open_since.load(std::memory_order_relaxed);
@@ -117,7 +117,7 @@ class StepScope {
 
   ~StepScope() {
     if (buffer_ == nullptr) return;
-    const TimestampNs end_ns = NowNs();
+    const TimestampNs end_ns = ReadTicks();
     if (nvtx_) detail::NvtxPop();
     detail::g_current_step.store(previous_step_, std::memory_order_relaxed);
     const auto samples = static_cast<uint32_t>(
@@ -172,7 +172,7 @@ class AsyncRange {
       range.nvtx_ = true;
       range.nvtx_id_ = detail::NvtxStart(name, phase, range.step_);
     }
-    range.start_ns_ = NowNs();
+    range.start_ns_ = ReadTicks();
     return range;
   }
   static AsyncRange Begin(Phase phase) noexcept {
@@ -183,7 +183,7 @@ class AsyncRange {
   // if the session that saw it begin is no longer the active one.
   void End() noexcept {
     if (generation_ == 0) return;
-    const TimestampNs end_ns = NowNs();
+    const TimestampNs end_ns = ReadTicks();
     if (nvtx_) detail::NvtxEnd(nvtx_id_);
     ThreadBuffer* buffer = detail::ScopeBuffer();
     if (buffer != nullptr &&

@@ -63,6 +63,14 @@ struct Options {
   int64_t warmup_steps = -1;
   // How often the background thread drains the rings.
   int flush_interval_ms = 50;
+  // What scopes read the time with. kAuto: the time-stamp counter (one
+  // `rdtsc`) where it is invariant (constant_tsc and nonstop_tsc, and the
+  // kernel's clocksource is tsc), converted to CLOCK_MONOTONIC at each drain
+  // with a calibration measured as the run goes; CLOCK_MONOTONIC elsewhere.
+  // kMonotonic: CLOCK_MONOTONIC always (a scope costs about 2x). The report
+  // says which (events.clock). Process-wide: set the same in every session.
+  enum class Clock { kAuto, kMonotonic };
+  Clock clock = Clock::kAuto;
   // How often trace.json is republished while running, so that a crash
   // leaves a valid trace of everything up to the last checkpoint.
   int trace_checkpoint_interval_ms = 2000;

@@ -21,6 +21,7 @@
 #include "sdk/core/environment.h"
 #include "sdk/core/files.h"
 #include "sdk/core/thread_registry.h"
+#include "sdk/core/tick_clock.h"
 #include "sdk/cupti/collector.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
@@ -111,15 +112,15 @@ uint64_t RingBytes(Bytes requested) {
   return events * sizeof(Event);
 }
 
-// The recorder's cost per scope (two clock reads and a push), measured on a
-// private ring so that nothing is recorded.
+// The recorder's cost per scope (two ReadTicks and a push), measured on a
+// private ring so that nothing is recorded. After the clock is chosen.
 double CalibrateScopeCostNs() {
   constexpr int kIterations = 4096;
   ThreadBuffer ring(8192, 0, 0);
   const TimestampNs begin = NowNs();
   for (int i = 0; i < kIterations; ++i) {
-    const TimestampNs start = NowNs();
-    ring.Push(Event{start, NowNs(), i, 0, EventKind::kRange, Phase::kOther, 0});
+    const int64_t start = ReadTicks();
+    ring.Push(Event{start, ReadTicks(), i, 0, EventKind::kRange, Phase::kOther, 0});
     if ((i & 4095) == 4095) ring.Drain([](const Event*, size_t) {});
   }
   return static_cast<double>(NowNs() - begin) / kIterations;
@@ -137,6 +138,13 @@ struct Session::Impl {
   std::optional<double> submit_unix_s;
   Report report;  // environment facts at Start; analysis at Finish
   double scope_cost_ns = 0;
+  // The recorder's clock: TSC ticks converted at each drain, or CLOCK_MONOTONIC.
+  bool tsc = false;
+  std::string clock_note;
+  core::TickCalibration calibration;  // drainer thread (Finish after the join)
+  TimestampNs last_calibration_ns = 0;
+  void ChooseClock();
+  TimestampNs ToNs(int64_t ticks) const { return tsc ? calibration.ToNs(ticks) : ticks; }
   std::unique_ptr<exporter::TraceWriter> trace;
   std::unique_ptr<exporter::TraceWindows> windows;  // with trace: what it keeps
   absl::Status trace_status;  // first trace error, reported at Finish
@@ -184,7 +192,8 @@ struct Session::Impl {
   bool stop = false;
   std::thread drainer;
 
-  void DrainOnce();
+  // `final`: Finish's last drain, which always takes a calibration point.
+  void DrainOnce(bool final = false);
   void StartDeviceTimeline();
   bool InProfileWindow(int64_t step) const {
     return (options.profile_start_step < 0 || step >= options.profile_start_step) &&
@@ -298,11 +307,43 @@ void Session::Impl::WriteStepRow(Report::Step& row) {
   if (windows != nullptr) windows->StepFolded(row.index);
 }
 
-void Session::Impl::DrainOnce() {
+void Session::Impl::ChooseClock() {
+  std::string why_not;
+  if (options.clock == Options::Clock::kAuto && core::TscUsable(&why_not)) {
+    tsc = true;
+    clock_note = "tsc";
+    // Two points 200 us apart: a first rate until the drains add better ones.
+    calibration.Add(core::ReadTickPair());
+    const TimestampNs until = NowNs() + 200000;
+    while (NowNs() < until) {
+    }
+    const core::TickPair second = core::ReadTickPair();
+    calibration.Add(second);
+    last_calibration_ns = second.ns;
+  } else {
+    tsc = false;
+    clock_note = options.clock == Options::Clock::kMonotonic
+                     ? "clock_monotonic (Options::clock)"
+                     : fmt::format("clock_monotonic ({})", why_not);
+  }
+  detail::g_ticks_are_tsc.store(tsc, std::memory_order_relaxed);
+}
+
+void Session::Impl::DrainOnce(bool final) {
+  // A calibration point at least every 10 ms, before the rings: what they
+  // hold converts between points, or just ahead of the last.
+  if (tsc) {
+    const core::TickPair point = core::ReadTickPair();
+    if (final || point.ns - last_calibration_ns >= 10000000) {
+      calibration.Add(point);
+      last_calibration_ns = point.ns;
+    }
+  }
   // Read before the rings: a step open now has not been drained; one closed
   // now has (StepScope resets this after its push).
   const TimestampNs now = NowNs();
-  const int64_t open_since = detail::g_step_open_since.load(std::memory_order_acquire);
+  const int64_t open_ticks = detail::g_step_open_since.load(std::memory_order_acquire);
+  const int64_t open_since = open_ticks >= 0 ? ToNs(open_ticks) : -1;
   entries = core::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
   fullest = 0;
@@ -334,8 +375,15 @@ void Session::Impl::DrainOnce() {
         thread.written_name = std::move(name);
       }
     }
-    const size_t drained = entries[i].buffer->Drain([&](const Event* events, size_t count) {
+    const size_t drained = entries[i].buffer->Drain([&](Event* events, size_t count) {
       recorded += static_cast<int64_t>(count);
+      if (tsc) {  // ticks to the session clock, in the ring's slots
+        for (size_t k = 0; k < count; ++k) {
+          Event& e = events[k];
+          e.start_ns = calibration.ToNs(e.start_ns);
+          if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns);
+        }
+      }
       for (size_t k = 0; k < count; ++k) {
         Fold(events[k], thread.track);
         // A burst larger than the budget is folded as it is converted.
@@ -497,6 +545,8 @@ absl::StatusOr<Session> Session::Start(Options options) {
   impl->report.config = options.config;
   impl->report.run.rank = options.rank;
   impl->report.run.world_size = options.world_size;
+  impl->options.clock = options.clock;
+  impl->ChooseClock();
   impl->scope_cost_ns = CalibrateScopeCostNs();
   if ((options.sinks & kSinkTraceJson) != 0) {
     auto trace =
@@ -724,7 +774,7 @@ absl::StatusOr<Report> Session::Finish() {
   }
   s.wake.notify_all();
   s.drainer.join();
-  s.DrainOnce();
+  s.DrainOnce(/*final=*/true);
   s.finished = true;
 
   Report::Events& events = s.report.events;
@@ -743,6 +793,12 @@ absl::StatusOr<Report> Session::Finish() {
   }
   if (detail::g_step_open_since.load(std::memory_order_acquire) >= 0) ++events.dropped;
   events.recorded = s.recorded;
+  events.clock = s.clock_note;
+  if (s.tsc) {
+    events.tsc_hz = s.calibration.tsc_hz();
+    events.clock_calibrations = s.calibration.points();
+    events.clock_max_error_ns = s.calibration.max_error_ns();
+  }
   core::ThreadRegistry::Get().EndSession();
 
   analysis::RunClock clock;

@@ -115,6 +115,10 @@ std::string ReportToJson(const Report& r) {
   j.Key("buffer_bytes_per_thread").Int(r.events.buffer_bytes_per_thread);
   j.Key("recorder_bytes").Int(r.events.recorder_bytes);
   j.Key("late").Int(r.events.late);
+  j.Key("clock").String(r.events.clock);
+  j.Key("tsc_hz").Number(r.events.tsc_hz);
+  j.Key("clock_calibrations").Int(r.events.clock_calibrations);
+  j.Key("clock_max_error_ns").Int(r.events.clock_max_error_ns);
   j.EndObject();
 
   j.Key("trace").BeginObject();
@@ -459,6 +463,12 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   events.Integer("buffer_bytes_per_thread", &r.events.buffer_bytes_per_thread);
   events.Integer("recorder_bytes", &r.events.recorder_bytes);
   if (events.Has("late")) events.Integer("late", &r.events.late);  // absent before schema 2
+  if (events.Has("clock")) {  // absent in reports written before the TSC clock
+    events.String("clock", &r.events.clock);
+    events.Number("tsc_hz", &r.events.tsc_hz);
+    events.Integer("clock_calibrations", &r.events.clock_calibrations);
+    events.Integer("clock_max_error_ns", &r.events.clock_max_error_ns);
+  }
 
   FieldReader trace = doc.OptionalChild("trace");  // absent before schema 2
   trace.Integer("windows_written", &r.trace.windows_written);
