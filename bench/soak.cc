@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
               "dropped", "out_MB", "drain_Mev/cpu_s");
   using Clock = std::chrono::steady_clock;
   const auto begin = Clock::now();
+  Clock::duration paused{0};
   long long recorded = 0;
   long long next_report = 1000000;
   double base_mb = 0;
@@ -121,12 +122,15 @@ int main(int argc, char** argv) {
     }
     recorded += kPerStep;
     if ((step & 63) == 0) {  // pace: stay at or below `rate`
-      const auto due = begin + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(recorded / rate));
+      const auto due = begin + paused +
+                       std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(recorded / rate));
       while (Clock::now() < due) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     if (recorded >= next_report) {
-      // Let the drain catch up before reading memory.
+      // Let the drain catch up before reading memory; the pause is not
+      // made up for afterwards (a burst would overflow the ring).
+      const auto pause_start = Clock::now();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       peak_mb = StatusKb("VmHWM") / 1024.0;
       if (next_report == 1000000) base_mb = peak_mb;
@@ -141,6 +145,7 @@ int main(int argc, char** argv) {
                   drain_cpu > 0 ? recorded / 1e6 / drain_cpu : 0.0);
       std::fflush(stdout);
       next_report *= 10;
+      paused += Clock::now() - pause_start;
     }
   }
   auto report = session->Finish();

@@ -845,11 +845,16 @@ WholeRun AnalyzeWholeGpuRun(const GpuRun& run, const analysis::RunFoldOptions& o
   return out;
 }
 
-TEST(DeviceFoldTest, RecordsFromLateOutOfOrderBuffersFoldAsTheWholeRunAnalysisDoes) {
-  const GpuRun run = SimulateGpuRun(600, 3);
+analysis::RunFoldOptions GpuRunFoldOptions() {
   analysis::RunFoldOptions options;
   options.process_start_ns = kT0 - 2000 * kMs;
   options.device = true;
+  return options;
+}
+
+TEST(DeviceFoldTest, RecordsFromLateOutOfOrderBuffersFoldAsTheWholeRunAnalysisDoes) {
+  const GpuRun run = SimulateGpuRun(600, 3);
+  const analysis::RunFoldOptions options = GpuRunFoldOptions();
   const WholeRun whole = AnalyzeWholeGpuRun(run, options);
   const DeviceFold folded = FoldAsItArrives(run, options, /*horizon=*/true);
 
@@ -892,9 +897,7 @@ TEST(DeviceFoldTest, RecordsFromLateOutOfOrderBuffersFoldAsTheWholeRunAnalysisDo
 // check above can fail.
 TEST(DeviceFoldTest, WithoutTheHorizonLateDeviceRecordsAreLost) {
   const GpuRun run = SimulateGpuRun(200, 3);
-  analysis::RunFoldOptions options;
-  options.process_start_ns = kT0 - 2000 * kMs;
-  options.device = true;
+  const analysis::RunFoldOptions options = GpuRunFoldOptions();
   const WholeRun whole = AnalyzeWholeGpuRun(run, options);
   const DeviceFold folded = FoldAsItArrives(run, options, /*horizon=*/false);
   EXPECT_GT(folded.late, 0);

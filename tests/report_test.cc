@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
@@ -237,6 +240,42 @@ TEST(StepsFileTest, RowsRoundTripAndACutLastLineIsNotARow) {
   EXPECT_EQ((*rows)[0].peak_memory_bytes, -1);
   EXPECT_EQ((*rows)[1].index, 8);
   EXPECT_EQ((*rows)[1].phase_ms, b.phase_ms);
+}
+
+// Numbers are written exactly: values from integer nanoseconds as plain
+// decimals, anything else in its shortest round-trip form; each reads back
+// as the same double.
+TEST(StepsFileTest, NumbersReadBackAsTheSameDoubles) {
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int64_t> ns(0, int64_t{1} << 45);
+  std::vector<double> odd = {1.0 / 3, 2.5e-7, 123456789.123456789, -0.0, 1e300, 4.9e-324};
+  for (int k = 0; k < 20000; ++k) {
+    Report::Step row;
+    const int64_t a = ns(rng), b = ns(rng) % 100000000000;
+    row.index = k;
+    row.start_s = a / 1e9;
+    row.duration_ms = b / 1e6;
+    row.sync_ms = k < static_cast<int>(odd.size()) ? odd[k] : -static_cast<double>(b) / 1e6;
+    row.data_wait_ms = (b % 1000) / 1e6;
+    row.idle_ms = b / 7.0;  // not a whole number of ns
+    row.phase_ms[static_cast<int>(Phase::kForward)] = b / 1e6 + 1;
+    const std::string line = exporter::StepRowToJsonLine(row);
+    const auto back =
+        exporter::ParseStepRow(std::string_view(line).substr(0, line.size() - 1), "r");
+    ASSERT_TRUE(back.ok()) << back.status() << " " << line;
+    ASSERT_EQ(back->start_s, row.start_s) << line;
+    ASSERT_EQ(back->duration_ms, row.duration_ms) << line;
+    ASSERT_EQ(back->sync_ms, row.sync_ms) << line;
+    ASSERT_EQ(back->data_wait_ms, row.data_wait_ms) << line;
+    ASSERT_EQ(back->idle_ms, row.idle_ms) << line;
+    ASSERT_EQ(back->phase_ms, row.phase_ms) << line;
+  }
+  Report::Step row;
+  row.duration_ms = 0.000001;
+  row.start_s = 12.5;
+  const std::string line = exporter::StepRowToJsonLine(row);
+  EXPECT_NE(line.find("\"duration_ms\":0.000001,"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"start_s\":12.5,"), std::string::npos) << line;
 }
 
 TEST(StepsFileTest, BadLinesAreNamedByFileAndLine) {

@@ -135,12 +135,16 @@ TEST(SessionTest, LoaderThreadsRegisterLazilyAndAreNamedInTheTrace) {
   auto session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok()) << session.status();
   std::vector<std::thread> workers;
+  // All three alive at once (an exited thread's ring may be given back).
+  std::atomic<int> recorded{0};
   for (int w = 0; w < 3; ++w) {
-    workers.emplace_back([w] {
+    workers.emplace_back([w, &recorded] {
       NameThisThread("loader/" + std::to_string(w));
       for (int i = 0; i < 10; ++i) {
         TRAINSCOPE_RANGE_IN(kDataWait, "decode");
       }
+      recorded.fetch_add(1);
+      while (recorded.load() < 3) std::this_thread::yield();
     });
   }
   for (std::thread& t : workers) t.join();

@@ -1,8 +1,8 @@
 // trainscope/recorder.h: the in-process timeline's hot path.
 //
 // Each thread that records gets a fixed-capacity ring of compact Events the
-// first time it records in a session (registration: one allocation and one
-// lock, then never again). Recording an event is a few stores into the
+// first time it records in a session (registration: one allocation and two
+// short locks, then never again). Recording an event is a few stores into the
 // thread's own ring and one release store of its head index: no lock, no
 // allocation, no syscall. A background thread of the Session drains the rings.
 // When a ring is full the event is dropped and counted; the producer never
@@ -59,6 +59,10 @@ struct Event {
   uint16_t begin_thread;  // kAsync: registry index of the beginning thread
 };
 static_assert(sizeof(Event) == 32, "Event must stay compact");
+
+namespace core {
+class ThreadRegistry;
+}  // namespace core
 
 // A single-producer, single-consumer ring of Events owned by one thread.
 // Push is called only by the owning thread; Drain only by the Session's
@@ -127,6 +131,8 @@ class ThreadBuffer {
   uint16_t index() const { return index_; }
 
  private:
+  friend class core::ThreadRegistry;  // sets index_ once it has a slot
+
   std::unique_ptr<Event[]> events_;
   size_t capacity_;
   uint64_t mask_;

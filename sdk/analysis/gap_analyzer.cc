@@ -137,12 +137,18 @@ Extracted Extract(const Timeline& timeline, TimestampNs window_start, TimestampN
   std::vector<int8_t> call_cause;  // CallCause by name id, -1 until known
   for (const Interval& i : timeline.intervals()) {
     const IntervalSet::Span span(i.start_ns, i.end_ns);
+    // Busy time and causes count only within the window (idle is clipped to
+    // it): what lies wholly outside is skipped. Steps and device tracks are
+    // all listed, as before.
+    const bool outside = i.end_ns <= window_start || i.start_ns >= window_end;
     if (i.kind == IntervalKind::kStep) {
       out.in_steps.Add(span);
       out.steps.emplace_back(span, i.step);
     } else if (IsDeviceKind(i.kind)) {
-      if (out.has_device) out.busy.Add(span);
+      if (out.has_device && !outside) out.busy.Add(span);
       out.tracks[i.track].Add(i.start_ns, i.end_ns);
+    } else if (outside) {
+      continue;
     } else if (i.kind == IntervalKind::kSyncCall) {
       out.causes[kSync].Add(span);
     } else if (i.kind == IntervalKind::kRuntimeCall) {
@@ -182,6 +188,24 @@ std::array<IntervalSet, kCauseCount> Blame(const IntervalSet& idle, const Interv
 
 // Gap lengths: histogram and the longest ones with their step and cause;
 // idle time per step.
+// The length of `spans` (sorted, disjoint) within each step's span, for
+// steps sorted by start: out(k, ns) for each. O(spans + steps) when steps do
+// not nest.
+template <typename Out>
+void SweepWithin(const Spans& spans,
+                 const std::vector<std::pair<IntervalSet::Span, int64_t>>& steps, Out&& out) {
+  size_t first = 0;  // the first span ending after the current step's start
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const auto [a, b] = steps[k].first;
+    while (first < spans.size() && spans[first].second <= a) ++first;
+    TimestampNs within = 0;
+    for (size_t j = first; a < b && j < spans.size() && spans[j].first < b; ++j) {
+      within += std::min(b, spans[j].second) - std::max(a, spans[j].first);
+    }
+    out(k, within);
+  }
+}
+
 void DescribeGaps(const IntervalSet& idle, const std::array<IntervalSet, kCauseCount>& blamed,
                   std::vector<std::pair<IntervalSet::Span, int64_t>> steps,
                   IdleBreakdown* result) {
@@ -225,16 +249,15 @@ void DescribeGaps(const IntervalSet& idle, const std::array<IntervalSet, kCauseC
     }
     result->largest_gaps.push_back(gap);
   }
-  for (const auto& [span, index] : steps) {
-    StepIdle step;
-    step.step = index;
-    step.idle_ns = idle.LengthWithin(span.first, span.second);
-    if (step.idle_ns > 0) {
-      for (int c = 0; c < kCauseCount; ++c) {
-        step.by_cause[c] = blamed[c].LengthWithin(span.first, span.second);
-      }
-    }
-    result->idle_per_step.push_back(step);
+  // Each step's idle and causes: one sweep over the steps (by start) per set.
+  result->idle_per_step.resize(steps.size());
+  for (size_t k = 0; k < steps.size(); ++k) result->idle_per_step[k].step = steps[k].second;
+  SweepWithin(idle.spans(), steps,
+              [&](size_t k, TimestampNs ns) { result->idle_per_step[k].idle_ns = ns; });
+  for (int c = 0; c < kCauseCount; ++c) {
+    if (blamed[c].empty()) continue;
+    SweepWithin(blamed[c].spans(), steps,
+                [&](size_t k, TimestampNs ns) { result->idle_per_step[k].by_cause[c] = ns; });
   }
 }
 

@@ -57,6 +57,7 @@ IntervalSet IntervalSet::Builder::Build() && {
 
 IntervalSet IntervalSet::Intersect(const IntervalSet& other) const {
   IntervalSet out;
+  out.spans_.reserve(std::min(spans_.size() + other.spans_.size(), 2 * spans_.size() + 1));
   size_t i = 0;
   size_t j = 0;
   while (i < spans_.size() && j < other.spans_.size()) {
@@ -74,6 +75,7 @@ IntervalSet IntervalSet::Intersect(const IntervalSet& other) const {
 
 IntervalSet IntervalSet::Subtract(const IntervalSet& other) const {
   IntervalSet out;
+  out.spans_.reserve(spans_.size() + other.spans_.size());
   size_t j = 0;
   for (const Span& span : spans_) {
     TimestampNs cursor = span.first;

@@ -2,6 +2,7 @@
 #include "sdk/analysis/run_fold.h"
 
 #include <algorithm>
+#include <deque>
 #include <unordered_map>
 #include <utility>
 
@@ -193,10 +194,20 @@ struct RunFold::Impl {
     for (auto& sketch : phase_ms) sketch = QuantileSketch(o.exact_values);
   }
 
-  std::vector<Interval> pending;  // not yet behind the watermark, or launch history
-  std::vector<uint8_t> flags;     // parallel to pending
-  size_t first_new = 0;           // pending[first_new..] came after the last segment
-  std::vector<OpenStep> open_steps;
+  // Intervals not yet behind the watermark, or launch history, in runs as
+  // they arrived. A segment looks only at the runs whose earliest start is
+  // before its end: the others lie wholly after it.
+  struct Run {
+    std::vector<Interval> intervals;
+    std::vector<uint8_t> flags;  // parallel to intervals
+    TimestampNs min_start = kMaxTime;
+    bool fresh = true;  // arrived after the last segment
+  };
+  std::vector<Run> runs;
+  size_t pending = 0;  // intervals in all runs
+  // By start (ties in arrival order): a segment looks at the steps that
+  // begin before its end only, and takes the done ones off the front.
+  std::deque<OpenStep> open_steps;
   struct Tagged {
     TimestampNs sync_ns = 0;
     TimestampNs data_wait_ns = 0;
@@ -205,6 +216,7 @@ struct RunFold::Impl {
 
   bool steps_seen = false;
   bool device_seen = false;
+  bool device_side_seen = false;  // device work, CUDA calls or syncs: the trace wants them
   bool window_known = false;   // an in-window step came: first_start/last_end hold
   bool window_closed = false;  // a step past window_end_step came
   TimestampNs window_first_start = 0;
@@ -235,7 +247,7 @@ RunFold::RunFold(RunFoldOptions options, StepSink steps, DeviceSink device)
 
 RunFold::~RunFold() = default;
 
-size_t RunFold::held() const { return impl_->pending.size() + impl_->open_steps.size(); }
+size_t RunFold::held() const { return impl_->pending + impl_->open_steps.size(); }
 
 void RunFold::TakeInput() {
   Impl& s = *impl_;
@@ -266,10 +278,21 @@ void RunFold::TakeInput() {
         s.window_closed = true;
         for (ModeSums& mode : s.idle) mode.tail = IdleSums();
       }
-      s.open_steps.push_back(step);
+      if (s.open_steps.empty() || s.open_steps.back().span.start_ns <= step.span.start_ns) {
+        s.open_steps.push_back(step);
+      } else {  // rare: a step that began before one already here
+        auto at =
+            std::upper_bound(s.open_steps.begin(), s.open_steps.end(), step.span.start_ns,
+                             [](TimestampNs t, const OpenStep& o) { return t < o.span.start_ns; });
+        s.open_steps.insert(at, step);
+      }
       continue;
     }
     if (IsDeviceKind(i.kind)) s.device_seen = true;
+    if (IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
+        i.kind == IntervalKind::kSyncCall) {
+      s.device_side_seen = true;
+    }
     if (IsHostRange(i.kind)) {
       s.phase_seen[static_cast<int>(i.phase)] = true;
       if (i.step >= 0 && (i.phase == Phase::kSync || i.phase == Phase::kDataWait)) {
@@ -277,8 +300,15 @@ void RunFold::TakeInput() {
         (i.phase == Phase::kSync ? tag.sync_ns : tag.data_wait_ns) += i.duration_ns();
       }
     }
-    s.pending.push_back(i);
-    s.flags.push_back(0);
+    // Small batches join the last fresh run.
+    if (s.runs.empty() || !s.runs.back().fresh || s.runs.back().intervals.size() >= 65536) {
+      s.runs.emplace_back();
+    }
+    Impl::Run& run = s.runs.back();
+    run.intervals.push_back(i);
+    run.flags.push_back(0);
+    run.min_start = std::min(run.min_start, i.start_ns);
+    ++s.pending;
   }
   input_.mutable_intervals().clear();
 }
@@ -299,41 +329,59 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
 
   // Launch attribution for device intervals not yet attributed that began
   // before `end`, from the held host ranges and calls.
-  std::vector<size_t> to_attribute;
-  for (size_t k = 0; k < s.pending.size(); ++k) {
-    const Interval& i = s.pending[k];
-    if (IsDeviceKind(i.kind) && (s.flags[k] & kAttributed) == 0 && i.start_ns < end) {
-      to_attribute.push_back(k);
+  // The runs this segment reaches (some of their intervals begin before its end).
+  auto reaches = [&](const Impl::Run& run) { return final || run.min_start < end; };
+  std::vector<std::pair<size_t, size_t>> to_attribute;  // (run, index)
+  for (size_t r = 0; s.device_seen && r < s.runs.size(); ++r) {
+    const Impl::Run& run = s.runs[r];
+    if (!reaches(run)) continue;
+    for (size_t k = 0; k < run.intervals.size(); ++k) {
+      const Interval& i = run.intervals[k];
+      if (IsDeviceKind(i.kind) && (run.flags[k] & kAttributed) == 0 && i.start_ns < end) {
+        to_attribute.emplace_back(r, k);
+      }
     }
   }
   if (!to_attribute.empty()) {
     constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
-    for (size_t k : to_attribute) {
-      scratch.push_back(s.pending[k]);
+    for (const auto& [r, k] : to_attribute) {
+      scratch.push_back(s.runs[r].intervals[k]);
       scratch.back().step = kUnset;  // AttributeLaunches sets it when it finds the launch
     }
-    for (const Interval& i : s.pending) {
-      if (i.kind == IntervalKind::kHostRange || i.kind == IntervalKind::kRuntimeCall) {
-        scratch.push_back(i);
+    for (const Impl::Run& run : s.runs) {
+      for (const Interval& i : run.intervals) {
+        if (i.kind == IntervalKind::kHostRange || i.kind == IntervalKind::kRuntimeCall) {
+          scratch.push_back(i);
+        }
       }
     }
     AttributeLaunches(&input_);
     for (size_t j = 0; j < to_attribute.size(); ++j) {
-      Interval& i = s.pending[to_attribute[j]];
+      const auto [r, k] = to_attribute[j];
+      Interval& i = s.runs[r].intervals[k];
       const Interval& attributed = scratch[j];
       const bool found = attributed.step != kUnset;
       if (found) {
         i.step = attributed.step;
         i.phase = attributed.phase;
       }
-      s.flags[to_attribute[j]] = kAttributed | (found ? kLaunchFound : 0);
+      s.runs[r].flags[k] = kAttributed | (found ? kLaunchFound : 0);
     }
     scratch.clear();
   }
 
   // The segment's intervals: steps and everything overlapping [begin, end).
+  // Steps that begin after the segment's end are neither in it nor done.
+  const size_t reach =
+      final ? s.open_steps.size()
+            : static_cast<size_t>(std::upper_bound(s.open_steps.begin(), s.open_steps.end(), end,
+                                                   [](TimestampNs t, const OpenStep& o) {
+                                                     return t < o.span.start_ns;
+                                                   }) -
+                                  s.open_steps.begin());
   std::unordered_map<int64_t, OpenStep*> step_by_index;
-  for (OpenStep& step : s.open_steps) {
+  for (size_t k = 0; k < reach; ++k) {
+    OpenStep& step = s.open_steps[k];
     if (!overlaps(step.span.start_ns, step.span.end_ns)) continue;
     Interval i;
     i.start_ns = step.span.start_ns;
@@ -346,18 +394,21 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   }
   std::array<std::vector<IntervalSet::Span>, kPhaseCount> phase_spans;
   std::array<std::vector<IntervalSet::Span>, kPhaseCount + 1> device_spans;
-  for (size_t k = 0; k < s.pending.size(); ++k) {
-    const Interval& i = s.pending[k];
-    if (!overlaps(i.start_ns, i.end_ns)) continue;
-    scratch.push_back(i);
-    const TimestampNs a = std::max(begin, i.start_ns);
-    const TimestampNs b = std::min(end, i.end_ns);
-    if (IsHostRange(i.kind) && b > a) {
-      phase_spans[static_cast<int>(i.phase)].emplace_back(a, b);
-    } else if (IsDeviceKind(i.kind)) {
-      const int p = (s.flags[k] & kLaunchFound) != 0 ? static_cast<int>(i.phase) : kPhaseCount;
-      s.device_busy_seen[p] = true;
-      if (b > a) device_spans[p].emplace_back(a, b);
+  for (const Impl::Run& run : s.runs) {
+    if (!reaches(run)) continue;
+    for (size_t k = 0; k < run.intervals.size(); ++k) {
+      const Interval& i = run.intervals[k];
+      if (!overlaps(i.start_ns, i.end_ns)) continue;
+      scratch.push_back(i);
+      const TimestampNs a = std::max(begin, i.start_ns);
+      const TimestampNs b = std::min(end, i.end_ns);
+      if (IsHostRange(i.kind) && b > a) {
+        phase_spans[static_cast<int>(i.phase)].emplace_back(a, b);
+      } else if (IsDeviceKind(i.kind)) {
+        const int p = (run.flags[k] & kLaunchFound) != 0 ? static_cast<int>(i.phase) : kPhaseCount;
+        s.device_busy_seen[p] = true;
+        if (b > a) device_spans[p].emplace_back(a, b);
+      }
     }
   }
   for (int p = 0; p <= kPhaseCount; ++p) {
@@ -365,19 +416,35 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
     s.device_busy_ns[p] += IntervalSet::FromUnsorted(std::move(device_spans[p])).Length();
   }
 
-  // Phases: their union in the segment, and each open step's share of it.
+  // Phases: their union in the segment, and each open step's share of it,
+  // in one sweep per phase over the steps by start and the union's spans.
+  std::vector<OpenStep*> by_start;
+  by_start.reserve(step_by_index.size());
+  for (auto& [index, step] : step_by_index) by_start.push_back(step);
+  std::sort(by_start.begin(), by_start.end(), [](const OpenStep* a, const OpenStep* b) {
+    return a->span.start_ns < b->span.start_ns;
+  });
   for (int p = 0; p < kPhaseCount; ++p) {
     if (phase_spans[p].empty()) continue;
     const IntervalSet covered = IntervalSet::FromUnsorted(std::move(phase_spans[p]));
     s.phase_total_ns[p] += covered.Length();
-    for (auto& [index, step] : step_by_index) {
-      step->phase_ns[p] += covered.LengthWithin(std::max(begin, step->span.start_ns),
-                                                std::min(end, step->span.end_ns));
+    const std::vector<IntervalSet::Span>& spans = covered.spans();
+    size_t first = 0;  // the first span that ends after the previous step's start
+    for (OpenStep* step : by_start) {
+      const TimestampNs a = std::max(begin, step->span.start_ns);
+      const TimestampNs b = std::min(end, step->span.end_ns);
+      while (first < spans.size() && spans[first].second <= a) ++first;
+      if (a >= b) continue;
+      TimestampNs within = 0;
+      for (size_t k = first; k < spans.size() && spans[k].first < b; ++k) {
+        within += std::min(b, spans[k].second) - std::max(a, spans[k].first);
+      }
+      step->phase_ns[p] += within;
     }
   }
 
-  // Idle, for each busy source the run may end up with.
-  input_.Sort();
+  // Idle, for each busy source the run may end up with (GapAnalyzer takes
+  // its input in any order).
   const int row_mode = s.device_seen ? kDeviceMode : kHostMode;
   for (int mode = 0; mode < kModes; ++mode) {
     if (mode == kHostMode && s.device_seen) continue;
@@ -414,11 +481,12 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
 
   // Steps now behind the watermark: their rows, in start order.
   std::vector<OpenStep> done;
-  auto still_open =
-      std::stable_partition(s.open_steps.begin(), s.open_steps.end(),
-                            [&](const OpenStep& step) { return !final && step.span.end_ns > end; });
-  done.assign(std::make_move_iterator(still_open), std::make_move_iterator(s.open_steps.end()));
-  s.open_steps.erase(still_open, s.open_steps.end());
+  auto reached = s.open_steps.begin() + static_cast<std::ptrdiff_t>(reach);
+  auto first_open = std::stable_partition(s.open_steps.begin(), reached, [&](const OpenStep& step) {
+    return final || step.span.end_ns <= end;
+  });
+  done.assign(std::make_move_iterator(s.open_steps.begin()), std::make_move_iterator(first_open));
+  s.open_steps.erase(s.open_steps.begin(), first_open);
   std::stable_sort(done.begin(), done.end(), [](const OpenStep& a, const OpenStep& b) {
     return a.span.start_ns < b.span.start_ns;
   });
@@ -469,31 +537,48 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   // Release what is behind the watermark; hand device work to the trace.
   const TimestampNs history_end =
       (s.device_seen || options_.device) && !final ? end - options_.launch_horizon_ns : kMaxTime;
-  for (size_t k = 0; k < s.pending.size(); ++k) {
-    const Interval& i = s.pending[k];
-    const bool device_side = IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
-                             i.kind == IntervalKind::kSyncCall;
-    const bool passed = final || (i.end_ns <= end && i.start_ns < end);
-    if (device_side && passed && (i.end_ns > begin || k >= s.first_new)) scratch.push_back(i);
+  for (const Impl::Run& run : s.runs) {
+    if (!s.device_side_seen || !reaches(run)) continue;
+    for (const Interval& i : run.intervals) {
+      const bool device_side = IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
+                               i.kind == IntervalKind::kSyncCall;
+      const bool passed = final || (i.end_ns <= end && i.start_ns < end);
+      if (device_side && passed && (i.end_ns > begin || run.fresh)) scratch.push_back(i);
+    }
   }
   if (!scratch.empty() && device_sink_) device_sink_(input_);
   scratch.clear();
-  size_t kept = 0;
-  for (size_t k = 0; k < s.pending.size(); ++k) {
-    const Interval& i = s.pending[k];
-    bool keep = !final && (i.end_ns > end || i.start_ns >= end);
-    if (!keep && !final &&
-        (i.kind == IntervalKind::kHostRange || i.kind == IntervalKind::kRuntimeCall)) {
-      keep = i.end_ns > history_end;
+  // Compact the runs the segment reached; drop the empty ones.
+  size_t kept_runs = 0;
+  for (size_t r = 0; r < s.runs.size(); ++r) {
+    Impl::Run& run = s.runs[r];
+    if (reaches(run)) {
+      size_t kept = 0;
+      TimestampNs min_start = kMaxTime;
+      for (size_t k = 0; k < run.intervals.size(); ++k) {
+        const Interval& i = run.intervals[k];
+        bool keep = !final && (i.end_ns > end || i.start_ns >= end);
+        if (!keep && !final &&
+            (i.kind == IntervalKind::kHostRange || i.kind == IntervalKind::kRuntimeCall)) {
+          keep = i.end_ns > history_end;
+        }
+        if (!keep) continue;
+        run.intervals[kept] = i;
+        run.flags[kept] = run.flags[k];
+        min_start = std::min(min_start, i.start_ns);
+        ++kept;
+      }
+      s.pending -= run.intervals.size() - kept;
+      run.intervals.resize(kept);
+      run.flags.resize(kept);
+      run.min_start = min_start;
     }
-    if (!keep) continue;
-    s.pending[kept] = i;
-    s.flags[kept] = s.flags[k];
-    ++kept;
+    run.fresh = false;
+    if (run.intervals.empty()) continue;
+    if (kept_runs != r) s.runs[kept_runs] = std::move(run);
+    ++kept_runs;
   }
-  s.pending.resize(kept);
-  s.flags.resize(kept);
-  s.first_new = kept;
+  s.runs.resize(kept_runs);
   watermark_ = end;
 }
 

@@ -105,7 +105,9 @@ class RunFold {
   // Folds all time before `watermark`: every interval overlapping it must
   // have been added. A watermark at or before the current one only takes
   // the new input. Cost: O(n log n) in the intervals overlapping the new
-  // segment, plus the held host ranges when device records came.
+  // segment; held intervals are kept in runs as they arrived, and only the
+  // runs with an interval that begins before `watermark` are looked at;
+  // plus the held host ranges when device records came.
   void Advance(TimestampNs watermark);
 
   // Folds the rest and fills report->timing, throughput, resource_hours,

@@ -101,8 +101,17 @@ void ThreadRegistry::EndSession() {
 ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool counts_event) {
   if (t_exited) return nullptr;
   const uint32_t tid = CurrentOsTid();
+  // The ring is allocated (and zeroed: 64 MiB takes tens of milliseconds)
+  // before the lock, so that the drainer and other threads never wait for it.
+  size_t capacity = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (generation == 0 || generation != generation_) return nullptr;
+    capacity = capacity_;
+  }
+  auto buffer = std::make_shared<ThreadBuffer>(capacity, tid, 0);
   std::lock_guard<std::mutex> lock(mu_);
-  if (generation == 0 || generation != generation_) return nullptr;
+  if (generation == 0 || generation != generation_ || capacity != capacity_) return nullptr;
   if (free_.empty() && threads_.size() >= 0xFFFF) {
     if (counts_event) ++refused_;
     return nullptr;
@@ -115,7 +124,7 @@ ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool co
     index = free_.back();
     free_.pop_back();
   }
-  auto buffer = std::make_shared<ThreadBuffer>(capacity_, tid, index);
+  buffer->index_ = index;
   threads_[index] = ThreadEntry{buffer, tid};
   ++registered_;
   peak_live_ = std::max(peak_live_, ++live_);

@@ -166,7 +166,16 @@ struct Session::Impl {
   std::vector<core::ThreadEntry> entries;  // last registry snapshot
   uint32_t async_track = 0;
   uint32_t step_name = 0;
-  std::unordered_map<NameId, uint32_t> names;  // recorder name -> fold name
+  // Recorder name -> fold name (+1; 0: not yet), by NameId: ids are dense
+  // (phases, then names in the order interned), so this grows with the
+  // distinct names, like the name table itself.
+  std::vector<uint32_t> names;
+  std::unordered_map<NameId, uint32_t> sparse_names;  // ids past kDenseNames
+  static constexpr NameId kDenseNames = 1u << 20;
+  uint32_t& DenseName(NameId id) {
+    if (id >= names.size()) names.resize(id + 1, 0);
+    return names[id];
+  }
   std::unordered_map<NameId, Report::Counter> counters;
   int64_t recorded = 0;
   int64_t released_dropped = 0;  // events dropped by rings freed since
@@ -280,9 +289,10 @@ void Session::Impl::Fold(const Event& e, uint32_t track) {
     interval.value = e.value;
     interval.name = step_name;
   } else {
-    auto [it, added] = names.try_emplace(e.value, 0);
-    if (added) it->second = input.Intern(LookupName(e.value));
-    interval.name = it->second;
+    // A NameId not from InternName (a caller's own number) goes to the map.
+    uint32_t& name = e.value < kDenseNames ? DenseName(e.value) : sparse_names[e.value];
+    if (name == 0) name = input.Intern(LookupName(e.value)) + 1;
+    interval.name = name - 1;
     interval.kind = e.kind == EventKind::kAsync ? analysis::IntervalKind::kAsyncRange
                                                 : analysis::IntervalKind::kHostRange;
     if (e.kind == EventKind::kAsync) interval.track = async_track;
@@ -432,11 +442,22 @@ void Session::Impl::DrainOnce(bool final) {
   if (held > options.fold_buffer_bytes.value) watermark = now;
   // Fold in segments of at least half the delay (each held interval is then
   // looked at a few times, not once a drain); in between, only take the input.
+  // A segment folds at most about kSliceIntervals intervals' worth of time
+  // (at the rate they come): a long segment would keep the drainer from the
+  // rings longer than a fast producer takes to fill one.
   const TimestampNs folded = fold->watermark();
-  const bool segment = folded == std::numeric_limits<TimestampNs>::min() ||
-                       watermark - folded >= std::max<TimestampNs>(delay / 2, 1000000) ||
-                       held > options.fold_buffer_bytes.value / 2;
-  fold->Advance(segment ? watermark : folded);
+  const bool first = folded == std::numeric_limits<TimestampNs>::min();
+  const bool over = held > options.fold_buffer_bytes.value / 2;
+  const bool segment =
+      first || over || watermark - folded >= std::max<TimestampNs>(delay / 2, 1000000);
+  TimestampNs to = segment ? watermark : folded;
+  if (segment && !first && !over && intervals_per_ns > 0) {
+    constexpr double kSliceIntervals = 32768;
+    to = std::min(
+        to, folded + std::max<TimestampNs>(
+                         1000000, static_cast<TimestampNs>(kSliceIntervals / intervals_per_ns)));
+  }
+  fold->Advance(to);
   if (steps_file != nullptr && steps_status.ok()) steps_status.Update(steps_file->Flush());
 }
 
@@ -444,12 +465,15 @@ void Session::Impl::DrainLoop() {
   using Clock = std::chrono::steady_clock;
   auto next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
   // The wait adapts to the fill rate: when a ring came back more than a
-  // quarter full it halves (down to 1 ms), and it grows back to
-  // flush_interval_ms when they come back under a sixteenth full. Rings are
-  // never signalled from the hot path.
+  // quarter full it halves (down to 1 ms), and it doubles, up to
+  // flush_interval_ms, when they come back under a sixteenth full. Rings
+  // are never signalled from the hot path.
   const auto longest = std::chrono::microseconds(int64_t{1000} * options.flush_interval_ms);
   const auto shortest = std::min(longest, std::chrono::microseconds(1000));
-  auto wait = longest;
+  // From the shortest: a producer that starts fast fills a ring before a
+  // first wait of flush_interval_ms ends; a slow one lets it grow in a few
+  // drains.
+  auto wait = shortest;
   std::unique_lock<std::mutex> lock(mu);
   while (!stop) {
     wake.wait_for(lock, wait);

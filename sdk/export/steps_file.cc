@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <iterator>
 
@@ -16,46 +17,99 @@
 namespace trainscope::exporter {
 
 namespace {
-// A number as JsonWriter writes it: shortest round-trip form, null if not finite.
-void AppendNumber(std::string* out, double value) {
-  if (std::isfinite(value)) {
-    fmt::format_to(std::back_inserter(*out), "{}", value);
-  } else {
-    *out += "null";
-  }
+
+void AppendInt(std::string* out, int64_t value) {
+  char digits[24];
+  const auto [end, error] = std::to_chars(digits, digits + sizeof digits, value);
+  out->append(digits, end);
 }
+
+// A number that round-trips: `value` as a whole number of 10^-decimals
+// units printed exactly ("12.5", "0.000001", "3"), when that reads back as
+// the same double (values derived from integer nanoseconds always do);
+// else the shortest round-trip form; null if not finite. About 5x faster
+// than fmt's shortest form, and what a reader gets back is the same double.
+void AppendNumber(std::string* out, double value, int decimals) {
+  static constexpr double kScale[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
+  if (!std::isfinite(value)) {
+    *out += "null";
+    return;
+  }
+  const double scaled = value * kScale[decimals];
+  if (std::fabs(scaled) < 9e15) {
+    const auto units = static_cast<int64_t>(scaled < 0 ? scaled - 0.5 : scaled + 0.5);
+    if (static_cast<double>(units) / kScale[decimals] == value) {
+      uint64_t magnitude = units < 0 ? 0 - static_cast<uint64_t>(units) : units;
+      if (units < 0) *out += '-';
+      const auto pow10 = static_cast<uint64_t>(kScale[decimals]);
+      AppendInt(out, static_cast<int64_t>(magnitude / pow10));
+      uint64_t fraction = magnitude % pow10;
+      if (fraction != 0) {
+        int width = decimals;
+        while (fraction % 10 == 0) {
+          fraction /= 10;
+          --width;
+        }
+        char digits[16];
+        for (int k = width - 1; k >= 0; --k) {
+          digits[k] = static_cast<char>('0' + fraction % 10);
+          fraction /= 10;
+        }
+        *out += '.';
+        out->append(digits, static_cast<size_t>(width));
+      }
+      return;
+    }
+  }
+  fmt::format_to(std::back_inserter(*out), "{}", value);
+}
+
+constexpr int kMsDecimals = 6;  // ms from integer ns
+constexpr int kSDecimals = 9;   // s from integer ns
+
 }  // namespace
 
-std::string StepRowToJsonLine(const Report::Step& row) {
+void AppendStepRowJsonLine(std::string* line, const Report::Step& row) {
   // Formatted by hand (one row a step, on the drain thread): fixed keys, and
   // the phase names need no escaping.
-  std::string line;
-  line.reserve(320);
-  fmt::format_to(std::back_inserter(line), "{{\"step\":{},\"start_s\":", row.index);
-  AppendNumber(&line, row.start_s);
-  line += ",\"duration_ms\":";
-  AppendNumber(&line, row.duration_ms);
-  fmt::format_to(std::back_inserter(line), ",\"samples\":{},\"sync_ms\":", row.samples);
-  AppendNumber(&line, row.sync_ms);
-  line += ",\"data_wait_ms\":";
-  AppendNumber(&line, row.data_wait_ms);
-  line += ",\"phases_ms\":{";
+  *line += "{\"step\":";
+  AppendInt(line, row.index);
+  *line += ",\"start_s\":";
+  AppendNumber(line, row.start_s, kSDecimals);
+  *line += ",\"duration_ms\":";
+  AppendNumber(line, row.duration_ms, kMsDecimals);
+  *line += ",\"samples\":";
+  AppendInt(line, row.samples);
+  *line += ",\"sync_ms\":";
+  AppendNumber(line, row.sync_ms, kMsDecimals);
+  *line += ",\"data_wait_ms\":";
+  AppendNumber(line, row.data_wait_ms, kMsDecimals);
+  *line += ",\"phases_ms\":{";
   bool first = true;
   for (int p = 0; p < kPhaseCount; ++p) {
     if (!(row.phase_ms[p] > 0)) continue;
-    if (!first) line += ',';
+    if (!first) *line += ',';
     first = false;
-    line += '"';
-    line += PhaseName(static_cast<Phase>(p));
-    line += "\":";
-    AppendNumber(&line, row.phase_ms[p]);
+    *line += '"';
+    *line += PhaseName(static_cast<Phase>(p));
+    *line += "\":";
+    AppendNumber(line, row.phase_ms[p], kMsDecimals);
   }
-  line += "},\"idle_ms\":";
-  AppendNumber(&line, row.idle_ms);
-  line += ",\"top_cause\":";
-  AppendJsonString(&line, row.top_cause);
-  fmt::format_to(std::back_inserter(line), ",\"memory_bytes\":{},\"peak_memory_bytes\":{}}}\n",
-                 row.memory_bytes, row.peak_memory_bytes);
+  *line += "},\"idle_ms\":";
+  AppendNumber(line, row.idle_ms, kMsDecimals);
+  *line += ",\"top_cause\":";
+  AppendJsonString(line, row.top_cause);
+  *line += ",\"memory_bytes\":";
+  AppendInt(line, row.memory_bytes);
+  *line += ",\"peak_memory_bytes\":";
+  AppendInt(line, row.peak_memory_bytes);
+  *line += "}\n";
+}
+
+std::string StepRowToJsonLine(const Report::Step& row) {
+  std::string line;
+  line.reserve(320);
+  AppendStepRowJsonLine(&line, row);
   return line;
 }
 
@@ -152,7 +206,7 @@ absl::StatusOr<std::unique_ptr<StepsWriter>> StepsWriter::Open(const std::string
 StepsWriter::~StepsWriter() { (void)Close(); }
 
 void StepsWriter::Append(const Report::Step& row) {
-  buffer_ += StepRowToJsonLine(row);
+  AppendStepRowJsonLine(&buffer_, row);
   ++rows_;
   if (buffer_.size() >= kBufferLimit) status_.Update(Flush());
 }

@@ -30,6 +30,8 @@ namespace trainscope::exporter {
 
 // `row` as one line of steps.jsonl, newline included.
 std::string StepRowToJsonLine(const Report::Step& row);
+// The same, appended to `line` (no allocation once it has room).
+void AppendStepRowJsonLine(std::string* line, const Report::Step& row);
 
 // Parses one line (without its newline). `where` names it in errors
 // ("out/steps.jsonl:12"). Errors: InvalidArgument for malformed JSON or a

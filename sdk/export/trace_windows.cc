@@ -2,6 +2,7 @@
 #include "sdk/export/trace_windows.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace trainscope::exporter {
@@ -33,7 +34,7 @@ bool TraceWindows::Fits(uint64_t more) const {
 
 TraceWindows::Chunk* TraceWindows::ChunkFor(int64_t step) {
   if (auto it = chunks_.find(step); it != chunks_.end()) return &it->second;
-  if (std::find(dropped_.begin(), dropped_.end(), step) != dropped_.end()) return nullptr;
+  if (dropped_set_.count(step) != 0) return nullptr;
   size_t open = 0;
   int64_t oldest = step;
   for (const auto& [index, chunk] : chunks_) {
@@ -101,6 +102,10 @@ void TraceWindows::Materialize(Chunk* chunk) {
 void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
                              const TraceWriter::ThreadIdOf& thread_id_of) {
   if (!thread_id_of_) thread_id_of_ = thread_id_of;
+  // The chunk of the last event's step: consecutive events mostly share one.
+  // Forgotten after anything that may drop a chunk.
+  int64_t cached_step = std::numeric_limits<int64_t>::min();
+  Chunk* cached = nullptr;
   for (size_t k = 0; k < count; ++k) {
     const Event& e = events[k];
     if (e.step < 0 && e.kind != EventKind::kStep) {
@@ -117,11 +122,19 @@ void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
       tids_.insert(os_tid);
       continue;
     }
-    Chunk* chunk = ChunkFor(e.step);
+    Chunk* chunk;
+    if (e.step == cached_step) {
+      chunk = cached;
+    } else {
+      chunk = ChunkFor(e.step);
+      cached_step = e.step;
+      cached = chunk;
+    }
     if (chunk != nullptr && !chunk->overflow) {
       if (chunk->fate == Fate::kOpen || chunk->fate == Fate::kLookahead) {
         if (!Fits(sizeof(chunk->raw[0]))) {
           Overflow(chunk);
+          cached_step = std::numeric_limits<int64_t>::min();
         } else {
           chunk->raw.emplace_back(os_tid, e);
           held_bytes_ += sizeof(chunk->raw[0]);
@@ -131,9 +144,13 @@ void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
         writer_->FormatEvent(&scratch_, os_tid, e, thread_id_of_);
         AppendText(chunk, scratch_);
         tids_.insert(os_tid);
+        cached_step = std::numeric_limits<int64_t>::min();
       }
     }
-    if (e.kind == EventKind::kStep) Close(e);
+    if (e.kind == EventKind::kStep) {
+      Close(e);
+      cached_step = std::numeric_limits<int64_t>::min();
+    }
   }
 }
 
@@ -264,7 +281,11 @@ void TraceWindows::Drop(int64_t index) {
   held_bytes_ -= it->second.bytes();
   chunks_.erase(it);
   dropped_.push_back(index);
-  if (dropped_.size() > kRememberDone) dropped_.pop_front();
+  dropped_set_.insert(index);
+  if (dropped_.size() > kRememberDone) {
+    dropped_set_.erase(dropped_set_.find(dropped_.front()));
+    dropped_.pop_front();
+  }
 }
 
 void TraceWindows::DropWindow(int64_t id) {

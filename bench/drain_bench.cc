@@ -1,0 +1,176 @@
+// drain_bench: does the drain keep up with the scopes? (issue 15, point 7)
+//
+// 1. Capacity. A thread records 4 x 10^6 events (10 a step: the step and 9
+//    phases) as fast as it can, into a ring large enough that nothing drops,
+//    with report.json, steps.jsonl and trace.json on. The drain's rate is the
+//    events over the CPU time every other thread of the process spent from
+//    Start to the end of Finish (the drainer, and Finish's last drain and
+//    outputs). Printed beside the producer's rate. Goal: >= 10 M events per
+//    CPU second.
+// 2. Sustained. Default options (a 1 MiB ring, the adaptive drain interval),
+//    the producer paced at 2 M events/s for 5 s. Goal: nothing dropped.
+//
+// Not a test: it prints PASS/MISS and exits 0. Each figure is the median of
+// --runs runs (3).
+//
+//   drain_bench OUT_DIR [--runs=3] [--events=4000000] [--rate=2000000] [--seconds=5]
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trainscope/trainscope.h"
+
+namespace {
+
+double CpuSeconds(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+trainscope::Options BaseOptions(const std::string& dir) {
+  trainscope::Options options;
+  options.output_dir = dir;
+  options.run_name = "drain_bench";
+  options.sinks = trainscope::kSinkReportJson | trainscope::kSinkTraceJson;
+  options.summary_stream = nullptr;
+  options.nvtx = false;
+  options.device_timeline = false;
+  options.code_version = options.data_version = options.container_image = "bench";
+  return options;
+}
+
+// Ten events: a step and its nine phases.
+inline void OneStep(trainscope::Session& session, int64_t step) {
+  trainscope::StepScope scope(session, trainscope::StepIndex(step), trainscope::Samples(32));
+  for (int p = 0; p < 9; ++p) trainscope::PhaseScope phase(static_cast<trainscope::Phase>(p));
+}
+
+struct Capacity {
+  double producer_mev_s = 0;
+  double drain_mev_cpu_s = 0;
+  long long recorded = 0, dropped = 0;
+};
+
+Capacity MeasureCapacity(const std::string& dir, long long events) {
+  trainscope::Options options = BaseOptions(dir);
+  options.buffer_bytes_per_thread = trainscope::Bytes(uint64_t{256} << 20);
+  const double process0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+  const double thread0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+  auto session = trainscope::Session::Start(options);
+  if (!session.ok()) {
+    std::fprintf(stderr, "drain_bench: %s\n", session.status().ToString().c_str());
+    std::exit(1);
+  }
+  const double loop_thread0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+  const auto begin = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step * 10 < events; ++step) OneStep(*session, step);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  const double loop_thread = CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - loop_thread0;
+  auto report = session->Finish();
+  if (!report.ok()) {
+    std::fprintf(stderr, "drain_bench: %s\n", report.status().ToString().c_str());
+    std::exit(1);
+  }
+  const double process = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - process0;
+  const double thread_total = CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - thread0;
+  // Everything but the producer's loop: other threads, Start and Finish.
+  const double drain_cpu = process - thread_total + (thread_total - loop_thread);
+  Capacity c;
+  c.recorded = report->events.recorded;
+  c.dropped = report->events.dropped;
+  c.producer_mev_s = static_cast<double>(events) / wall / 1e6;
+  c.drain_mev_cpu_s = static_cast<double>(c.recorded) / drain_cpu / 1e6;
+  return c;
+}
+
+struct Sustained {
+  long long recorded = 0, dropped = 0;
+  double achieved_mev_s = 0;
+};
+
+Sustained MeasureSustained(const std::string& dir, double rate, double seconds) {
+  trainscope::Options options = BaseOptions(dir);
+  auto session = trainscope::Session::Start(options);
+  if (!session.ok()) {
+    std::fprintf(stderr, "drain_bench: %s\n", session.status().ToString().c_str());
+    std::exit(1);
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto begin = Clock::now();
+  long long recorded = 0;
+  const auto total = static_cast<long long>(rate * seconds);
+  for (int64_t step = 0; recorded < total; ++step) {
+    OneStep(*session, step);
+    recorded += 10;
+    if ((step & 15) == 0) {  // pace in bursts of 160 events at most
+      const auto due = begin + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(recorded / rate));
+      while (Clock::now() < due) {
+      }
+    }
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - begin).count();
+  auto report = session->Finish();
+  if (!report.ok()) {
+    std::fprintf(stderr, "drain_bench: %s\n", report.status().ToString().c_str());
+    std::exit(1);
+  }
+  Sustained s;
+  s.recorded = report->events.recorded;
+  s.dropped = report->events.dropped;
+  s.achieved_mev_s = static_cast<double>(recorded) / wall / 1e6;
+  return s;
+}
+
+template <typename T, typename Key>
+T Median(std::vector<T> runs, Key key) {
+  std::sort(runs.begin(), runs.end(), [&](const T& a, const T& b) { return key(a) < key(b); });
+  return runs[runs.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "usage: drain_bench OUT_DIR [--runs=3] [--events=N] [--rate=EV_PER_S] "
+                 "[--seconds=S]\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  int runs = 3;
+  long long events = 4000000;
+  double rate = 2e6, seconds = 5;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--runs=", 7) == 0) runs = std::max(1, std::atoi(argv[i] + 7));
+    if (std::strncmp(argv[i], "--events=", 9) == 0) events = std::atoll(argv[i] + 9);
+    if (std::strncmp(argv[i], "--rate=", 7) == 0) rate = std::atof(argv[i] + 7);
+    if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
+  }
+  std::vector<Capacity> capacity;
+  for (int r = 0; r < runs; ++r) capacity.push_back(MeasureCapacity(dir + "/capacity", events));
+  const Capacity c = Median(capacity, [](const Capacity& x) { return x.drain_mev_cpu_s; });
+  std::printf(
+      "drain capacity: producer %.1f M events/s, drain %.2f M events per CPU second "
+      "(goal >= 10): %s  [%lld recorded, %lld dropped; median of %d]\n",
+      c.producer_mev_s, c.drain_mev_cpu_s, c.drain_mev_cpu_s >= 10 ? "PASS" : "MISS", c.recorded,
+      c.dropped, runs);
+  std::vector<Sustained> sustained;
+  for (int r = 0; r < runs; ++r)
+    sustained.push_back(MeasureSustained(dir + "/sustained", rate, seconds));
+  const Sustained s = Median(sustained, [](const Sustained& x) { return x.dropped; });
+  std::printf(
+      "sustained: %.2f M events/s for %.0f s, 1 MiB ring: %lld recorded, %lld dropped "
+      "(goal 0): %s  [median of %d]\n",
+      s.achieved_mev_s, seconds, s.recorded, s.dropped, s.dropped == 0 ? "PASS" : "MISS", runs);
+  return 0;
+}
