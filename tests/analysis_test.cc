@@ -11,6 +11,7 @@
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/step_analysis.h"
 #include "sdk/analysis/straggler.h"
+#include "sdk/analysis/trace_analysis.h"
 
 namespace trainscope::analysis {
 namespace {
@@ -120,6 +121,45 @@ TEST(GapAnalyzerTest, CpuComputePhasesAreBusyAndGapsAreBlamedByPriority) {
   EXPECT_EQ(causes["outside_step"], 1 * kMs);  // 11..12
   EXPECT_EQ(idle.by_cause.front().first, "data_wait");
   EXPECT_EQ(idle.gaps, 3);  // [0,4) [9,16) [21,22)
+}
+
+// A trace of two windows of steps (0-1 and 7-8, as trainscope's trace
+// windows keep): the 100 ms between them was not recorded and is neither
+// busy nor idle; inside each window the analysis is as for one.
+TEST(TraceAnalysisTest, WindowsOfStepsLeaveOutTheTimeBetweenThem) {
+  TimelineBuilder b;
+  for (int64_t w = 0; w < 2; ++w) {
+    const double at = w * 122;  // 0 and 122 ms
+    const int64_t first = w == 0 ? 0 : 7;
+    b.Step(first, at + 0, at + 10)
+        .Range(Phase::kDataWait, at + 0, at + 4, first)
+        .Range(Phase::kForward, at + 4, at + 9, first)
+        .Step(first + 1, at + 12, at + 22)
+        .Range(Phase::kDataWait, at + 12, at + 16, first + 1)
+        .Range(Phase::kForward, at + 16, at + 21, first + 1);
+  }
+  const TraceAnalysis a = AnalyzeTimeline(b.Build(), HtaTraceFacts{});
+  EXPECT_EQ(a.step_windows, 2);
+  EXPECT_EQ(a.idle.window_ns, 44 * kMs);  // 2 x [0, 22)
+  EXPECT_EQ(a.idle.busy_ns, 20 * kMs);
+  std::map<std::string, TimestampNs> causes(a.idle.by_cause.begin(), a.idle.by_cause.end());
+  EXPECT_EQ(causes["data_wait"], 16 * kMs);
+  EXPECT_EQ(causes["host"], 4 * kMs);          // 9..10 and 21..22 in each
+  EXPECT_EQ(causes["outside_step"], 4 * kMs);  // 10..12 in each, not the 100 ms between
+  EXPECT_EQ(a.idle.largest_gap_ns, 7 * kMs);   // 9..16 in each, not 22..122
+  EXPECT_EQ(a.idle.gaps, 6);                   // [0,4) [9,16) [21,22) in each
+  // The same steps numbered 0-3 are one window: the 100 ms is idle outside steps.
+  TimelineBuilder c;
+  for (int64_t w = 0; w < 2; ++w) {
+    const double at = w * 122;
+    c.Step(2 * w, at + 0, at + 10)
+        .Range(Phase::kForward, at + 4, at + 9, 2 * w)
+        .Step(2 * w + 1, at + 12, at + 22)
+        .Range(Phase::kForward, at + 16, at + 21, 2 * w + 1);
+  }
+  const TraceAnalysis one = AnalyzeTimeline(c.Build(), HtaTraceFacts{});
+  EXPECT_EQ(one.step_windows, 1);
+  EXPECT_EQ(one.idle.window_ns, 144 * kMs);
 }
 
 TEST(GapAnalyzerTest, DeviceActivityReplacesHostComputeAsBusyTime) {

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "sdk/analysis/interval_set.h"
 #include "sdk/analysis/timeline.h"
 
 namespace trainscope::analysis {
@@ -110,6 +111,13 @@ class GapAnalyzer {
   // Cost: O(n) in the intervals on a sorted timeline, O(n log n) otherwise.
   static IdleBreakdown Analyze(const Timeline& timeline, TimestampNs window_start,
                                TimestampNs window_end, BusySource source = BusySource::kAuto);
+
+  // The same over a window of several spans (a trace of separate windows of
+  // steps: the time between them was not recorded, so it is neither busy
+  // nor idle). window_ns is the spans' total; gaps never cross from one
+  // span to the next. Analyze(t, a, b) is AnalyzeWithin(t, Range(a, b)).
+  static IdleBreakdown AnalyzeWithin(const Timeline& timeline, const IntervalSet& window,
+                                     BusySource source = BusySource::kAuto);
 
   // True for CUDA API calls that block the host until the device catches up
   // (…Synchronize, a plain cudaMemcpy or cudaMemset): their idle time is

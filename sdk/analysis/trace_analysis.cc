@@ -1,12 +1,13 @@
 // One trace's analysis. See trace_analysis.h.
 #include "sdk/analysis/trace_analysis.h"
 
-#include "sdk/core/cpus.h"
-
 #include <algorithm>
 #include <exception>
 #include <limits>
 #include <thread>
+#include <vector>
+
+#include "sdk/core/cpus.h"
 
 namespace trainscope::analysis {
 
@@ -53,7 +54,22 @@ TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& fac
       result.window_end_ns = last;
     }
   }
-  result.idle = GapAnalyzer::Analyze(timeline, result.window_start_ns, result.window_end_ns);
+  // Runs of consecutive step indices: what lies between them was not kept.
+  std::vector<IntervalSet::Span> runs;
+  const std::vector<StepSpan>& steps = result.steps.steps;  // by start
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (k == 0 || steps[k].index != steps[k - 1].index + 1) {
+      runs.emplace_back(steps[k].start_ns, steps[k].end_ns);
+    } else {
+      runs.back().second = std::max(runs.back().second, steps[k].end_ns);
+    }
+  }
+  if (runs.size() > 1) {
+    result.step_windows = static_cast<int>(runs.size());
+    result.idle = GapAnalyzer::AnalyzeWithin(timeline, IntervalSet::FromUnsorted(runs));
+  } else {
+    result.idle = GapAnalyzer::Analyze(timeline, result.window_start_ns, result.window_end_ns);
+  }
   if (hta.joinable()) hta.join();  // before `result` is returned (maybe moved)
   if (hta_error) std::rethrow_exception(hta_error);
   return result;

@@ -18,6 +18,11 @@ struct TraceAnalysis {
   // device activity when the trace has no steps.
   TimestampNs window_start_ns = 0;
   TimestampNs window_end_ns = 0;
+  // Runs of consecutive step indices (1 for a trace of every step, several
+  // for trainscope's trace windows or a profiler schedule that repeated):
+  // the idle analysis covers each run, first step start to last step end,
+  // and not the unrecorded time between them.
+  int step_windows = 1;
 };
 
 // Runs the gap analysis and HTA's breakdowns. Pure. With `threads` other

@@ -37,6 +37,7 @@ void WriteGaps(const analysis::TraceAnalysis& a, JsonWriter& j) {
   j.BeginObject();
   j.Key("busy_source").String(idle.busy_source);
   j.Key("window_us").Number(Us(idle.window_ns));
+  j.Key("step_windows").Int(a.step_windows);
   j.Key("busy_us").Number(Us(idle.busy_ns));
   j.Key("idle_us").Number(Us(idle.idle_ns));
   j.Key("idle_share").Number(idle.share);
@@ -143,6 +144,11 @@ std::string AnalysisToText(const AnalyzedTrace& t) {
                          idle.busy_source == "device_activity" ? "GPU" : "compute",
                          100 * idle.share, Ms(idle.window_ns), idle.busy_source, idle.gaps,
                          Ms(idle.largest_gap_ns)));
+  if (t.analysis.step_windows > 1) {
+    Line(&out, fmt::format("  (over {} windows of consecutive steps; the time between them was "
+                           "not recorded)",
+                           t.analysis.step_windows));
+  }
   for (const auto& [cause, ns] : idle.by_cause) {
     Line(&out, fmt::format("  {:<14} {:>12.3f} ms  {:>5.1f}% of idle", cause, Ms(ns),
                            idle.idle_ns > 0 ? 100.0 * ns / idle.idle_ns : 0));
