@@ -50,7 +50,8 @@ IntervalSet IntervalSet::Builder::Build() && {
     set.spans_ = std::move(merged_);
     return set;
   }
-  // Rare (an unsorted timeline): the merged spans are a valid input too.
+  // An unsorted timeline (the fold's segments, nested ranges): the merged
+  // spans are a valid input too.
   late_.insert(late_.end(), merged_.begin(), merged_.end());
   return FromUnsorted(std::move(late_));
 }

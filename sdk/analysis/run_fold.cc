@@ -571,6 +571,12 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       s.pending -= run.intervals.size() - kept;
       run.intervals.resize(kept);
       run.flags.resize(kept);
+      // A run kept for a few long ranges or launch history gives back the
+      // room of the batch it came in (held() counts intervals, not room).
+      if (kept > 0 && run.intervals.capacity() > 4 * kept + 256) {
+        run.intervals.shrink_to_fit();
+        run.flags.shrink_to_fit();
+      }
       run.min_start = min_start;
     }
     run.fresh = false;

@@ -107,6 +107,10 @@ ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool co
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation == 0 || generation != generation_) return nullptr;
+    if (free_.empty() && threads_.size() >= 0xFFFF) {  // refused before allocating
+      if (counts_event) ++refused_;
+      return nullptr;
+    }
     capacity = capacity_;
   }
   auto buffer = std::make_shared<ThreadBuffer>(capacity, tid, 0);

@@ -353,7 +353,10 @@ void Session::Impl::DrainOnce(bool final) {
   // now has (StepScope resets this after its push).
   const TimestampNs now = NowNs();
   const int64_t open_ticks = detail::g_step_open_since.load(std::memory_order_acquire);
-  const int64_t open_since = open_ticks >= 0 ? ToNs(open_ticks) : -1;
+  // With the TSC, 1 ms of margin: the same tick may convert a little earlier
+  // at a later drain (interpolated then, extrapolated now), and the fold
+  // must not have passed the step's start by then.
+  const int64_t open_since = open_ticks < 0 ? -1 : (tsc ? ToNs(open_ticks) - 1000000 : open_ticks);
   entries = core::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
   fullest = 0;

@@ -105,6 +105,7 @@ struct Collector::Impl {
   std::condition_variable flush_wake;
   bool flush_stop = false;
   std::thread flusher;
+  TimestampNs previous_flush = 0;  // flusher thread
 };
 
 namespace {
@@ -200,7 +201,8 @@ absl::Status Collector::Impl::Configure() {
   lib->activity_enable_all_sync_records(0);
   {
     std::lock_guard<std::mutex> lock(mu);
-    converter.Flushed(NowNs());  // no record of earlier work will come
+    previous_flush = NowNs();
+    converter.Flushed(previous_flush);  // no record of earlier work will come
   }
   absl::Status enabled = SetKinds(true, "CUPTI unavailable");
   if (!enabled.ok()) return enabled;
@@ -214,12 +216,16 @@ void Collector::Impl::FlushLoop() {
   std::unique_lock<std::mutex> lock(flush_mu);
   while (!flush_wake.wait_for(lock, interval, [this] { return flush_stop; })) {
     lock.unlock();
-    // Buffers complete when the flush starts are handed back by its end.
+    // Buffers complete when a flush starts are handed back by its end. A
+    // launching call still in progress then (a blocking copy) is recorded
+    // only when it returns: the converter is told the previous flush's
+    // start, a flush interval of margin for such calls.
     const TimestampNs started = NowNs();
     if (lib->activity_flush_all(0) == CUPTI_SUCCESS) {
       std::lock_guard<std::mutex> converter_lock(mu);
-      converter.Flushed(started);
+      converter.Flushed(previous_flush);
     }
+    previous_flush = started;
     lock.lock();
   }
 }
@@ -297,7 +303,10 @@ absl::Status Collector::Stop() {
 TimestampNs Collector::CompleteBefore() {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.all_flushed) return std::numeric_limits<TimestampNs>::max();
+  // Without periodic flushes nothing comes back before Stop: nothing to wait for.
+  if (s.all_flushed || s.options.flush_interval_ms == 0) {
+    return std::numeric_limits<TimestampNs>::max();
+  }
   return s.converter.CompleteBefore(NowNs() - TimestampNs{s.options.launch_timeout_ms} * 1000000);
 }
 

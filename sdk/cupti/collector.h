@@ -128,12 +128,17 @@ class Collector {
 
   // The time before which every record has been handed back, as far as
   // CUPTI's records tell (RecordConverter::CompleteBefore): the start of the
-  // last periodic flush, held back to the oldest kernel launch, copy or set
-  // whose device record has not come yet (given up after launch_timeout_ms).
-  // Intervals that end by then are in AppendTo's output; a consumer folding
-  // the timeline as it arrives keeps its watermark behind this. The lowest
-  // TimestampNs until the first flush; the highest after Stop. Cost: a lock
-  // and amortised O(log n) per launch since the last call.
+  // flush before the last periodic one (a flush interval of margin for
+  // launching calls still in progress at a flush), held back to the oldest
+  // kernel launch, copy or set whose device record has not come yet (given
+  // up after launch_timeout_ms). A consumer folding the timeline as it
+  // arrives keeps its watermark behind this. Start's time until the second
+  // flush; the highest TimestampNs after Stop, or with flush_interval_ms 0
+  // (nothing comes back before Stop). Limits: a CUDA graph launch is waited
+  // for until its first kernel record only (how many nodes it has is not in
+  // the records); a call whose device work leaves no record (a failed
+  // launch, a zero-byte copy) holds this back for launch_timeout_ms. Cost: a
+  // lock and amortised O(log n) per launch since the last call.
   TimestampNs CompleteBefore();
 
   CollectorStats stats() const;

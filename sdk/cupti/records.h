@@ -136,7 +136,9 @@ class RecordConverter {
   // converter can tell: the last Flushed time, or the start of the oldest
   // launching call still waited for, whichever is earlier. A call that
   // started before `give_up_before` is no longer waited for (counted in
-  // launches_unmatched: a dropped record, or a graph launch's later nodes).
+  // launches_unmatched: a dropped record, or a call whose work leaves none).
+  // A graph launch (or a copy CUPTI splits) is waited for until its first
+  // device record only: its later records may come after this time.
   // Before the first Flushed: the lowest TimestampNs. Cost: amortised
   // O(log n) per launching call; memory: 32 bytes per call waited for or
   // device record seen before its call, both bounded by the launch rate x
