@@ -389,6 +389,23 @@ TEST(RunFoldTest, ProfiledStepWindowMatchesTheWholeRunAnalysis) {
   ExpectSameRows(folded.rows, whole.rows, true);
 }
 
+// A burst (a drain that finds full rings, the last one) folds everything in
+// one Advance: in segments of bounded size, with the same figures, and the
+// sync and data_wait time of every step whose row is still to come kept.
+TEST(RunFoldTest, ABurstFoldedInOneAdvanceMatchesTheWholeRunAnalysis) {
+  for (const bool device : {false, true}) {
+    SCOPED_TRACE(device ? "device" : "host");
+    const Recording r = Record(device ? 3000 : 12000, device, 15);
+    RunFoldOptions options = FoldOptions(r);
+    options.device = device;
+    const Folded folded = Fold(r, options, r.end_ns - r.start_ns, 0);
+    const Whole whole = Analyze(r, options);
+    EXPECT_EQ(folded.late, 0);
+    ExpectSameReport(folded.report, whole.report, device, true);
+    ExpectSameRows(folded.rows, whole.rows, true);
+  }
+}
+
 // Past 2 x exact_steps the steps are summarised from the first exact_steps
 // and sketches: the warmup found is the same on this recording, the
 // steady-state median within the sketch's error.

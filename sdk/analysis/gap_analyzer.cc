@@ -23,26 +23,6 @@ constexpr std::array<const char*, kCauseCount> kCauseNames = {
     "data_wait", "h2d",         "sync",         "checkpoint", "eval",           "other",
     kCauseCopyCall, kCauseLaunch, kCauseCudaApi, kCauseHost, kCauseOutsideStep};
 
-int CallCause(const std::string& name) {
-  if (GapAnalyzer::IsBlockingCall(name)) return kSync;
-  const bool copy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0 ||
-                    name.rfind("cudaMemset", 0) == 0 || name.rfind("cuMemset", 0) == 0;
-  if (copy) return kCopyCall;
-  if (name.find("Launch") != std::string::npos) return kLaunch;
-  return kCudaApi;
-}
-
-int PhaseCause(Phase phase) {
-  switch (phase) {
-    case Phase::kDataWait: return kDataWait;
-    case Phase::kHostToDevice: return kH2D;
-    case Phase::kSync: return kSync;
-    case Phase::kCheckpoint: return kCheckpoint;
-    case Phase::kEval: return kEval;
-    default: return kOtherPhase;
-  }
-}
-
 bool IsHostRange(IntervalKind kind) {
   return kind == IntervalKind::kHostRange || kind == IntervalKind::kAsyncRange;
 }
@@ -156,58 +136,94 @@ Extracted Extract(const Timeline& timeline, TimestampNs window_start, TimestampN
       // has only a few distinct call names.
       if (i.name >= call_cause.size()) call_cause.resize(i.name + 1, -1);
       if (call_cause[i.name] < 0) {
-        call_cause[i.name] = static_cast<int8_t>(CallCause(timeline.name(i.name)));
+        call_cause[i.name] = static_cast<int8_t>(GapAnalyzer::CallCause(timeline.name(i.name)));
       }
       out.causes[call_cause[i.name]].Add(span);
     } else if (IsHostRange(i.kind)) {
       if (IsComputePhase(i.phase)) {
         if (!out.has_device) out.busy.Add(span);
       } else {
-        out.causes[PhaseCause(i.phase)].Add(span);
+        out.causes[GapAnalyzer::PhaseCause(i.phase)].Add(span);
       }
     }
   }
   return out;
 }
 
-// Blame: each cause takes what is left of the idle time while it is active.
-std::array<IntervalSet, kCauseCount> Blame(const IntervalSet& idle, const IntervalSet& in_steps,
-                                           std::array<IntervalSet::Builder, kCauseCount>& causes) {
-  std::array<IntervalSet, kCauseCount> blamed;
-  IntervalSet remaining = idle;
+// Idle time cut where its cause changes: each piece is blamed on the first
+// cause, in priority order, active over all of it (host inside a step,
+// outside_step else). Sorted, disjoint; neighbours with one cause merged.
+struct Piece {
+  TimestampNs start = 0;
+  TimestampNs end = 0;
+  int cause = 0;
+};
+
+// One sweep over the idle spans with a cursor in each cause's set: O(idle
+// spans x causes + the sets' spans), nothing allocated beyond the pieces.
+void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Piece>* pieces) {
+  // The sets that can take blame, in priority order; in_steps last (host).
+  std::array<const Spans*, kCauseCount> order{};
+  std::array<int, kCauseCount> cause_of{};
+  std::array<size_t, kCauseCount> at{};
+  int n = 0;
   for (int c = 0; c < kHost; ++c) {
-    if (causes[c].count() == 0) continue;
-    const IntervalSet active = std::move(causes[c]).Build();
-    blamed[c] = remaining.Intersect(active);
-    remaining = remaining.Subtract(active);
+    if (sets.active[c].empty()) continue;
+    order[n] = &sets.active[c].spans();
+    cause_of[n++] = c;
   }
-  blamed[kHost] = remaining.Intersect(in_steps);
-  blamed[kOutside] = remaining.Subtract(in_steps);
-  return blamed;
-}
-
-// Gap lengths: histogram and the longest ones with their step and cause;
-// idle time per step.
-// The length of `spans` (sorted, disjoint) within each step's span, for
-// steps sorted by start: out(k, ns) for each. O(spans + steps) when steps do
-// not nest.
-template <typename Out>
-void SweepWithin(const Spans& spans,
-                 const std::vector<std::pair<IntervalSet::Span, int64_t>>& steps, Out&& out) {
-  size_t first = 0;  // the first span ending after the current step's start
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const auto [a, b] = steps[k].first;
-    while (first < spans.size() && spans[first].second <= a) ++first;
-    TimestampNs within = 0;
-    for (size_t j = first; a < b && j < spans.size() && spans[j].first < b; ++j) {
-      within += std::min(b, spans[j].second) - std::max(a, spans[j].first);
+  order[n] = &sets.in_steps.spans();
+  cause_of[n++] = kHost;
+  pieces->clear();
+  for (const auto& [start, end] : idle.spans()) {
+    for (TimestampNs t = start; t < end;) {
+      int cause = kOutside;
+      TimestampNs until = end;
+      for (int k = 0; k < n; ++k) {
+        const Spans& spans = *order[k];
+        size_t& i = at[k];
+        while (i < spans.size() && spans[i].second <= t) ++i;
+        if (i == spans.size()) continue;
+        if (spans[i].first <= t) {  // active at t: it takes [t, until)
+          cause = cause_of[k];
+          until = std::min(until, spans[i].second);
+          break;
+        }
+        until = std::min(until, spans[i].first);  // takes over from there
+      }
+      if (!pieces->empty() && pieces->back().end == t && pieces->back().cause == cause) {
+        pieces->back().end = until;
+      } else {
+        pieces->push_back({t, until, cause});
+      }
+      t = until;
     }
-    out(k, within);
   }
 }
 
-void DescribeGaps(const IntervalSet& idle, const std::array<IntervalSet, kCauseCount>& blamed,
-                  std::vector<std::pair<IntervalSet::Span, int64_t>> steps,
+// Each step's idle time and causes: one sweep over the steps (by start) and
+// the pieces. O(pieces + steps) when steps do not nest.
+void PerStep(const std::vector<Piece>& pieces,
+             const std::vector<std::pair<IntervalSet::Span, int64_t>>& steps,
+             IdleBreakdown* result) {
+  result->idle_per_step.resize(steps.size());
+  size_t first = 0;  // the first piece ending after the current step's start
+  for (size_t k = 0; k < steps.size(); ++k) {
+    StepIdle& out = result->idle_per_step[k];
+    out.step = steps[k].second;
+    const auto [a, b] = steps[k].first;
+    while (first < pieces.size() && pieces[first].end <= a) ++first;
+    for (size_t j = first; a < b && j < pieces.size() && pieces[j].start < b; ++j) {
+      const TimestampNs ns = std::min(b, pieces[j].end) - std::max(a, pieces[j].start);
+      out.idle_ns += ns;
+      out.by_cause[pieces[j].cause] += ns;
+    }
+  }
+}
+
+// Gap lengths: histogram and the longest ones with their step and cause.
+void DescribeGaps(const IntervalSet& idle, const std::vector<Piece>& pieces,
+                  const std::vector<std::pair<IntervalSet::Span, int64_t>>& steps,
                   IdleBreakdown* result) {
   for (const auto& [label, upper] : kBuckets) result->histogram.push_back({label, upper, 0, 0});
   std::vector<IntervalSet::Span> gaps = idle.spans();
@@ -222,7 +238,6 @@ void DescribeGaps(const IntervalSet& idle, const std::array<IntervalSet, kCauseC
       }
     }
   }
-  std::sort(steps.begin(), steps.end());
   auto step_at = [&steps](TimestampNs t) -> int64_t {
     auto it = std::upper_bound(steps.begin(), steps.end(), t,
                                [](TimestampNs v, const auto& s) { return v < s.first.first; });
@@ -239,26 +254,43 @@ void DescribeGaps(const IntervalSet& idle, const std::array<IntervalSet, kCauseC
     gap.start_ns = gaps[g].first;
     gap.duration_ns = gaps[g].second - gaps[g].first;
     gap.step = step_at(gap.start_ns);
+    // The gap is one idle span: the pieces inside it cover it.
+    std::array<TimestampNs, kCauseCount> by_cause{};
+    auto piece = std::lower_bound(pieces.begin(), pieces.end(), gaps[g].first,
+                                  [](const Piece& p, TimestampNs t) { return p.start < t; });
+    for (; piece != pieces.end() && piece->start < gaps[g].second; ++piece) {
+      by_cause[piece->cause] += piece->end - piece->start;
+    }
     TimestampNs best = -1;
     for (int c = 0; c < kCauseCount; ++c) {
-      const TimestampNs ns = blamed[c].LengthWithin(gaps[g].first, gaps[g].second);
-      if (ns > best) {
-        best = ns;
+      if (by_cause[c] > best) {
+        best = by_cause[c];
         gap.cause = kCauseNames[c];
       }
     }
     result->largest_gaps.push_back(gap);
   }
-  // Each step's idle and causes: one sweep over the steps (by start) per set.
-  result->idle_per_step.resize(steps.size());
-  for (size_t k = 0; k < steps.size(); ++k) result->idle_per_step[k].step = steps[k].second;
-  SweepWithin(idle.spans(), steps,
-              [&](size_t k, TimestampNs ns) { result->idle_per_step[k].idle_ns = ns; });
-  for (int c = 0; c < kCauseCount; ++c) {
-    if (blamed[c].empty()) continue;
-    SweepWithin(blamed[c].spans(), steps,
-                [&](size_t k, TimestampNs ns) { result->idle_per_step[k].by_cause[c] = ns; });
-  }
+}
+
+// What Tally and AnalyzeWithin share: the sums, per step, and the idle
+// time and its pieces, which the gaps' descriptions need.
+struct Tallied {
+  IntervalSet idle;
+  std::vector<Piece> pieces;
+};
+
+void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* result,
+               Tallied* out) {
+  out->idle = window.Subtract(sets.busy.Intersect(window));
+  result->window_ns = window.Length();
+  result->idle_ns = out->idle.Length();
+  result->busy_ns = result->window_ns - result->idle_ns;
+  result->share =
+      result->window_ns > 0 ? static_cast<double>(result->idle_ns) / result->window_ns : 0;
+  result->gaps = static_cast<int64_t>(out->idle.spans().size());
+  Blame(out->idle, sets, &out->pieces);
+  for (const Piece& piece : out->pieces) result->cause_ns[piece.cause] += piece.end - piece.start;
+  PerStep(out->pieces, sets.steps, result);
 }
 
 // Per device track, by (device, stream).
@@ -289,6 +321,32 @@ std::string_view IdleCauseName(int cause) {
   return cause >= 0 && cause < kCauseCount ? kCauseNames[cause] : "";
 }
 
+int GapAnalyzer::PhaseCause(Phase phase) {
+  switch (phase) {
+    case Phase::kDataWait:
+      return kDataWait;
+    case Phase::kHostToDevice:
+      return kH2D;
+    case Phase::kSync:
+      return kSync;
+    case Phase::kCheckpoint:
+      return kCheckpoint;
+    case Phase::kEval:
+      return kEval;
+    default:
+      return kOtherPhase;
+  }
+}
+
+int GapAnalyzer::CallCause(const std::string& name) {
+  if (IsBlockingCall(name)) return kSync;
+  const bool copy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0 ||
+                    name.rfind("cudaMemset", 0) == 0 || name.rfind("cuMemset", 0) == 0;
+  if (copy) return kCopyCall;
+  if (name.find("Launch") != std::string::npos) return kLaunch;
+  return kCudaApi;
+}
+
 bool GapAnalyzer::IsBlockingCall(const std::string& name) {
   if (name.find("Synchronize") != std::string::npos) return true;
   const bool copy = name.rfind("cudaMemcpy", 0) == 0 || name.rfind("cuMemcpy", 0) == 0 ||
@@ -301,34 +359,36 @@ IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_
   return AnalyzeWithin(timeline, IntervalSet::Range(window_start, window_end), source);
 }
 
+IdleBreakdown GapAnalyzer::Tally(const IntervalSet& window, const IdleSets& sets) {
+  IdleBreakdown result;
+  thread_local Tallied scratch;  // its room stays for the next call
+  TallyInto(window, sets, &result, &scratch);
+  return result;
+}
+
 IdleBreakdown GapAnalyzer::AnalyzeWithin(const Timeline& timeline, const IntervalSet& window,
                                          BusySource source) {
   // The spans' bounds: what lies wholly outside them is skipped.
   const TimestampNs window_start = window.empty() ? 0 : window.spans().front().first;
   const TimestampNs window_end = window.empty() ? 0 : window.spans().back().second;
   Extracted extracted = Extract(timeline, window_start, window_end, source);
-  const IntervalSet busy = std::move(extracted.busy).Build().Intersect(window);
-  const IntervalSet idle = window.Subtract(busy);
-  const IntervalSet in_steps = std::move(extracted.in_steps).Build();
+  IdleSets sets;
+  sets.busy = std::move(extracted.busy).Build();
+  for (int c = 0; c < kHost; ++c) sets.active[c] = std::move(extracted.causes[c]).Build();
+  sets.in_steps = std::move(extracted.in_steps).Build();
+  sets.steps = std::move(extracted.steps);
+  std::sort(sets.steps.begin(), sets.steps.end());
 
   IdleBreakdown result;
   result.busy_source = extracted.has_device ? "device_activity" : "cpu_compute_phases";
-  result.window_ns = window.Length();
-  result.busy_ns = busy.Length();
-  result.idle_ns = idle.Length();
-  result.share = result.window_ns > 0 ? static_cast<double>(result.idle_ns) / result.window_ns : 0;
-  result.gaps = static_cast<int64_t>(idle.spans().size());
-
-  const std::array<IntervalSet, kCauseCount> blamed = Blame(idle, in_steps, extracted.causes);
+  Tallied tallied;
+  TallyInto(window, sets, &result, &tallied);
   for (int c = 0; c < kCauseCount; ++c) {
-    const TimestampNs ns = blamed[c].Length();
-    result.cause_ns[c] = ns;
-    if (ns > 0) result.by_cause.emplace_back(kCauseNames[c], ns);
+    if (result.cause_ns[c] > 0) result.by_cause.emplace_back(kCauseNames[c], result.cause_ns[c]);
   }
   std::stable_sort(result.by_cause.begin(), result.by_cause.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-
-  DescribeGaps(idle, blamed, std::move(extracted.steps), &result);
+  DescribeGaps(tallied.idle, tallied.pieces, sets.steps, &result);
   DescribeStreams(timeline, window, extracted.tracks, &result);
   return result;
 }

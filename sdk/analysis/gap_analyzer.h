@@ -105,6 +105,18 @@ struct IdleBreakdown {
   std::vector<StepIdle> idle_per_step;
 };
 
+// The sets the idle analysis works on, for a caller that builds them itself
+// (RunFold classifies each segment's intervals once, for phases and idle).
+struct IdleSets {
+  IntervalSet busy;  // busy time (it may reach beyond the window)
+  // When each cause was active, by IdleCauseName order. The last two, host
+  // and outside_step, follow from in_steps and are not read.
+  std::array<IntervalSet, kIdleCauseCount> active;
+  IntervalSet in_steps;  // the union of the steps
+  // The steps, sorted by start; idle_per_step follows this order.
+  std::vector<std::pair<IntervalSet::Span, int64_t>> steps;
+};
+
 class GapAnalyzer {
  public:
   // Analyses [window_start, window_end). The timeline need not be sorted.
@@ -118,6 +130,20 @@ class GapAnalyzer {
   // span to the next. Analyze(t, a, b) is AnalyzeWithin(t, Range(a, b)).
   static IdleBreakdown AnalyzeWithin(const Timeline& timeline, const IntervalSet& window,
                                      BusySource source = BusySource::kAuto);
+
+  // The totals of AnalyzeWithin from sets already built: window_ns,
+  // busy_ns, idle_ns, share, cause_ns, gaps and idle_per_step (in
+  // sets.steps' order). busy_source, by_cause, largest_gap_ns,
+  // largest_gaps, histogram and streams stay empty. Cost: linear in the
+  // spans of the sets, once per cause.
+  static IdleBreakdown Tally(const IntervalSet& window, const IdleSets& sets);
+
+  // The cause (IdleCauseName order) of idle time while the non-compute
+  // phase `phase` is open: data_wait, h2d, sync, checkpoint, eval or other.
+  static int PhaseCause(Phase phase);
+  // The cause (IdleCauseName order) of time spent in the CUDA API call
+  // `name`: sync, copy_call, launch or cuda_api.
+  static int CallCause(const std::string& name);
 
   // True for CUDA API calls that block the host until the device catches up
   // (…Synchronize, a plain cudaMemcpy or cudaMemset): their idle time is

@@ -11,14 +11,16 @@ IntervalSet IntervalSet::Range(TimestampNs start, TimestampNs end) {
   return set;
 }
 
-IntervalSet IntervalSet::FromUnsorted(std::vector<Span> spans) {
+IntervalSet IntervalSet::FromUnsorted(std::vector<Span> spans) { return FromSpans(&spans); }
+
+IntervalSet IntervalSet::FromSpans(std::vector<Span>* spans) {
   // Spans taken from a sorted Timeline arrive in start order: skip the sort.
   auto by_start = [](const Span& a, const Span& b) { return a.first < b.first; };
-  if (!std::is_sorted(spans.begin(), spans.end(), by_start)) {
-    std::sort(spans.begin(), spans.end(), by_start);
+  if (!std::is_sorted(spans->begin(), spans->end(), by_start)) {
+    std::sort(spans->begin(), spans->end(), by_start);
   }
   IntervalSet set;
-  for (const Span& span : spans) {
+  for (const Span& span : *spans) {
     if (span.second <= span.first) continue;
     if (!set.spans_.empty() && span.first <= set.spans_.back().second) {
       set.spans_.back().second = std::max(set.spans_.back().second, span.second);
@@ -90,6 +92,26 @@ IntervalSet IntervalSet::Subtract(const IntervalSet& other) const {
       ++k;
     }
     if (cursor < span.second) out.spans_.emplace_back(cursor, span.second);
+  }
+  return out;
+}
+
+IntervalSet IntervalSet::Union(const IntervalSet& other) const {
+  if (other.empty()) return *this;
+  if (empty()) return other;
+  IntervalSet out;
+  out.spans_.reserve(spans_.size() + other.spans_.size());
+  size_t i = 0;
+  size_t j = 0;
+  while (i < spans_.size() || j < other.spans_.size()) {
+    const bool mine =
+        j == other.spans_.size() || (i < spans_.size() && spans_[i].first <= other.spans_[j].first);
+    const Span& span = mine ? spans_[i++] : other.spans_[j++];
+    if (!out.spans_.empty() && span.first <= out.spans_.back().second) {
+      out.spans_.back().second = std::max(out.spans_.back().second, span.second);
+    } else {
+      out.spans_.push_back(span);
+    }
   }
   return out;
 }

@@ -30,6 +30,9 @@ class IntervalSet {
   // The union of arbitrary spans (any order, may overlap). O(n log n);
   // O(n) when they are already in start order.
   static IntervalSet FromUnsorted(std::vector<Span> spans);
+  // The same, sorting `*spans` in place and leaving them there: a caller
+  // that refills one buffer keeps its room.
+  static IntervalSet FromSpans(std::vector<Span>* spans);
 
   // The union of spans added one by one, merged as they arrive: when they
   // come in start order (as from a sorted Timeline) it stores only the
@@ -52,6 +55,7 @@ class IntervalSet {
   // Set operations, each linear in the sizes of both sets.
   IntervalSet Intersect(const IntervalSet& other) const;
   IntervalSet Subtract(const IntervalSet& other) const;
+  IntervalSet Union(const IntervalSet& other) const;
 
   // Total covered time.
   TimestampNs Length() const;

@@ -3,26 +3,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace trainscope::analysis {
-namespace {
-
-constexpr double kGamma =
-    (1 + QuantileSketch::kRelativeError) / (1 - QuantileSketch::kRelativeError);
-const double kLogGamma = std::log(kGamma);
-
-}  // namespace
+static_assert(0.5 / (1 << QuantileSketch::kSubBucketBits) <= QuantileSketch::kRelativeError,
+              "a bucket's midpoint is within kRelativeError of its values");
 
 QuantileSketch::QuantileSketch(size_t exact_limit) : exact_limit_(exact_limit) {}
 
 int QuantileSketch::BucketOf(double value) {
   if (!(value > kMinValue)) return 0;  // NaN too
-  const double index = std::ceil(std::log(value / kMinValue) / kLogGamma);
-  return static_cast<int>(std::min<double>(index, kMaxBuckets - 1));
+  if (value >= static_cast<double>(int64_t{1} << kMaxExponent)) return kMaxBuckets - 1;
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+  const auto sub = static_cast<int>((bits >> (52 - kSubBucketBits)) & ((1 << kSubBucketBits) - 1));
+  return ((exponent - kMinExponent) << kSubBucketBits) | sub;
 }
 
 double QuantileSketch::BucketValue(int bucket) {
-  return kMinValue * 2 * std::pow(kGamma, bucket) / (kGamma + 1);
+  const int exponent = (bucket >> kSubBucketBits) + kMinExponent;
+  const int sub = bucket & ((1 << kSubBucketBits) - 1);
+  return std::ldexp(1.0 + (sub + 0.5) / (1 << kSubBucketBits), exponent);
 }
 
 void QuantileSketch::AddToBucket(double value, int64_t count) {

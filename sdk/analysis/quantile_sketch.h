@@ -3,20 +3,21 @@
 //
 // Exact while it holds at most `exact_limit` values (the same median and
 // nearest-rank percentiles as step_analysis.h's Median and Percentile); past
-// that it keeps counts in logarithmic buckets, as DDSketch does (Masson,
-// Rim and Lee, VLDB 2019): bucket i holds the values in (g^(i-1), g^i] with
-// g = (1 + a) / (1 - a), and a quantile is answered with the bucket's
-// midpoint 2 g^i / (g + 1), within a relative error a = kRelativeError of
-// the exact value of that rank. Minimum, maximum, count and sum stay exact.
-// Two sketches merge (Merge) as if every value had gone into one.
+// that it keeps counts in log-linear buckets, as HdrHistogram does: each
+// power of two from 2^kMinExponent to 2^kMaxExponent is cut into
+// 2^kSubBucketBits equal buckets, found from the bits of the double (no
+// log), and a quantile is answered with its bucket's midpoint, within
+// 2^-(kSubBucketBits + 1) (0.39%) of the exact value of that rank, inside
+// the documented kRelativeError. Minimum, maximum, count and sum stay
+// exact. Two sketches merge (Merge) as if every value had gone into one.
 //
 //   QuantileSketch per_step_ms;            // exact up to 8192 values
 //   for (double ms : step_ms) per_step_ms.Add(ms);
 //   double p90 = per_step_ms.Percentile(90);
 //
 // Memory: at most max(8 x exact_limit, 8 x kMaxBuckets) bytes plus a few
-// words: values below kMinValue share one bucket, and kMaxBuckets buckets
-// cover kMinValue to 1e12 (a millisecond count of 30 years).
+// words: values below kMinValue share the first bucket, values from
+// 2^kMaxExponent (1.1e12, a millisecond count of 35 years) the last.
 #ifndef TRAINSCOPE_SDK_ANALYSIS_QUANTILE_SKETCH_H_
 #define TRAINSCOPE_SDK_ANALYSIS_QUANTILE_SKETCH_H_
 
@@ -30,15 +31,17 @@ class QuantileSketch {
  public:
   // The relative error of every quantile once the sketch left exact mode.
   static constexpr double kRelativeError = 0.005;
-  // Values at or below this (and negative ones) count as this value in
-  // bucket mode; in milliseconds, a picosecond.
-  static constexpr double kMinValue = 1e-9;
-  // Buckets from kMinValue to 1e12: ln(1e21) / ln(g).
-  static constexpr int kMaxBuckets = 4836;
+  static constexpr int kSubBucketBits = 7;
+  static constexpr int kMinExponent = -30;
+  static constexpr int kMaxExponent = 40;
+  // Values at or below this (and negative ones) count as the first bucket's
+  // in bucket mode; in milliseconds, about a picosecond.
+  static constexpr double kMinValue = 1.0 / (int64_t{1} << -kMinExponent);
+  static constexpr int kMaxBuckets = (kMaxExponent - kMinExponent) << kSubBucketBits;
 
   explicit QuantileSketch(size_t exact_limit = 8192);
 
-  // Adds one value. Cost: O(1) (a log in bucket mode); the switch from
+  // Adds one value. Cost: O(1); the switch from
   // exact to bucket mode costs O(exact_limit) once.
   void Add(double value);
   // Adds every value of `other`. The result is exact if both are and the

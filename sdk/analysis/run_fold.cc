@@ -15,6 +15,7 @@ namespace trainscope::analysis {
 namespace {
 
 constexpr TimestampNs kMaxTime = std::numeric_limits<TimestampNs>::max();
+constexpr size_t kRunIntervals = 16384;  // the most intervals a run takes
 
 bool IsHostRange(IntervalKind kind) {
   return kind == IntervalKind::kHostRange || kind == IntervalKind::kAsyncRange;
@@ -204,6 +205,7 @@ struct RunFold::Impl {
     bool fresh = true;  // arrived after the last segment
   };
   std::vector<Run> runs;
+  std::vector<Run> spare_runs;  // at most 2 emptied runs, their room kept
   size_t pending = 0;  // intervals in all runs
   // By start (ties in arrival order): a segment looks at the steps that
   // begin before its end only, and takes the done ones off the front.
@@ -235,6 +237,16 @@ struct RunFold::Impl {
   std::array<TimestampNs, kPhaseCount + 1> device_busy_ns{};
   std::array<bool, kPhaseCount + 1> device_busy_seen{};
   bool first_row_written = false;
+
+  // Buffers each segment refills; their room stays for the next one.
+  std::array<std::vector<IntervalSet::Span>, kPhaseCount> phase_spans;
+  std::array<std::vector<IntervalSet::Span>, kPhaseCount + 1> device_spans;
+  std::array<std::vector<IntervalSet::Span>, kIdleCauseCount> call_spans;
+  std::vector<OpenStep*> segment_steps;
+  std::vector<TimestampNs> segment_starts;
+  std::vector<TimestampNs> segment_ends;
+  std::vector<int64_t> tag_keys;
+  std::vector<int8_t> call_cause;  // GapAnalyzer::CallCause by name id, -1 until known
 };
 
 RunFold::RunFold(RunFoldOptions options, StepSink steps, DeviceSink device)
@@ -301,8 +313,16 @@ void RunFold::TakeInput() {
       }
     }
     // Small batches join the last fresh run.
-    if (s.runs.empty() || !s.runs.back().fresh || s.runs.back().intervals.size() >= 65536) {
-      s.runs.emplace_back();
+    if (s.runs.empty() || !s.runs.back().fresh || s.runs.back().intervals.size() >= kRunIntervals) {
+      Impl::Run& run = s.runs.emplace_back();
+      if (!s.spare_runs.empty()) {  // the room of a run released before
+        run.intervals = std::move(s.spare_runs.back().intervals);
+        run.flags = std::move(s.spare_runs.back().flags);
+        s.spare_runs.pop_back();
+      }
+      const size_t room = std::min(kRunIntervals, input_.size());
+      run.intervals.reserve(room);
+      run.flags.reserve(room);
     }
     Impl::Run& run = s.runs.back();
     run.intervals.push_back(i);
@@ -316,7 +336,39 @@ void RunFold::TakeInput() {
 void RunFold::Advance(TimestampNs watermark) {
   TakeInput();
   if (watermark <= watermark_) return;
-  Segment(watermark, false, watermark);
+  for (const TimestampNs end : SegmentEnds(watermark)) Segment(end, false, end);
+}
+
+// A segment's work and scratch room grow with the intervals in it: a burst
+// (a drain that found full rings, the last one) is folded in segments of
+// about kSegmentIntervals intervals that begin in them, which keeps the
+// scratch in cache. The fold adds up over segments, so the figures are the
+// same. The ends come from a sample of about 4096 starts.
+const std::vector<TimestampNs>& RunFold::SegmentEnds(TimestampNs watermark) {
+  constexpr size_t kSegmentIntervals = 16384;
+  constexpr size_t kSample = 4096;
+  Impl& s = *impl_;
+  std::vector<TimestampNs>& ends = s.segment_ends;
+  ends.clear();
+  if (s.pending > kSegmentIntervals) {
+    const size_t stride = std::max<size_t>(1, s.pending / kSample);
+    std::vector<TimestampNs>& sample = s.segment_starts;
+    sample.clear();
+    for (const Impl::Run& run : s.runs) {
+      if (run.min_start >= watermark) continue;
+      for (size_t k = 0; k < run.intervals.size(); k += stride) {
+        const TimestampNs start = run.intervals[k].start_ns;
+        if (start > watermark_ && start < watermark) sample.push_back(start);
+      }
+    }
+    std::sort(sample.begin(), sample.end());
+    const size_t every = std::max<size_t>(1, kSegmentIntervals / stride);
+    for (size_t k = every; k < sample.size(); k += every) {
+      if (ends.empty() || sample[k] > ends.back()) ends.push_back(sample[k]);
+    }
+  }
+  ends.push_back(watermark);
+  return ends;
 }
 
 void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
@@ -370,8 +422,8 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
     scratch.clear();
   }
 
-  // The segment's intervals: steps and everything overlapping [begin, end).
-  // Steps that begin after the segment's end are neither in it nor done.
+  // The steps overlapping the segment, by start. Steps that begin after the
+  // segment's end are neither in it nor done.
   const size_t reach =
       final ? s.open_steps.size()
             : static_cast<size_t>(std::upper_bound(s.open_steps.begin(), s.open_steps.end(), end,
@@ -379,54 +431,70 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
                                                      return t < o.span.start_ns;
                                                    }) -
                                   s.open_steps.begin());
-  std::unordered_map<int64_t, OpenStep*> step_by_index;
+  std::vector<OpenStep*>& by_start = s.segment_steps;
+  by_start.clear();
+  IdleSets sets;
+  IntervalSet::Builder in_steps;
   for (size_t k = 0; k < reach; ++k) {
     OpenStep& step = s.open_steps[k];
     if (!overlaps(step.span.start_ns, step.span.end_ns)) continue;
-    Interval i;
-    i.start_ns = step.span.start_ns;
-    i.end_ns = step.span.end_ns;
-    i.step = step.span.index;
-    i.value = step.span.samples;
-    i.kind = IntervalKind::kStep;
-    scratch.push_back(i);
-    step_by_index.emplace(step.span.index, &step);
+    by_start.push_back(&step);
+    const IntervalSet::Span span(step.span.start_ns, step.span.end_ns);
+    in_steps.Add(span);
+    sets.steps.emplace_back(span, step.span.index);
   }
-  std::array<std::vector<IntervalSet::Span>, kPhaseCount> phase_spans;
-  std::array<std::vector<IntervalSet::Span>, kPhaseCount + 1> device_spans;
+  sets.in_steps = std::move(in_steps).Build();
+
+  // One pass over the intervals overlapping [begin, end), clipped to it:
+  // host ranges by phase, device work by launching phase, CUDA calls by
+  // the idle cause they stand for.
+  for (auto& spans : s.phase_spans) spans.clear();
+  for (auto& spans : s.device_spans) spans.clear();
+  for (auto& spans : s.call_spans) spans.clear();
+  bool calls = false;
   for (const Impl::Run& run : s.runs) {
     if (!reaches(run)) continue;
     for (size_t k = 0; k < run.intervals.size(); ++k) {
       const Interval& i = run.intervals[k];
       if (!overlaps(i.start_ns, i.end_ns)) continue;
-      scratch.push_back(i);
       const TimestampNs a = std::max(begin, i.start_ns);
       const TimestampNs b = std::min(end, i.end_ns);
-      if (IsHostRange(i.kind) && b > a) {
-        phase_spans[static_cast<int>(i.phase)].emplace_back(a, b);
+      if (IsHostRange(i.kind)) {
+        if (b > a) s.phase_spans[static_cast<int>(i.phase)].emplace_back(a, b);
       } else if (IsDeviceKind(i.kind)) {
         const int p = (run.flags[k] & kLaunchFound) != 0 ? static_cast<int>(i.phase) : kPhaseCount;
         s.device_busy_seen[p] = true;
-        if (b > a) device_spans[p].emplace_back(a, b);
+        if (b > a) s.device_spans[p].emplace_back(a, b);
+      } else if (i.kind == IntervalKind::kSyncCall || i.kind == IntervalKind::kRuntimeCall) {
+        int cause = GapAnalyzer::PhaseCause(Phase::kSync);
+        if (i.kind == IntervalKind::kRuntimeCall) {
+          // Matching the name on every call would cost more than the rest:
+          // a run has only a few distinct call names.
+          if (i.name >= s.call_cause.size()) s.call_cause.resize(i.name + 1, -1);
+          if (s.call_cause[i.name] < 0) {
+            s.call_cause[i.name] = static_cast<int8_t>(GapAnalyzer::CallCause(input_.name(i.name)));
+          }
+          cause = s.call_cause[i.name];
+        }
+        if (b > a) s.call_spans[cause].emplace_back(a, b);
+        calls = true;
       }
     }
   }
+  IntervalSet device_busy;
   for (int p = 0; p <= kPhaseCount; ++p) {
-    if (device_spans[p].empty()) continue;
-    s.device_busy_ns[p] += IntervalSet::FromUnsorted(std::move(device_spans[p])).Length();
+    if (s.device_spans[p].empty()) continue;
+    const IntervalSet busy = IntervalSet::FromSpans(&s.device_spans[p]);
+    s.device_busy_ns[p] += busy.Length();
+    device_busy = device_busy.Union(busy);
   }
 
   // Phases: their union in the segment, and each open step's share of it,
   // in one sweep per phase over the steps by start and the union's spans.
-  std::vector<OpenStep*> by_start;
-  by_start.reserve(step_by_index.size());
-  for (auto& [index, step] : step_by_index) by_start.push_back(step);
-  std::sort(by_start.begin(), by_start.end(), [](const OpenStep* a, const OpenStep* b) {
-    return a->span.start_ns < b->span.start_ns;
-  });
+  IntervalSet host_busy;
   for (int p = 0; p < kPhaseCount; ++p) {
-    if (phase_spans[p].empty()) continue;
-    const IntervalSet covered = IntervalSet::FromUnsorted(std::move(phase_spans[p]));
+    if (s.phase_spans[p].empty()) continue;
+    IntervalSet covered = IntervalSet::FromSpans(&s.phase_spans[p]);
     s.phase_total_ns[p] += covered.Length();
     const std::vector<IntervalSet::Span>& spans = covered.spans();
     size_t first = 0;  // the first span that ends after the previous step's start
@@ -441,55 +509,67 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       }
       step->phase_ns[p] += within;
     }
+    const auto phase = static_cast<Phase>(p);
+    if (IsComputePhase(phase)) {
+      host_busy = host_busy.Union(covered);
+    } else {
+      sets.active[GapAnalyzer::PhaseCause(phase)] = std::move(covered);
+    }
+  }
+  for (int c = 0; calls && c < kIdleCauseCount; ++c) {
+    if (s.call_spans[c].empty()) continue;
+    sets.active[c] = sets.active[c].Union(IntervalSet::FromSpans(&s.call_spans[c]));
   }
 
-  // Idle, for each busy source the run may end up with (GapAnalyzer takes
-  // its input in any order).
+  // Idle, for each busy source the run may end up with.
   const int row_mode = s.device_seen ? kDeviceMode : kHostMode;
   for (int mode = 0; mode < kModes; ++mode) {
     if (mode == kHostMode && s.device_seen) continue;
     if (mode == kDeviceMode && !options_.device && !s.device_seen) continue;
-    const BusySource source = mode == kDeviceMode ? BusySource::kDevice : BusySource::kHostPhases;
     ModeSums& sums = s.idle[mode];
+    std::swap(sets.busy, mode == kDeviceMode ? device_busy : host_busy);
     if (!s.steps_seen) {
       const TimestampNs a = std::max(begin, options_.process_start_ns);
       const TimestampNs b = final ? nostep_end : end;
-      if (a < b) sums.nostep.Add(GapAnalyzer::Analyze(input_, a, b, source));
-      continue;
-    }
-    if (!s.window_known) continue;
-    const TimestampNs a = std::max(begin, s.window_first_start);
-    const TimestampNs b = std::min(end, s.window_last_end);
-    if (a < b) {
-      const IdleBreakdown idle = GapAnalyzer::Analyze(input_, a, b, source);
-      sums.committed.Add(idle);
-      if (mode == row_mode) {
-        for (const StepIdle& step : idle.idle_per_step) {
-          auto it = step_by_index.find(step.step);
-          if (it == step_by_index.end()) continue;
-          it->second->idle_ns += step.idle_ns;
-          for (int c = 0; c < kIdleCauseCount; ++c) it->second->cause_ns[c] += step.by_cause[c];
+      if (a < b) sums.nostep.Add(GapAnalyzer::Tally(IntervalSet::Range(a, b), sets));
+    } else if (s.window_known) {
+      const TimestampNs a = std::max(begin, s.window_first_start);
+      const TimestampNs b = std::min(end, s.window_last_end);
+      if (a < b) {
+        const IdleBreakdown idle = GapAnalyzer::Tally(IntervalSet::Range(a, b), sets);
+        sums.committed.Add(idle);
+        if (mode == row_mode) {
+          for (size_t k = 0; k < by_start.size(); ++k) {
+            const StepIdle& step = idle.idle_per_step[k];
+            by_start[k]->idle_ns += step.idle_ns;
+            for (int c = 0; c < kIdleCauseCount; ++c) by_start[k]->cause_ns[c] += step.by_cause[c];
+          }
         }
       }
+      const TimestampNs tail_start = std::max(a, s.window_last_end);
+      if (!final && !s.window_closed && tail_start < end) {
+        sums.tail.Add(GapAnalyzer::Tally(IntervalSet::Range(tail_start, end), sets));
+      }
     }
-    const TimestampNs tail_start = std::max(a, s.window_last_end);
-    if (!final && !s.window_closed && tail_start < end) {
-      sums.tail.Add(GapAnalyzer::Analyze(input_, tail_start, end, source));
-    }
+    std::swap(sets.busy, mode == kDeviceMode ? device_busy : host_busy);
   }
-  scratch.clear();
 
   // Steps now behind the watermark: their rows, in start order.
   std::vector<OpenStep> done;
   auto reached = s.open_steps.begin() + static_cast<std::ptrdiff_t>(reach);
-  auto first_open = std::stable_partition(s.open_steps.begin(), reached, [&](const OpenStep& step) {
-    return final || step.span.end_ns <= end;
-  });
+  auto ended = [&](const OpenStep& step) { return final || step.span.end_ns <= end; };
+  // Mostly the done ones come first already (steps that do not nest).
+  auto first_open = std::is_partitioned(s.open_steps.begin(), reached, ended)
+                        ? std::partition_point(s.open_steps.begin(), reached, ended)
+                        : std::stable_partition(s.open_steps.begin(), reached, ended);
   done.assign(std::make_move_iterator(s.open_steps.begin()), std::make_move_iterator(first_open));
   s.open_steps.erase(s.open_steps.begin(), first_open);
-  std::stable_sort(done.begin(), done.end(), [](const OpenStep& a, const OpenStep& b) {
+  auto earlier = [](const OpenStep& a, const OpenStep& b) {
     return a.span.start_ns < b.span.start_ns;
-  });
+  };
+  if (!std::is_sorted(done.begin(), done.end(), earlier)) {
+    std::stable_sort(done.begin(), done.end(), earlier);
+  }
   for (const OpenStep& step : done) {
     s.steps.Add(step.span);
     const TimestampNs length = step.span.end_ns - step.span.start_ns;
@@ -526,12 +606,18 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
     }
   }
   // Tags of steps that never came (an index no StepScope ended) would pile
-  // up: keep only the newest few thousand.
-  if (s.tagged.size() > 4096) {
-    std::vector<int64_t> keys;
+  // up. Past twice the open steps and 4096 more, keep the newest of those
+  // (steps still to come have the larger indices): amortised, a tag is
+  // looked at a few times.
+  if (const size_t keep = s.open_steps.size() + 4096; s.tagged.size() > 2 * keep) {
+    std::vector<int64_t>& keys = s.tag_keys;
+    keys.clear();
     for (const auto& [index, tag] : s.tagged) keys.push_back(index);
-    std::sort(keys.begin(), keys.end());
-    for (size_t k = 0; k + 4096 < keys.size(); ++k) s.tagged.erase(keys[k]);
+    std::nth_element(keys.begin(), keys.end() - static_cast<std::ptrdiff_t>(keep), keys.end());
+    const int64_t oldest_kept = *(keys.end() - static_cast<std::ptrdiff_t>(keep));
+    for (const int64_t index : keys) {
+      if (index < oldest_kept) s.tagged.erase(index);
+    }
   }
 
   // Release what is behind the watermark; hand device work to the trace.
@@ -580,7 +666,12 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       run.min_start = min_start;
     }
     run.fresh = false;
-    if (run.intervals.empty()) continue;
+    if (run.intervals.empty()) {
+      if (s.spare_runs.size() < 2 && run.intervals.capacity() > 0) {
+        s.spare_runs.push_back(std::move(run));
+      }
+      continue;
+    }
     if (kept_runs != r) s.runs[kept_runs] = std::move(run);
     ++kept_runs;
   }
@@ -591,6 +682,9 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
 void RunFold::Finish(const RunClock& clock, Report* report) {
   Impl& s = *impl_;
   TakeInput();
+  for (const TimestampNs end : SegmentEnds(kMaxTime)) {
+    if (end < kMaxTime && end < clock.finish_ns) Segment(end, false, end);
+  }
   Segment(kMaxTime, true, clock.finish_ns);
 
   const StepStats steps = s.steps.Summarize();

@@ -38,8 +38,11 @@
 // ranges and calls of the last launch_horizon_ns when device records come,
 // steps waiting for their rows, (kPhaseCount + 2) sketches of at most
 // 8 x max(exact_values, QuantileSketch::kMaxBuckets) bytes, and
-// 2 x exact_steps step spans of 24 bytes. Names and tracks of input() grow
-// with distinct names and threads, not with time.
+// 2 x exact_steps step spans of 24 bytes, the sync and data_wait tags of at
+// most 2 x (steps waiting + 4096) steps, and the scratch of one segment (a
+// burst is folded in segments of about 16384 intervals: their spans, 16
+// bytes each) and of 2 emptied runs (16384 x 49 bytes each). Names and
+// tracks of input() grow with distinct names and threads, not with time.
 //
 //   RunFold fold(options, [&](Report::Step& row) { steps_file.Append(row); });
 //   fold.input().Add(interval);            // as drained
@@ -128,6 +131,7 @@ class RunFold {
  private:
   void TakeInput();
   void Segment(TimestampNs end, bool final, TimestampNs nostep_end);
+  const std::vector<TimestampNs>& SegmentEnds(TimestampNs watermark);
 
   RunFoldOptions options_;
   StepSink step_sink_;

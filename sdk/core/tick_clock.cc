@@ -11,7 +11,12 @@
 #endif
 
 namespace trainscope::core {
+
 namespace {
+
+// llround, inline (a library call, on every timestamp at the drain); half
+// away from zero.
+inline int64_t Round(double x) { return static_cast<int64_t>(x < 0 ? x - 0.5 : x + 0.5); }
 
 std::string FirstLine(const char* path) {
   std::ifstream in(path);
@@ -96,7 +101,7 @@ void TickCalibration::Ring::Push(const TickPair& p, size_t capacity) {
 
 TimestampNs TickCalibration::Line(const TickPair& a, const TickPair& b, int64_t ticks) {
   const double rate = static_cast<double>(b.ns - a.ns) / static_cast<double>(b.ticks - a.ticks);
-  return a.ns + static_cast<TimestampNs>(std::llround(static_cast<double>(ticks - a.ticks) * rate));
+  return a.ns + static_cast<TimestampNs>(Round(static_cast<double>(ticks - a.ticks) * rate));
 }
 
 const TickPair& TickCalibration::PointAt(size_t i) const {
@@ -147,11 +152,11 @@ TimestampNs TickCalibration::ToNs(int64_t ticks) const {
   if (points_ == 1) return last_.ns + (ticks - last_.ticks);  // 1 GHz until a second point
   // Most ticks fall in the last span or just after it.
   if (ticks >= last_.ticks) {
-    return last_.ns + static_cast<TimestampNs>(std::llround(
-                          static_cast<double>(ticks - last_.ticks) * ahead_ns_per_tick_));
+    return last_.ns + static_cast<TimestampNs>(
+                          Round(static_cast<double>(ticks - last_.ticks) * ahead_ns_per_tick_));
   }
   if (ticks >= previous_.ticks) {
-    return previous_.ns + static_cast<TimestampNs>(std::llround(
+    return previous_.ns + static_cast<TimestampNs>(Round(
                               static_cast<double>(ticks - previous_.ticks) * span_ns_per_tick_));
   }
   // Older: the kept span around it, or the oldest span's rate before them.

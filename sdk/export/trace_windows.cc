@@ -48,6 +48,10 @@ TraceWindows::Chunk* TraceWindows::ChunkFor(int64_t step) {
   }
   Chunk& chunk = chunks_[step];
   chunk.index = step;
+  if (!spare_raw_.empty()) {  // the room of a chunk dropped or formatted before
+    chunk.raw = std::move(spare_raw_.back());
+    spare_raw_.pop_back();
+  }
   return &chunk;
 }
 
@@ -70,8 +74,7 @@ void TraceWindows::Overflow(Chunk* chunk) {
     Drop(chunk->index);
   } else {
     held_bytes_ -= chunk->bytes();
-    chunk->raw.clear();
-    chunk->raw.shrink_to_fit();
+    Recycle(&chunk->raw);
     chunk->text.clear();
     chunk->text.shrink_to_fit();
   }
@@ -85,6 +88,18 @@ void TraceWindows::AppendText(Chunk* chunk, const std::string& text) {
   if (chunk->fate == Fate::kSlow) dirty_ = true;
 }
 
+// Keeps the room of a few raw vectors for the next steps (a step's events
+// would otherwise grow a new one, allocation by allocation); gives the rest
+// back. Spare room: kSpareRaw vectors of the largest steps' events.
+void TraceWindows::Recycle(std::vector<std::pair<uint32_t, Event>>* raw) {
+  constexpr size_t kSpareRaw = 8;
+  raw->clear();
+  if (raw->capacity() > 0 && raw->capacity() <= 4096 && spare_raw_.size() < kSpareRaw) {
+    spare_raw_.push_back(std::move(*raw));
+  }
+  std::vector<std::pair<uint32_t, Event>>().swap(*raw);
+}
+
 // Formats a kept chunk's raw events.
 void TraceWindows::Materialize(Chunk* chunk) {
   if (chunk->raw.empty()) return;
@@ -94,8 +109,7 @@ void TraceWindows::Materialize(Chunk* chunk) {
     tids_.insert(tid);
   }
   held_bytes_ -= chunk->raw.size() * sizeof(chunk->raw[0]);
-  chunk->raw.clear();
-  chunk->raw.shrink_to_fit();
+  Recycle(&chunk->raw);
   AppendText(chunk, scratch_);
 }
 
@@ -279,6 +293,7 @@ void TraceWindows::Drop(int64_t index) {
   auto it = chunks_.find(index);
   if (it == chunks_.end()) return;
   held_bytes_ -= it->second.bytes();
+  Recycle(&it->second.raw);
   chunks_.erase(it);
   dropped_.push_back(index);
   dropped_set_.insert(index);

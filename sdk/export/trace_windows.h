@@ -24,7 +24,8 @@
 //
 // Memory: the text of the steps not yet decided or written, all of it within
 // budget_bytes; in a run of small steps, (first_steps + slowest_steps + 3)
-// steps' events at about 130 bytes each.
+// steps' events at about 130 bytes each; and the room of 8 steps' events
+// (at most 4096 each) kept for the next steps.
 #ifndef TRAINSCOPE_SDK_EXPORT_TRACE_WINDOWS_H_
 #define TRAINSCOPE_SDK_EXPORT_TRACE_WINDOWS_H_
 
@@ -125,6 +126,7 @@ class TraceWindows {
   void Overflow(Chunk* chunk);
   void AppendText(Chunk* chunk, const std::string& text);
   void Materialize(Chunk* chunk);
+  void Recycle(std::vector<std::pair<uint32_t, Event>>* raw);
   void Close(const Event& step_event);
   void Assign(Chunk* chunk, int64_t id, int64_t begin, int64_t end);
   void Drop(int64_t index);
@@ -151,6 +153,7 @@ class TraceWindows {
   uint64_t held_bytes_ = 0;
   bool dirty_ = false;
   std::string scratch_;
+  std::vector<std::vector<std::pair<uint32_t, Event>>> spare_raw_;  // see Recycle
   std::unordered_set<uint32_t> tids_;  // threads whose events were kept
 };
 
