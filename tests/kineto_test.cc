@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <chrono>
 #include <thread>
 
 #include "fmt/format.h"
@@ -1121,11 +1122,21 @@ struct ThrowingSink : kineto::ParallelSink {
     ThrowingSink& owner;
   };
   void Visit(const kineto::RawEvent& e) override {
+    // With workers, the reading thread waits here (at most 30 s) until one
+    // has thrown: on a loaded machine it could otherwise parse its way to
+    // the event before any worker started, and the test would not see a
+    // worker's throw.
+    if (workers) {
+      for (int k = 0; k < 30000 && !thrown.load(); ++k) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
     if (e.ts_ns == at_ns && !thrown.exchange(true)) throw std::runtime_error("sink failed");
   }
   std::unique_ptr<kineto::EventSink> NewShare() override { return std::make_unique<Share>(*this); }
   void Commit(std::unique_ptr<kineto::EventSink>) override {}
   int64_t at_ns = 0;
+  bool workers = false;  // the reader has worker threads
   // Once only: a reader that swallowed it and parsed the event again
   // would then finish without it.
   std::atomic<bool> thrown{false};
@@ -1401,6 +1412,7 @@ TEST(ParallelReadTest, WhatASinkThrowsOnAWorkerReachesTheCaller) {
     SCOPED_TRACE(threads);
     ThrowingSink sink;
     sink.at_ns = 10000 * static_cast<int64_t>(events * 85 / 100);
+    sink.workers = threads > 1;
     kineto::TraceReader reader;
     reader.set_max_threads(threads);
     EXPECT_THROW((void)reader.Read(path, sink), std::runtime_error);
