@@ -490,30 +490,40 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   }
 
   // Phases: their union in the segment, and each open step's share of it,
-  // in one sweep per phase over the steps by start and the union's spans.
-  IntervalSet host_busy;
+  // in one sweep over the steps by start with a cursor in each union.
+  std::array<IntervalSet, kPhaseCount> covered;
+  std::array<int, kPhaseCount> present{};  // the phases the segment has
+  int phases = 0;
   for (int p = 0; p < kPhaseCount; ++p) {
     if (s.phase_spans[p].empty()) continue;
-    IntervalSet covered = IntervalSet::FromSpans(&s.phase_spans[p]);
-    s.phase_total_ns[p] += covered.Length();
-    const std::vector<IntervalSet::Span>& spans = covered.spans();
-    size_t first = 0;  // the first span that ends after the previous step's start
-    for (OpenStep* step : by_start) {
-      const TimestampNs a = std::max(begin, step->span.start_ns);
-      const TimestampNs b = std::min(end, step->span.end_ns);
-      while (first < spans.size() && spans[first].second <= a) ++first;
+    covered[p] = IntervalSet::FromSpans(&s.phase_spans[p]);
+    s.phase_total_ns[p] += covered[p].Length();
+    present[phases++] = p;
+  }
+  std::array<size_t, kPhaseCount> first{};  // per phase, the first span ending after a
+  for (OpenStep* step : by_start) {
+    const TimestampNs a = std::max(begin, step->span.start_ns);
+    const TimestampNs b = std::min(end, step->span.end_ns);
+    for (int j = 0; j < phases; ++j) {
+      const int p = present[j];
+      const std::vector<IntervalSet::Span>& spans = covered[p].spans();
+      size_t& f = first[p];
+      while (f < spans.size() && spans[f].second <= a) ++f;
       if (a >= b) continue;
       TimestampNs within = 0;
-      for (size_t k = first; k < spans.size() && spans[k].first < b; ++k) {
+      for (size_t k = f; k < spans.size() && spans[k].first < b; ++k) {
         within += std::min(b, spans[k].second) - std::max(a, spans[k].first);
       }
       step->phase_ns[p] += within;
     }
-    const auto phase = static_cast<Phase>(p);
+  }
+  IntervalSet host_busy;
+  for (int j = 0; j < phases; ++j) {
+    const auto phase = static_cast<Phase>(present[j]);
     if (IsComputePhase(phase)) {
-      host_busy = host_busy.Union(covered);
+      host_busy = host_busy.Union(covered[present[j]]);
     } else {
-      sets.active[GapAnalyzer::PhaseCause(phase)] = std::move(covered);
+      sets.active[GapAnalyzer::PhaseCause(phase)] = std::move(covered[present[j]]);
     }
   }
   for (int c = 0; calls && c < kIdleCauseCount; ++c) {

@@ -69,6 +69,7 @@ void TraceWindows::Overflow(Chunk* chunk) {
     DropWindow(chunk->window);
   } else if (chunk->fate == Fate::kSlow) {
     slow_.erase(std::find(slow_.begin(), slow_.end(), chunk->index));
+    slow_floor_known_ = false;
     ++stats_.windows_dropped;
     dirty_ = true;
     Drop(chunk->index);
@@ -272,16 +273,26 @@ void TraceWindows::Close(const Event& step) {
   // The slowest steady steps.
   if (first_started_ && options_.slowest_steps > 0 && !chunk->overflow) {
     if (slow_.size() >= static_cast<size_t>(options_.slowest_steps)) {
-      auto fastest = std::min_element(slow_.begin(), slow_.end(), [&](int64_t a, int64_t b) {
-        return chunks_[a].duration_ms < chunks_[b].duration_ms;
-      });
-      if (chunks_[*fastest].duration_ms >= ms) return Drop(chunk->index);
-      const int64_t evicted = *fastest;
-      slow_.erase(fastest);
+      auto fastest = [&] {
+        return std::min_element(slow_.begin(), slow_.end(), [&](int64_t a, int64_t b) {
+          return chunks_[a].duration_ms < chunks_[b].duration_ms;
+        });
+      };
+      // The fastest kept one's time, known until the kept ones change: most
+      // steps are not slower, and are dropped without looking them up.
+      if (!slow_floor_known_) {
+        slow_floor_ = chunks_[*fastest()].duration_ms;
+        slow_floor_known_ = true;
+      }
+      if (slow_floor_ >= ms) return Drop(chunk->index);
+      const auto evict = fastest();
+      const int64_t evicted = *evict;
+      slow_.erase(evict);
       Drop(evicted);
     }
     chunk->fate = Fate::kSlow;
     slow_.push_back(chunk->index);
+    slow_floor_known_ = false;
     dirty_ = true;
     Materialize(chunk);
     return;
@@ -296,9 +307,10 @@ void TraceWindows::Drop(int64_t index) {
   Recycle(&it->second.raw);
   chunks_.erase(it);
   dropped_.push_back(index);
-  dropped_set_.insert(index);
+  ++dropped_set_[index];
   if (dropped_.size() > kRememberDone) {
-    dropped_set_.erase(dropped_set_.find(dropped_.front()));
+    auto it = dropped_set_.find(dropped_.front());
+    if (--it->second == 0) dropped_set_.erase(it);
     dropped_.pop_front();
   }
 }

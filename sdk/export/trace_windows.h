@@ -140,8 +140,10 @@ class TraceWindows {
   std::map<int64_t, Window> windows_;  // in progress, by id (0: first steady)
   std::deque<int64_t> lookahead_;      // closed steps before the first window
   std::deque<int64_t> dropped_;        // recently decided-away step indices
-  std::unordered_multiset<int64_t> dropped_set_;  // the same, to look up
+  std::unordered_map<int64_t, int> dropped_set_;  // the same, to look up (and how often)
   std::vector<int64_t> slow_;          // indices kept as slowest
+  double slow_floor_ = 0;              // the fastest of them, when slow_floor_known_
+  bool slow_floor_known_ = false;
   std::string startup_;                // before the first step: written as it comes
   bool startup_open_ = true;
   bool startup_cut_ = false;
