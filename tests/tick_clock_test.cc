@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -77,6 +78,26 @@ TEST(TickCalibrationTest, ConvertsWithinAMicrosecondThroughAnHourOfDrift) {
   // the last point.
   EXPECT_GT(calibration.max_error_ns(), 0);
   EXPECT_LE(calibration.max_error_ns(), 1000);
+}
+
+// A ring's ticks converted with a hint (the span the last one fell in)
+// land where they land without: in order, out of order, before the first
+// point and after the last.
+TEST(TickCalibrationTest, AHintChangesNothingButTheSearch) {
+  TickCalibration calibration;
+  for (int k = 0; k <= 3000; ++k) {
+    const double t = k * 0.05;
+    calibration.Add({static_cast<int64_t>(TicksAt(t)), static_cast<TimestampNs>(t * 1e9) + 7});
+  }
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> unit(-1, 151);
+  std::vector<int64_t> ticks;
+  for (int e = 0; e < 20000; ++e) ticks.push_back(static_cast<int64_t>(TicksAt(unit(rng))));
+  std::sort(ticks.begin(), ticks.begin() + 15000);  // a ring's order, then a shuffled tail
+  TickCalibration::Hint hint;
+  for (const int64_t tick : ticks) {
+    ASSERT_EQ(calibration.ToNs(tick, &hint), calibration.ToNs(tick)) << tick;
+  }
 }
 
 TEST(TickCalibrationTest, OneRateForTheWholeRunWouldMissByFarMore) {

@@ -162,34 +162,37 @@ struct Piece {
 // One sweep over the idle spans with a cursor in each cause's set: O(idle
 // spans x causes + the sets' spans), nothing allocated beyond the pieces.
 void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Piece>* pieces) {
-  // The sets that can take blame, in priority order; in_steps last (host).
-  std::array<const Spans*, kCauseCount> order{};
+  // The sets that can take blame, in priority order, in_steps last (host):
+  // a cursor and the end of each.
+  using Span = IntervalSet::Span;
+  std::array<const Span*, kCauseCount> at{};
+  std::array<const Span*, kCauseCount> stop{};
   std::array<int, kCauseCount> cause_of{};
-  std::array<size_t, kCauseCount> at{};
   int n = 0;
+  auto add = [&](const Spans& spans, int cause) {
+    at[n] = spans.data();
+    stop[n] = spans.data() + spans.size();
+    cause_of[n++] = cause;
+  };
   for (int c = 0; c < kHost; ++c) {
-    if (sets.active[c].empty()) continue;
-    order[n] = &sets.active[c].spans();
-    cause_of[n++] = c;
+    if (!sets.active[c].empty()) add(sets.active[c].spans(), c);
   }
-  order[n] = &sets.in_steps.spans();
-  cause_of[n++] = kHost;
+  add(sets.in_steps.spans(), kHost);
   pieces->clear();
   for (const auto& [start, end] : idle.spans()) {
     for (TimestampNs t = start; t < end;) {
       int cause = kOutside;
       TimestampNs until = end;
       for (int k = 0; k < n; ++k) {
-        const Spans& spans = *order[k];
-        size_t& i = at[k];
-        while (i < spans.size() && spans[i].second <= t) ++i;
-        if (i == spans.size()) continue;
-        if (spans[i].first <= t) {  // active at t: it takes [t, until)
+        const Span*& span = at[k];
+        while (span != stop[k] && span->second <= t) ++span;
+        if (span == stop[k]) continue;
+        if (span->first <= t) {  // active at t: it takes [t, until)
           cause = cause_of[k];
-          until = std::min(until, spans[i].second);
+          until = std::min(until, span->second);
           break;
         }
-        until = std::min(until, spans[i].first);  // takes over from there
+        until = std::min(until, span->first);  // takes over from there
       }
       if (!pieces->empty() && pieces->back().end == t && pieces->back().cause == cause) {
         pieces->back().end = until;

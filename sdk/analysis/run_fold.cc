@@ -261,13 +261,14 @@ RunFold::~RunFold() = default;
 
 size_t RunFold::held() const { return impl_->pending + impl_->open_steps.size(); }
 
-void RunFold::TakeInput() {
+void RunFold::Take() {
   Impl& s = *impl_;
   auto in_window = [this](int64_t index) {
     return (options_.window_first_step < 0 || index >= options_.window_first_step) &&
            (options_.window_end_step < 0 || index < options_.window_end_step);
   };
-  for (const Interval& i : input_.intervals()) {
+  // Everything but where the interval is kept. True for a step.
+  auto take = [&](const Interval& i) {
     if (i.start_ns < watermark_) ++late_;
     if (i.kind == IntervalKind::kStep) {
       OpenStep step;
@@ -298,7 +299,7 @@ void RunFold::TakeInput() {
                              [](TimestampNs t, const OpenStep& o) { return t < o.span.start_ns; });
         s.open_steps.insert(at, step);
       }
-      continue;
+      return true;
     }
     if (IsDeviceKind(i.kind)) s.device_seen = true;
     if (IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
@@ -312,29 +313,52 @@ void RunFold::TakeInput() {
         (i.phase == Phase::kSync ? tag.sync_ns : tag.data_wait_ns) += i.duration_ns();
       }
     }
-    // Small batches join the last fresh run.
-    if (s.runs.empty() || !s.runs.back().fresh || s.runs.back().intervals.size() >= kRunIntervals) {
-      Impl::Run& run = s.runs.emplace_back();
-      if (!s.spare_runs.empty()) {  // the room of a run released before
-        run.intervals = std::move(s.spare_runs.back().intervals);
-        run.flags = std::move(s.spare_runs.back().flags);
-        s.spare_runs.pop_back();
-      }
-      const size_t room = std::min(kRunIntervals, input_.size());
-      run.intervals.reserve(room);
-      run.flags.reserve(room);
+    return false;
+  };
+  auto new_run = [&s]() -> Impl::Run& {
+    Impl::Run& run = s.runs.emplace_back();
+    if (!s.spare_runs.empty()) {  // the room of a run released before
+      run.intervals = std::move(s.spare_runs.back().intervals);
+      run.flags = std::move(s.spare_runs.back().flags);
+      s.spare_runs.pop_back();
     }
-    Impl::Run& run = s.runs.back();
-    run.intervals.push_back(i);
-    run.flags.push_back(0);
-    run.min_start = std::min(run.min_start, i.start_ns);
-    ++s.pending;
+    return run;
+  };
+  std::vector<Interval>& in = input_.mutable_intervals();
+  if (!in.empty() && in.size() <= kRunIntervals) {
+    // The input becomes a run as it is, without a copy; its steps stay in it
+    // too (a segment passes them by) until the watermark passes them.
+    Impl::Run& run = new_run();
+    run.intervals.swap(in);  // the input keeps the spare room
+    run.flags.assign(run.intervals.size(), 0);
+    for (const Interval& i : run.intervals) {
+      take(i);
+      run.min_start = std::min(run.min_start, i.start_ns);
+    }
+    s.pending += run.intervals.size();
+  } else {
+    for (const Interval& i : in) {
+      if (take(i)) continue;
+      // Small batches join the last fresh run.
+      if (s.runs.empty() || !s.runs.back().fresh ||
+          s.runs.back().intervals.size() >= kRunIntervals) {
+        Impl::Run& run = new_run();
+        const size_t room = std::min(kRunIntervals, in.size());
+        run.intervals.reserve(room);
+        run.flags.reserve(room);
+      }
+      Impl::Run& run = s.runs.back();
+      run.intervals.push_back(i);
+      run.flags.push_back(0);
+      run.min_start = std::min(run.min_start, i.start_ns);
+      ++s.pending;
+    }
   }
-  input_.mutable_intervals().clear();
+  in.clear();
 }
 
 void RunFold::Advance(TimestampNs watermark) {
-  TakeInput();
+  Take();
   if (watermark <= watermark_) return;
   for (const TimestampNs end : SegmentEnds(watermark)) Segment(end, false, end);
 }
@@ -377,7 +401,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   auto overlaps = [&](TimestampNs a, TimestampNs b) {
     return a < end && (b > begin || a >= begin);
   };
-  std::vector<Interval>& scratch = input_.mutable_intervals();  // empty after TakeInput
+  std::vector<Interval>& scratch = input_.mutable_intervals();  // empty after Take
 
   // Launch attribution for device intervals not yet attributed that began
   // before `end`, from the held host ranges and calls.
@@ -691,7 +715,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
 
 void RunFold::Finish(const RunClock& clock, Report* report) {
   Impl& s = *impl_;
-  TakeInput();
+  Take();
   for (const TimestampNs end : SegmentEnds(kMaxTime)) {
     if (end < kMaxTime && end < clock.finish_ns) Segment(end, false, end);
   }

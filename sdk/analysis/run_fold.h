@@ -105,6 +105,11 @@ class RunFold {
   // takes the intervals at the next Advance or Finish.
   Timeline& input() { return input_; }
 
+  // Moves what input() holds into the fold (Advance and Finish do it first).
+  // A batch of at most 16384 intervals is taken whole, without a copy: a
+  // caller adding many between two Advances calls this every 16384.
+  void Take();
+
   // Folds all time before `watermark`: every interval overlapping it must
   // have been added. A watermark at or before the current one only takes
   // the new input. Cost: O(n log n) in the intervals overlapping the new
@@ -129,7 +134,6 @@ class RunFold {
   struct Impl;
 
  private:
-  void TakeInput();
   void Segment(TimestampNs end, bool final, TimestampNs nostep_end);
   const std::vector<TimestampNs>& SegmentEnds(TimestampNs watermark);
 

@@ -43,11 +43,6 @@ uint32_t NameTable::Intern(std::string_view name) {
   return id;
 }
 
-void Timeline::Add(Interval interval) {
-  if (interval.end_ns < interval.start_ns) interval.end_ns = interval.start_ns;
-  intervals_.push_back(interval);
-}
-
 void Timeline::Sort(bool two_threads) {
   auto before = [](const Interval& a, const Interval& b) {
     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;

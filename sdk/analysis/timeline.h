@@ -106,7 +106,10 @@ class Timeline {
   // Returns the id of `name`, adding it on first use.
   uint32_t Intern(std::string_view name) { return names_.Intern(name); }
   // Appends an interval. Intervals with end < start are clamped to empty.
-  void Add(Interval interval);
+  void Add(Interval interval) {
+    if (interval.end_ns < interval.start_ns) interval.end_ns = interval.start_ns;
+    intervals_.push_back(interval);
+  }
   // Sorts intervals by start (then by longer first, so parents precede
   // children), stably. Analyses expect a sorted timeline. `two_threads`:
   // a timeline of 20,000 intervals or more is sorted in two halves on two

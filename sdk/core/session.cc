@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -192,6 +193,7 @@ struct Session::Impl {
   // By step, until the step's row is written (bounded: the oldest are
   // dropped past kMemoryKept).
   std::unordered_map<int64_t, MemorySample> memory;
+  std::atomic<bool> memory_sampled{false};  // set with the first sample
   static constexpr size_t kMemoryKept = 4096;
   TimestampNs first_save_ns = 0, last_save_ns = 0;  // NoteCheckpointSave's
   std::vector<std::pair<int, std::function<void()>>> finish_hooks;
@@ -302,7 +304,8 @@ void Session::Impl::Fold(const Event& e, uint32_t track) {
 
 // A step's row: its memory sample, then steps.jsonl.
 void Session::Impl::WriteStepRow(Report::Step& row) {
-  {
+  // A run that never samples memory skips the lock, a row at a time.
+  if (memory_sampled.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = memory.find(row.index);
     if (it != memory.end()) {
@@ -391,19 +394,23 @@ void Session::Impl::DrainOnce(bool final) {
     const size_t drained = entries[i].buffer->Drain([&](Event* events, size_t count) {
       recorded += static_cast<int64_t>(count);
       if (tsc) {  // ticks to the session clock, in the ring's slots
+        core::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
         for (size_t k = 0; k < count; ++k) {
           Event& e = events[k];
-          e.start_ns = calibration.ToNs(e.start_ns);
-          if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns);
+          e.start_ns = calibration.ToNs(e.start_ns, &hint);
+          if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns, &hint);
         }
       }
       for (size_t k = 0; k < count; ++k) {
         Fold(events[k], thread.track);
-        // A burst larger than the budget is folded as it is converted.
-        if ((k & 4095) == 4095 &&
-            (fold->held() + fold->input().size()) * sizeof(analysis::Interval) >
-                options.fold_buffer_bytes.value) {
+        if ((k & 4095) != 4095) continue;
+        // A burst larger than the budget is folded as it is converted; the
+        // fold takes batches of up to 16384 without a copy.
+        if ((fold->held() + fold->input().size()) * sizeof(analysis::Interval) >
+            options.fold_buffer_bytes.value) {
           fold->Advance(latest_end_ns);  // this ring's later events end after it
+        } else if (fold->input().size() >= 16384) {
+          fold->Take();
         }
       }
       if (windows != nullptr) windows->AddEvents(thread.os_tid, events, count, tid_of);
@@ -659,6 +666,7 @@ void Session::RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& memory = impl_->memory;
   memory[step] = {current_bytes, peak_bytes};
+  impl_->memory_sampled.store(true, std::memory_order_release);
   if (memory.size() > Impl::kMemoryKept) {  // samples of steps that never came
     auto oldest = std::min_element(memory.begin(), memory.end(),
                                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -14,10 +14,6 @@ namespace trainscope::core {
 
 namespace {
 
-// llround, inline (a library call, on every timestamp at the drain); half
-// away from zero.
-inline int64_t Round(double x) { return static_cast<int64_t>(x < 0 ? x - 0.5 : x + 0.5); }
-
 std::string FirstLine(const char* path) {
   std::ifstream in(path);
   std::string line;
@@ -147,27 +143,31 @@ void TickCalibration::Add(const TickPair& point) {
   }
 }
 
-TimestampNs TickCalibration::ToNs(int64_t ticks) const {
+TimestampNs TickCalibration::ToNsElsewhere(int64_t ticks, Hint* hint) const {
   if (points_ == 0) return ticks;
   if (points_ == 1) return last_.ns + (ticks - last_.ticks);  // 1 GHz until a second point
-  // Most ticks fall in the last span or just after it.
+  // Most ticks fall in the last span (or after it: ToNs's inline case).
   if (ticks >= last_.ticks) {
     return last_.ns + static_cast<TimestampNs>(
                           Round(static_cast<double>(ticks - last_.ticks) * ahead_ns_per_tick_));
   }
   if (ticks >= previous_.ticks) {
-    return previous_.ns + static_cast<TimestampNs>(Round(
-                              static_cast<double>(ticks - previous_.ticks) * span_ns_per_tick_));
+    *hint = {previous_.ticks, last_.ticks, previous_.ns, span_ns_per_tick_};
+  } else {
+    // Older: the kept span around it, or the oldest span's rate before them.
+    const size_t n = Size();
+    if (ticks < PointAt(0).ticks) return Line(PointAt(0), PointAt(1), ticks);
+    size_t lo = 0, hi = n - 1;  // PointAt(lo).ticks <= ticks < PointAt(hi).ticks
+    while (hi - lo > 1) {
+      const size_t mid = lo + (hi - lo) / 2;
+      (PointAt(mid).ticks <= ticks ? lo : hi) = mid;
+    }
+    const TickPair& a = PointAt(lo);
+    const TickPair& b = PointAt(hi);
+    *hint = {a.ticks, b.ticks, a.ns,
+             static_cast<double>(b.ns - a.ns) / static_cast<double>(b.ticks - a.ticks)};
   }
-  // Older: the kept span around it, or the oldest span's rate before them.
-  const size_t n = Size();
-  if (ticks < PointAt(0).ticks) return Line(PointAt(0), PointAt(1), ticks);
-  size_t lo = 0, hi = n - 1;  // PointAt(lo).ticks <= ticks < PointAt(hi).ticks
-  while (hi - lo > 1) {
-    const size_t mid = lo + (hi - lo) / 2;
-    (PointAt(mid).ticks <= ticks ? lo : hi) = mid;
-  }
-  return Line(PointAt(lo), PointAt(hi), ticks);
+  return hint->ns + Round(static_cast<double>(ticks - hint->from) * hint->ns_per_tick);
 }
 
 double TickCalibration::tsc_hz() const {

@@ -69,7 +69,29 @@ class TickCalibration {
   // The time of `ticks` on the session clock. Needs one point; with one,
   // assumes the nominal rate (tsc_hz() from the first two points, else
   // 1 GHz). Cost: a binary search over at most kFine + kCoarse points.
-  TimestampNs ToNs(int64_t ticks) const;
+  // The span a tick fell in, kept by the caller for the next one.
+  struct Hint {
+    int64_t from = 1, to = 0;  // ticks [from, to); empty at first
+    TimestampNs ns = 0;        // at `from`
+    double ns_per_tick = 0;
+  };
+  // Inline for the common case, a tick after the last point.
+  TimestampNs ToNs(int64_t ticks) const {
+    Hint hint;
+    return ToNs(ticks, &hint);
+  }
+  // The same, for ticks that come in about increasing order (a ring's
+  // events): a tick in the span of the last one (`*hint`) converts without
+  // a search. A hint is good until the next Add.
+  TimestampNs ToNs(int64_t ticks, Hint* hint) const {
+    if (points_ >= 2 && ticks >= last_.ticks) {
+      return last_.ns + Round(static_cast<double>(ticks - last_.ticks) * ahead_ns_per_tick_);
+    }
+    if (ticks >= hint->from && ticks < hint->to) {
+      return hint->ns + Round(static_cast<double>(ticks - hint->from) * hint->ns_per_tick);
+    }
+    return ToNsElsewhere(ticks, hint);
+  }
 
   // Ticks per second between the first and the last point ever added; 0
   // before two points.
@@ -89,6 +111,9 @@ class TickCalibration {
     const TickPair& back() const { return At(size - 1); }
     void Push(const TickPair& p, size_t capacity);
   };
+  // llround without the library call; half away from zero.
+  static int64_t Round(double x) { return static_cast<int64_t>(x < 0 ? x - 0.5 : x + 0.5); }
+  TimestampNs ToNsElsewhere(int64_t ticks, Hint* hint) const;
   static TimestampNs Line(const TickPair& a, const TickPair& b, int64_t ticks);
   const TickPair& PointAt(size_t i) const;  // coarse then fine, oldest first
   size_t Size() const { return coarse_.size + fine_.size; }

@@ -37,6 +37,11 @@ char* WriteLiteral(char* out, const char (&text)[N]) {
 // back is the same double.
 // The number of decimals is a template argument: the divisions by 10^n are
 // by constants.
+constexpr char kDigitPairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 template <int kDecimals>
 char* WriteNumber(char* out, double value) {
   constexpr double kScale[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
@@ -52,16 +57,17 @@ char* WriteNumber(char* out, double value) {
       out = std::to_chars(out, out + 24, magnitude / kPow10).ptr;
       uint64_t fraction = magnitude % kPow10;
       if (fraction != 0) {
-        int width = kDecimals;
-        while (fraction % 10 == 0) {
-          fraction /= 10;
-          --width;
-        }
+        // All kDecimals digits, two at a time from the right, then the
+        // trailing zeros cut.
         *out++ = '.';
-        for (int k = width - 1; k >= 0; --k) {
-          out[k] = static_cast<char>('0' + fraction % 10);
-          fraction /= 10;
+        int k = kDecimals;
+        for (; k >= 2; k -= 2) {
+          std::memcpy(out + k - 2, kDigitPairs + 2 * (fraction % 100), 2);
+          fraction /= 100;
         }
+        if (k == 1) out[0] = static_cast<char>('0' + fraction);
+        int width = kDecimals;
+        while (out[width - 1] == '0') --width;
         out += width;
       }
       return out;
