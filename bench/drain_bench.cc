@@ -7,6 +7,8 @@
 //    Start to the end of Finish (the drainer, and Finish's last drain and
 //    outputs). Printed beside the producer's rate. Goal: >= 10 M events per
 //    CPU second.
+//    Then the same with fewer outputs (none; trace.json only; report.json
+//    and steps.jsonl only), printed as nanoseconds an event for each.
 // 2. Sustained. Default options (a 1 MiB ring, the adaptive drain interval),
 //    the producer paced at 2 M events/s for 5 s. Goal: nothing dropped.
 //
@@ -59,8 +61,9 @@ struct Capacity {
   long long recorded = 0, dropped = 0;
 };
 
-Capacity MeasureCapacity(const std::string& dir, long long events) {
+Capacity MeasureCapacity(const std::string& dir, long long events, uint32_t sinks) {
   trainscope::Options options = BaseOptions(dir);
+  options.sinks = sinks;
   options.buffer_bytes_per_thread = trainscope::Bytes(uint64_t{256} << 20);
   const double process0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
   const double thread0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
@@ -156,14 +159,27 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--rate=", 7) == 0) rate = std::atof(argv[i] + 7);
     if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
   }
-  std::vector<Capacity> capacity;
-  for (int r = 0; r < runs; ++r) capacity.push_back(MeasureCapacity(dir + "/capacity", events));
-  const Capacity c = Median(capacity, [](const Capacity& x) { return x.drain_mev_cpu_s; });
+  auto capacity_with = [&](uint32_t sinks) {
+    std::vector<Capacity> capacity;
+    for (int r = 0; r < runs; ++r) {
+      capacity.push_back(MeasureCapacity(dir + "/capacity", events, sinks));
+    }
+    return Median(capacity, [](const Capacity& x) { return x.drain_mev_cpu_s; });
+  };
+  const Capacity c = capacity_with(trainscope::kSinkReportJson | trainscope::kSinkTraceJson);
   std::printf(
       "drain capacity: producer %.1f M events/s, drain %.2f M events per CPU second "
       "(goal >= 10): %s  [%lld recorded, %lld dropped; median of %d]\n",
       c.producer_mev_s, c.drain_mev_cpu_s, c.drain_mev_cpu_s >= 10 ? "PASS" : "MISS", c.recorded,
       c.dropped, runs);
+  // Where the drain's time goes: the same with fewer outputs, as ns an event.
+  const double fold = capacity_with(trainscope::kSinkNone).drain_mev_cpu_s;
+  const double trace = capacity_with(trainscope::kSinkTraceJson).drain_mev_cpu_s;
+  const double rows = capacity_with(trainscope::kSinkReportJson).drain_mev_cpu_s;
+  std::printf(
+      "  by output: fold alone %.2f M events per CPU second (%.0f ns an event); trace.json "
+      "windows +%.0f ns; report.json and steps.jsonl +%.0f ns; all %.0f ns\n",
+      fold, 1e3 / fold, 1e3 / trace - 1e3 / fold, 1e3 / rows - 1e3 / fold, 1e3 / c.drain_mev_cpu_s);
   std::vector<Sustained> sustained;
   for (int r = 0; r < runs; ++r)
     sustained.push_back(MeasureSustained(dir + "/sustained", rate, seconds));

@@ -325,11 +325,15 @@ void RunFold::Take() {
     return run;
   };
   std::vector<Interval>& in = input_.mutable_intervals();
-  if (!in.empty() && in.size() <= kRunIntervals) {
-    // The input becomes a run as it is, without a copy; its steps stay in it
-    // too (a segment passes them by) until the watermark passes them.
+  if (in.size() >= kRunIntervals / 4 && in.size() <= kRunIntervals) {
+    // A large batch becomes a run as it is, without a copy; its steps stay
+    // in it too (a segment passes them by) until the watermark passes them.
+    // (A small one joins the last fresh run: a run per drain would hold
+    // room for few intervals.)
     Impl::Run& run = new_run();
-    run.intervals.swap(in);  // the input keeps the spare room
+    run.intervals.swap(in);
+    // The input keeps room for a run's worth: no growth, no page faults.
+    if (in.capacity() < kRunIntervals) in.reserve(kRunIntervals);
     run.flags.assign(run.intervals.size(), 0);
     for (const Interval& i : run.intervals) {
       take(i);

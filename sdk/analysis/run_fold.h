@@ -106,8 +106,8 @@ class RunFold {
   Timeline& input() { return input_; }
 
   // Moves what input() holds into the fold (Advance and Finish do it first).
-  // A batch of at most 16384 intervals is taken whole, without a copy: a
-  // caller adding many between two Advances calls this every 16384.
+  // A batch of 4096 to 16384 intervals is taken whole, without a copy: a
+  // caller adding many between two Advances calls this before 16384.
   void Take();
 
   // Folds all time before `watermark`: every interval overlapping it must

@@ -405,11 +405,12 @@ void Session::Impl::DrainOnce(bool final) {
         Fold(events[k], thread.track);
         if ((k & 4095) != 4095) continue;
         // A burst larger than the budget is folded as it is converted; the
-        // fold takes batches of up to 16384 without a copy.
+        // fold takes batches of up to 16384 without a copy (so, taken here
+        // from 12288, the input never grows past its room).
         if ((fold->held() + fold->input().size()) * sizeof(analysis::Interval) >
             options.fold_buffer_bytes.value) {
           fold->Advance(latest_end_ns);  // this ring's later events end after it
-        } else if (fold->input().size() >= 16384) {
+        } else if (fold->input().size() >= 12288) {
           fold->Take();
         }
       }

@@ -5,6 +5,7 @@
 #include <simdjson.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -84,12 +85,16 @@ constexpr size_t kRowRoom = 256 + (kPhaseCount + 8) * 25 + kPhaseCount * 16;
 
 }  // namespace
 
-void AppendStepRowJsonLine(std::string* line, const Report::Step& row) {
-  // Formatted by hand (one row a step, on the drain thread): fixed keys, and
-  // the phase names need no escaping.
-  const size_t at = line->size();
-  line->resize(at + kRowRoom);
-  char* out = line->data() + at;
+namespace {
+
+// The room WriteStepRow needs for `row`: the fixed part and top_cause
+// escaped (at most 6 bytes a byte, and the quotes).
+size_t RowBound(const Report::Step& row) { return kRowRoom + 96 + 6 * row.top_cause.size() + 2; }
+
+// `row` as one line into `out`, which has RowBound(row) bytes of room;
+// returns the end. Formatted by hand (one row a step, on the drain
+// thread): fixed keys, and the phase names need no escaping.
+char* WriteStepRow(char* out, const Report::Step& row) {
   out = WriteLiteral(out, "{\"step\":");
   out = WriteInt(out, row.index);
   out = WriteLiteral(out, ",\"start_s\":");
@@ -118,17 +123,35 @@ void AppendStepRowJsonLine(std::string* line, const Report::Step& row) {
   out = WriteLiteral(out, "},\"idle_ms\":");
   out = WriteNumber<kMsDecimals>(out, row.idle_ms);
   out = WriteLiteral(out, ",\"top_cause\":");
-  line->resize(static_cast<size_t>(out - line->data()));
-  AppendJsonString(line, row.top_cause);
-  const size_t tail = line->size();
-  line->resize(tail + 96);
-  out = line->data() + tail;
+  const std::string& cause = row.top_cause;
+  const bool plain = std::all_of(cause.begin(), cause.end(), [](char c) {
+    return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
+  });
+  if (plain) {  // a cause name: copied as it is
+    *out++ = '"';
+    std::memcpy(out, cause.data(), cause.size());
+    out += cause.size();
+    *out++ = '"';
+  } else {
+    std::string escaped;
+    AppendJsonString(&escaped, cause);
+    std::memcpy(out, escaped.data(), escaped.size());
+    out += escaped.size();
+  }
   out = WriteLiteral(out, ",\"memory_bytes\":");
   out = WriteInt(out, row.memory_bytes);
   out = WriteLiteral(out, ",\"peak_memory_bytes\":");
   out = WriteInt(out, row.peak_memory_bytes);
-  out = WriteLiteral(out, "}\n");
-  line->resize(static_cast<size_t>(out - line->data()));
+  return WriteLiteral(out, "}\n");
+}
+
+}  // namespace
+
+void AppendStepRowJsonLine(std::string* line, const Report::Step& row) {
+  const size_t at = line->size();
+  line->resize(at + RowBound(row));
+  char* end = WriteStepRow(line->data() + at, row);
+  line->resize(static_cast<size_t>(end - line->data()));
 }
 
 std::string StepRowToJsonLine(const Report::Step& row) {
@@ -231,15 +254,26 @@ absl::StatusOr<std::unique_ptr<StepsWriter>> StepsWriter::Open(const std::string
 StepsWriter::~StepsWriter() { (void)Close(); }
 
 void StepsWriter::Append(const Report::Step& row) {
-  AppendStepRowJsonLine(&buffer_, row);
+  // Rows are written into room sized once (no zero-fill a row, as a
+  // string's resize would do).
+  if (buffer_.empty()) buffer_.resize(kBufferLimit + kRowSlack);
+  const size_t bound = RowBound(row);
+  if (bound > kRowSlack) {  // an odd top_cause of thousands of bytes
+    status_.Update(Flush());
+    std::string line;
+    AppendStepRowJsonLine(&line, row);
+    if (fd_ >= 0) status_.Update(core::WriteAll(fd_, line, "writing " + path_));
+  } else {
+    used_ = static_cast<size_t>(WriteStepRow(buffer_.data() + used_, row) - buffer_.data());
+  }
   ++rows_;
-  if (buffer_.size() >= kBufferLimit) status_.Update(Flush());
+  if (used_ >= kBufferLimit) status_.Update(Flush());
 }
 
 absl::Status StepsWriter::Flush() {
-  if (fd_ < 0 || buffer_.empty()) return status_;
-  status_.Update(core::WriteAll(fd_, buffer_, "writing " + path_));
-  buffer_.clear();
+  if (fd_ < 0 || used_ == 0) return status_;
+  status_.Update(core::WriteAll(fd_, std::string_view(buffer_.data(), used_), "writing " + path_));
+  used_ = 0;
   return status_;
 }
 

@@ -74,7 +74,9 @@ class StepsWriter {
   std::string path_;
   int fd_ = -1;
   static constexpr size_t kBufferLimit = 1 << 20;
-  std::string buffer_;
+  static constexpr size_t kRowSlack = 16 << 10;  // room past the limit for one row
+  std::string buffer_;  // kBufferLimit + kRowSlack once a row came; used_ of it written
+  size_t used_ = 0;
   int64_t rows_ = 0;
   absl::Status status_;  // the first write error
 };
