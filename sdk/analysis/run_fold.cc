@@ -325,11 +325,12 @@ void RunFold::Take() {
     return run;
   };
   std::vector<Interval>& in = input_.mutable_intervals();
-  if (in.size() >= kRunIntervals / 4 && in.size() <= kRunIntervals) {
-    // A large batch becomes a run as it is, without a copy; its steps stay
-    // in it too (a segment passes them by) until the watermark passes them.
-    // (A small one joins the last fresh run: a run per drain would hold
-    // room for few intervals.)
+  if (in.size() >= kRunIntervals * 3 / 4 && in.size() <= kRunIntervals) {
+    // A nearly full batch (a burst) becomes a run as it is, without a copy;
+    // its steps stay in it too (a segment passes them by) until the
+    // watermark passes them. A smaller one joins the last fresh run: runs
+    // of the input's room for a drain's few thousand intervals each held
+    // 31 MB at 500,000 events/s (soak).
     Impl::Run& run = new_run();
     run.intervals.swap(in);
     // The input keeps room for a run's worth: no growth, no page faults.

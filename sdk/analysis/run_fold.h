@@ -41,7 +41,8 @@
 // 2 x exact_steps step spans of 24 bytes, the sync and data_wait tags of at
 // most 2 x (steps waiting + 4096) steps, and the scratch of one segment (a
 // burst is folded in segments of about 16384 intervals: their spans, 16
-// bytes each) and of 2 emptied runs (16384 x 49 bytes each). Names and
+// bytes each), of 2 emptied runs (16384 x 49 bytes each) and the input's
+// room for 16384 intervals once a burst came. Names and
 // tracks of input() grow with distinct names and threads, not with time.
 //
 //   RunFold fold(options, [&](Report::Step& row) { steps_file.Append(row); });
@@ -106,8 +107,8 @@ class RunFold {
   Timeline& input() { return input_; }
 
   // Moves what input() holds into the fold (Advance and Finish do it first).
-  // A batch of 4096 to 16384 intervals is taken whole, without a copy: a
-  // caller adding many between two Advances calls this before 16384.
+  // A batch of 12288 to 16384 intervals is taken whole, without a copy: a
+  // caller adding many between two Advances calls this from 12288.
   void Take();
 
   // Folds all time before `watermark`: every interval overlapping it must
