@@ -394,7 +394,7 @@ void BM_instrumented_loader(benchmark::State& state) {
                      /*extra_events=*/2);
   if (!rs.ok()) return;
   std::vector<int64_t>& batches = LoaderBatches();
-  auto loader = trainscope::torch::Instrument(batches);
+  auto loader = trainscope::libtorch::Instrument(batches);
   auto it = loader.begin();
   int64_t sum = 0;
   for (auto _ : state) {

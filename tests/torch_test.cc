@@ -1,4 +1,4 @@
-// trainscope::torch on real LibTorch tensors, on CPU: AutocastGuard,
+// trainscope::libtorch on real LibTorch tensors, on CPU: AutocastGuard,
 // GradScaler, the loader wrappers, the device prefetcher's pass-through and
 // the per-step memory record.
 #include <ATen/CPUGeneratorImpl.h>
@@ -54,11 +54,11 @@ TEST(AutocastGuardTest, CpuBf16InsideRestoredOutsideAndNested) {
   const ::torch::Tensor a = ::torch::randn({8, 8});
   EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kFloat);
   {
-    torch::AutocastGuard bf16(::torch::kCPU, ::torch::kBFloat16);
+    libtorch::AutocastGuard bf16(::torch::kCPU, ::torch::kBFloat16);
     EXPECT_TRUE(at::autocast::is_autocast_enabled(::torch::kCPU));
     EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kBFloat16);
     {
-      torch::AutocastGuard off(::torch::kCPU, ::torch::kBFloat16, /*enabled=*/false);
+      libtorch::AutocastGuard off(::torch::kCPU, ::torch::kBFloat16, /*enabled=*/false);
       EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kFloat);
     }
     EXPECT_EQ(::torch::mm(a, a).scalar_type(), ::torch::kBFloat16);
@@ -84,7 +84,7 @@ struct Tiny {
 
 TEST(GradScalerTest, InfSkipsTheStepAndBacksOff) {
   Tiny tiny;
-  trainscope::torch::GradScaler scaler;
+  trainscope::libtorch::GradScaler scaler;
   EXPECT_EQ(scaler.scale(), 65536.0);
   tiny.sgd.zero_grad();
   scaler.Scale(tiny.Loss()).backward();
@@ -113,7 +113,7 @@ TEST(GradScalerTest, UnscaledGradientsAreTheUnscaledOnesBitForBit) {
   reference.sgd.zero_grad();
   reference.Loss().backward();
   Tiny scaled;
-  trainscope::torch::GradScaler scaler;
+  trainscope::libtorch::GradScaler scaler;
   scaled.sgd.zero_grad();
   scaler.Scale(scaled.Loss()).backward();
   EXPECT_FALSE(::torch::equal(scaled.layer->weight.grad(), reference.layer->weight.grad()));
@@ -139,9 +139,9 @@ TEST(GradScalerTest, ScaleSequenceMatchesTheHandComputedOne) {
                              65536, 32768, 16384, 16384, 16384, 32768};
   const int64_t expected_tracker[] = {1, 2, 0, 1, 2, 0, 1, 0, 0, 1, 2, 0};
   Tiny tiny;
-  trainscope::torch::GradScalerOptions options;
+  trainscope::libtorch::GradScalerOptions options;
   options.growth_interval = 3;
-  trainscope::torch::GradScaler scaler(options);
+  trainscope::libtorch::GradScaler scaler(options);
   for (int i = 0; i < 12; ++i) {
     tiny.sgd.zero_grad();
     scaler.Scale(tiny.Loss()).backward();
@@ -156,11 +156,11 @@ TEST(GradScalerTest, ScaleSequenceMatchesTheHandComputedOne) {
 
 TEST(GradScalerTest, GrowsAfterTheIntervalAndNeverBacksOffBelowTheFloor) {
   Tiny tiny;
-  trainscope::torch::GradScalerOptions options;
+  trainscope::libtorch::GradScalerOptions options;
   options.init_scale = 1024;
   options.growth_interval = 2000;
   options.min_scale = 256;
-  trainscope::torch::GradScaler scaler(options);
+  trainscope::libtorch::GradScaler scaler(options);
   for (int i = 0; i < 2000; ++i) {
     tiny.sgd.zero_grad();
     scaler.Scale(tiny.Loss() * 0).backward();  // clean, and the weights stay put
@@ -184,9 +184,9 @@ TEST(GradScalerTest, GrowsAfterTheIntervalAndNeverBacksOffBelowTheFloor) {
 
 TEST(GradScalerTest, StateRoundTripsAndBadStateIsRefused) {
   Tiny tiny;
-  trainscope::torch::GradScalerOptions options;
+  trainscope::libtorch::GradScalerOptions options;
   options.growth_interval = 5;
-  trainscope::torch::GradScaler scaler(options);
+  trainscope::libtorch::GradScaler scaler(options);
   for (int i = 0; i < 3; ++i) {
     tiny.sgd.zero_grad();
     scaler.Scale(tiny.Loss()).backward();
@@ -194,16 +194,16 @@ TEST(GradScalerTest, StateRoundTripsAndBadStateIsRefused) {
     ASSERT_TRUE(scaler.Step(tiny.sgd).ok());
     scaler.Update();
   }
-  const trainscope::torch::GradScaler::State state = scaler.state();
+  const trainscope::libtorch::GradScaler::State state = scaler.state();
   EXPECT_EQ(state.scale, 32768.0);
   EXPECT_EQ(state.growth_tracker, 2);
   EXPECT_EQ(state.skipped_steps, 1);
-  trainscope::torch::GradScaler restored;
+  trainscope::libtorch::GradScaler restored;
   ASSERT_TRUE(restored.Load(state).ok());
   EXPECT_EQ(restored.scale(), 32768.0);
   EXPECT_EQ(restored.growth_tracker(), 2);
   EXPECT_EQ(restored.options().growth_interval, 5);
-  trainscope::torch::GradScaler::State bad = state;
+  trainscope::libtorch::GradScaler::State bad = state;
   bad.scale = -1;
   EXPECT_EQ(restored.Load(bad).code(), absl::StatusCode::kInvalidArgument);
   bad = state;
@@ -221,9 +221,10 @@ TEST(LoaderTest, TorchDataLoaderBatchesAreDataWaitRangesWithTheirIndex) {
                      .map(::torch::data::transforms::Stack<::torch::data::TensorExample>());
   auto loader = ::torch::data::make_data_loader<::torch::data::samplers::SequentialSampler>(
       std::move(dataset), ::torch::data::DataLoaderOptions().batch_size(4).workers(2));
-  // The pattern loader.h documents: the fetch of the next batch inside the
-  // step, so that its wait counts against the step.
-  auto batches = torch::Instrument(*loader);
+  // Instrument's iterator in a loop that opens its steps itself (here the
+  // fetch of the next batch falls in the step before; Steps() in
+  // torch_loop_test puts each in its own step).
+  auto batches = libtorch::Instrument(*loader);
   int64_t n = 0;
   for (auto it = batches.begin(); it != batches.end(); ++n) {
     StepScope step(*session, StepIndex(n), Samples(4));
@@ -236,8 +237,8 @@ TEST(LoaderTest, TorchDataLoaderBatchesAreDataWaitRangesWithTheirIndex) {
   ASSERT_TRUE(report.ok()) << report.status();
   const Report::Counter* batch = FindCounter(*report, "loader.batch");
   ASSERT_NE(batch, nullptr);
-  EXPECT_EQ(batch->samples, 11) << "begin() and ten ++, the last reaching end()";
-  EXPECT_EQ(batch->max, 10);
+  EXPECT_EQ(batch->samples, 10) << "ten batches; the fetch reaching end() counts none";
+  EXPECT_EQ(batch->max, 9);
   const PhaseStat* wait = FindPhase(*report, "data_wait");
   ASSERT_NE(wait, nullptr);
   EXPECT_GE(wait->steps, 9);
@@ -252,11 +253,11 @@ TEST(LoaderTest, PrefetchLoaderKeepsOrderStaysBoundedAndNamesItsWorkers) {
   absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok()) << session.status();
   std::atomic<int64_t> consumed{0}, max_ahead{0};
-  torch::PrefetchOptions options;
+  libtorch::PrefetchOptions options;
   options.workers = 4;
   options.queue_depth = 3;
   options.name = "prefetch";
-  torch::PrefetchLoader<::torch::Tensor> loader(
+  libtorch::PrefetchLoader<::torch::Tensor> loader(
       [&](int64_t i) -> std::optional<::torch::Tensor> {
         if (i >= 60) return std::nullopt;
         int64_t ahead = i - consumed.load();
@@ -288,7 +289,7 @@ TEST(LoaderTest, PrefetchLoaderKeepsOrderStaysBoundedAndNamesItsWorkers) {
 }
 
 TEST(LoaderTest, PrefetchLoaderRethrowsTheProducersErrorInOrder) {
-  torch::PrefetchLoader<int> loader([](int64_t i) -> std::optional<int> {
+  libtorch::PrefetchLoader<int> loader([](int64_t i) -> std::optional<int> {
     if (i == 5) throw std::runtime_error("decode failed at 5");
     return static_cast<int>(i);
   });
@@ -300,7 +301,7 @@ TEST(DevicePrefetcherTest, CpuPassesBatchesThroughInOrderAsH2dRanges) {
   TempDir dir;
   absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok()) << session.status();
-  torch::DevicePrefetcher prefetch(::torch::kCPU);
+  libtorch::DevicePrefetcher prefetch(::torch::kCPU);
   EXPECT_FALSE(prefetch.copies());
   EXPECT_FALSE(prefetch.Next().has_value());
   std::vector<::torch::Tensor> sent;
@@ -335,7 +336,7 @@ TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {
         EXPECT_EQ(big.sum().item<float>(), static_cast<float>(16 << 20));
       }
     }
-    torch::RecordStepMemory(*session, i, ::torch::kCPU);
+    libtorch::RecordStepMemory(*session, i, ::torch::kCPU);
   }
   absl::StatusOr<Report> report = session->Finish();
   ASSERT_TRUE(report.ok());
@@ -365,7 +366,7 @@ TEST(TrainingStateTest, RestoresModelOptimizerScalerAndRngBitForBit) {
   ::torch::manual_seed(1);
   ::torch::nn::Sequential model = make();
   ::torch::optim::Adam adam(model->parameters(), ::torch::optim::AdamOptions(1e-2));
-  torch::GradScaler scaler;
+  libtorch::GradScaler scaler;
   for (int i = 0; i < 3; ++i) {
     adam.zero_grad();
     scaler.Scale(model->forward(::torch::randn({16, 4})).pow(2).mean()).backward();
@@ -373,7 +374,7 @@ TEST(TrainingStateTest, RestoresModelOptimizerScalerAndRngBitForBit) {
     scaler.Update();
   }
   static_cast<::torch::optim::AdamOptions&>(adam.param_groups()[0].options()).lr(0.0042);
-  torch::TrainingState state;
+  libtorch::TrainingState state;
   state.Add("model", *model);
   state.Add("optimizer", adam);
   state.Add("scaler", scaler);
@@ -393,8 +394,8 @@ TEST(TrainingStateTest, RestoresModelOptimizerScalerAndRngBitForBit) {
   ::torch::manual_seed(12345);  // a different process's state
   ::torch::nn::Sequential fresh = make();
   ::torch::optim::Adam fresh_adam(fresh->parameters(), ::torch::optim::AdamOptions(1.0));
-  torch::GradScaler fresh_scaler;
-  torch::TrainingState restored;
+  libtorch::GradScaler fresh_scaler;
+  libtorch::TrainingState restored;
   restored.Add("model", *fresh);
   restored.Add("optimizer", fresh_adam);
   restored.Add("scaler", fresh_scaler);
@@ -425,7 +426,7 @@ TEST(TrainingStateTest, RestoresModelOptimizerScalerAndRngBitForBit) {
 
   // A checkpoint of another model is a clear DataLoss, naming the file.
   ::torch::nn::Linear other(3, 3);
-  torch::TrainingState wrong;
+  libtorch::TrainingState wrong;
   wrong.Add("model", *other);
   const absl::Status mismatch = wrong.Restore(*latest);
   EXPECT_EQ(mismatch.code(), absl::StatusCode::kDataLoss) << mismatch;
@@ -449,19 +450,19 @@ TEST(TrainingStateTest, ARestoredLoaderPositionGivesTheSameNextBatch) {
       return ::torch::randn({8, 3}, gen);
     };
   };
-  torch::LoaderPosition at_save;
+  libtorch::LoaderPosition at_save;
   {
-    torch::PrefetchLoader<::torch::Tensor> loader(producer(77, 2), {.workers = 3});
+    libtorch::PrefetchLoader<::torch::Tensor> loader(producer(77, 2), {.workers = 3});
     for (int k = 0; k < 5; ++k) ASSERT_TRUE(loader.Next().has_value());
     at_save = {2, loader.position(), 77};
   }
   EXPECT_EQ(at_save.batch_index, 5);
   ::torch::Tensor want;
   {
-    torch::PrefetchLoader<::torch::Tensor> loader(producer(77, 2), {.workers = 1});
+    libtorch::PrefetchLoader<::torch::Tensor> loader(producer(77, 2), {.workers = 1});
     for (int k = 0; k <= 5; ++k) want = *loader.Next();
   }
-  torch::TrainingState state;
+  libtorch::TrainingState state;
   state.SetLoaderPosition(at_save);
   absl::StatusOr<std::vector<CheckpointFile>> files = state.Snapshot();
   ASSERT_TRUE(files.ok()) << files.status();
@@ -471,16 +472,16 @@ TEST(TrainingStateTest, ARestoredLoaderPositionGivesTheSameNextBatch) {
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE(store->Save(5, *files).ok());
 
-  torch::TrainingState restored;
+  libtorch::TrainingState restored;
   absl::StatusOr<LoadedCheckpoint> latest = store->LoadLatest();
   ASSERT_TRUE(latest.ok()) << latest.status();
   ASSERT_TRUE(restored.Restore(*latest).ok());
-  const torch::LoaderPosition p = restored.loader_position();
+  const libtorch::LoaderPosition p = restored.loader_position();
   EXPECT_EQ(p.epoch, 2);
   EXPECT_EQ(p.sampler_seed, 77u);
   lowest_made = INT64_MAX;
-  torch::PrefetchLoader<::torch::Tensor> resumed(
-      producer(p.sampler_seed, p.epoch), {.workers = 3, .first_index = p.batch_index});
+  libtorch::PrefetchLoader<::torch::Tensor> resumed(producer(p.sampler_seed, p.epoch),
+                                                    {.workers = 3, .first_index = p.batch_index});
   EXPECT_EQ(resumed.position(), 5);
   std::optional<::torch::Tensor> next = resumed.Next();
   ASSERT_TRUE(next.has_value());

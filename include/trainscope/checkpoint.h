@@ -101,7 +101,7 @@ struct CheckpointStoreOptions {
   int fail_errno = 28;  // ENOSPC
 };
 
-// How the ranks of a multi-rank save agree (trainscope::torch::ProcessGroup
+// How the ranks of a multi-rank save agree (trainscope::libtorch::ProcessGroup
 // implements it over c10d: an all-reduce of one flag per rank).
 class SaveCoordinator {
  public:

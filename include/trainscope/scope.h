@@ -95,12 +95,11 @@ class StepScope {
  public:
   // Begins step `index` of `session`; `samples` is the number of training
   // examples the step processes (for throughput), settable later.
-  StepScope(Session& session, StepIndex index,
-            Samples samples = Samples(0)) noexcept
+  StepScope(Session& session, StepIndex index, Samples samples = Samples(0)) noexcept
       : session_(&session), buffer_(detail::ScopeBuffer()) {
-    if (buffer_ == nullptr) return;
     index_ = index.value;
     samples_ = samples.value;
+    if (buffer_ == nullptr) return;
     previous_step_ =
         detail::g_current_step.exchange(index_, std::memory_order_relaxed);
     if (TRAINSCOPE_UNLIKELY(detail::g_step_hook.load(std::memory_order_relaxed))) {
@@ -128,8 +127,23 @@ class StepScope {
     detail::g_step_open_since.store(previous_open_since_, std::memory_order_release);
   }
 
+  // Ends the step now without recording it, for a step opened before it
+  // was known to have work (libtorch::Steps probing past the last batch):
+  // the outer step index comes back and the destructor does nothing more.
+  // Ranges begun inside keep the discarded index, which names no step.
+  // Cost: a few stores (and an NVTX pop).
+  void Discard() noexcept {
+    if (buffer_ == nullptr) return;
+    if (nvtx_) detail::NvtxPop();
+    detail::g_current_step.store(previous_step_, std::memory_order_relaxed);
+    detail::g_step_open_since.store(previous_open_since_, std::memory_order_release);
+    buffer_ = nullptr;
+  }
+
   // Sets the number of samples this step processed.
   void set_samples(Samples samples) noexcept { samples_ = samples.value; }
+  // The step's index.
+  int64_t index() const noexcept { return index_; }
   // The session this step belongs to.
   Session& session() const noexcept { return *session_; }
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 AutocastGuard::AutocastGuard(c10::DeviceType device_type, at::ScalarType dtype, bool enabled)
     : device_type_(device_type),
@@ -176,4 +176,4 @@ absl::Status GradScaler::Load(const State& s) {
   return absl::OkStatus();
 }
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch

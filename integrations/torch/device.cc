@@ -15,7 +15,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 bool BuiltWithCuda() { return TRAINSCOPE_TORCH_CUDA != 0; }
 
@@ -130,4 +130,4 @@ void RecordStepMemory(Session& session, int64_t step, const at::Device& device) 
   ResetPeakRss();
 }
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch

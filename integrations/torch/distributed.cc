@@ -22,7 +22,7 @@
 
 #include "trainscope/scope.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 struct ProcessGroup::Impl {
   DistributedOptions options;
@@ -224,4 +224,4 @@ absl::Status ProcessGroup::Barrier() {
   return absl::OkStatus();
 }
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch

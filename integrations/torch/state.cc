@@ -13,7 +13,7 @@
 
 #include "absl/strings/numbers.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 namespace {
 
 absl::Status LoadError(const std::string& what, const std::exception& e) {
@@ -258,4 +258,4 @@ absl::Status TrainingState::Restore(const LoadedCheckpoint& checkpoint) {
   return absl::OkStatus();
 }
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch

@@ -7,7 +7,7 @@
 
 #include "trainscope/torch/torch.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 TorchFacts QueryTorch() {
   TorchFacts facts;
@@ -27,4 +27,4 @@ void DescribeTorch(Session& session) {
   session.SetConfig("torch.intra_op_threads", std::to_string(facts.intra_op_threads));
 }
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch

@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
                               torch::nn::Dropout(0.1), torch::nn::Linear(64, 1));
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
   const torch::Tensor w = torch::randn({16, 1});  // the task, from the seed
-  trainscope::torch::TrainingState state;
+  trainscope::libtorch::TrainingState state;
   state.Add("model", *model);
   state.Add("optimizer", optimizer);
   state.AddRng();

@@ -62,12 +62,12 @@ ABSL_FLAG(int, threads, 1,
           "LibTorch intra-op threads (0: LibTorch's default). One is fastest for this small "
           "model, and avoids OpenMP spinning when the machine is shared");
 ABSL_FLAG(int, loader_workers, 0,
-          "threads that prepare batches ahead (trainscope::torch::PrefetchLoader); 0: the "
+          "threads that prepare batches ahead (trainscope::libtorch::PrefetchLoader); 0: the "
           "training thread loads each batch itself");
 ABSL_FLAG(int, queue_depth, 4, "with --loader_workers: batches prepared ahead, at most");
 ABSL_FLAG(std::string, amp, "off",
           "mixed precision: off, bf16 (autocast, no scaler needed) or fp16 (autocast and "
-          "trainscope::torch::GradScaler)");
+          "trainscope::libtorch::GradScaler)");
 ABSL_FLAG(int, world_size, 1, "ranks (torch.distributed, Gloo on CPU); > 1 starts them all");
 ABSL_FLAG(int, rank, -1, "this process's rank (set by the launcher; -1: launch the ranks)");
 ABSL_FLAG(int, slow_rank, -1, "this rank's forward pass is slowed down on purpose");
@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_mlp: %s\n", session.status().ToString().c_str());
     return 1;
   }
-  trainscope::torch::DescribeTorch(*session);
+  trainscope::libtorch::DescribeTorch(*session);
 
   // One GPU per rank when there are enough (NCCL), else ranks share them
   // (Gloo, which also reduces CUDA tensors).
@@ -255,17 +255,17 @@ int main(int argc, char** argv) {
   const torch::Device device =
       gpus > 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % gpus))
                : torch::Device(torch::kCPU);
-  std::unique_ptr<trainscope::torch::ProcessGroup> group;
+  std::unique_ptr<trainscope::libtorch::ProcessGroup> group;
   if (world_size > 1) {
-    trainscope::torch::DistributedOptions dist;
+    trainscope::libtorch::DistributedOptions dist;
     dist.rank = rank;
     dist.world_size = world_size;
     dist.store_path = absl::GetFlag(FLAGS_out) + "/c10d.store";
     dist.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_dist_timeout_s));
     dist.device = device;
-    dist.backend = gpus >= world_size && trainscope::torch::BuiltWithCuda() ? "auto" : "gloo";
-    absl::StatusOr<std::unique_ptr<trainscope::torch::ProcessGroup>> created =
-        trainscope::torch::ProcessGroup::Create(dist, &*session);
+    dist.backend = gpus >= world_size && trainscope::libtorch::BuiltWithCuda() ? "auto" : "gloo";
+    absl::StatusOr<std::unique_ptr<trainscope::libtorch::ProcessGroup>> created =
+        trainscope::libtorch::ProcessGroup::Create(dist, &*session);
     if (!created.ok()) {
       std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, created.status().ToString().c_str());
       return 1;
@@ -277,12 +277,12 @@ int main(int argc, char** argv) {
   SlowLoader source(data, batch_size, std::chrono::milliseconds(delay_ms));
   // Batches: loaded on the training thread (a kDataWait range each), or by
   // --loader_workers threads ahead of it.
-  std::unique_ptr<trainscope::torch::PrefetchLoader<std::vector<torch::Tensor>>> workers;
+  std::unique_ptr<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>> workers;
   if (absl::GetFlag(FLAGS_loader_workers) > 0) {
-    trainscope::torch::PrefetchOptions prefetch;
+    trainscope::libtorch::PrefetchOptions prefetch;
     prefetch.workers = absl::GetFlag(FLAGS_loader_workers);
     prefetch.queue_depth = absl::GetFlag(FLAGS_queue_depth);
-    workers = std::make_unique<trainscope::torch::PrefetchLoader<std::vector<torch::Tensor>>>(
+    workers = std::make_unique<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>>(
         [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
           if (i >= steps) return std::nullopt;
           return source.Load(i, rank, world_size);
@@ -297,22 +297,22 @@ int main(int argc, char** argv) {
   };
   // Host-to-device copies run one batch ahead (a kHostToDevice range each);
   // on CPU the batches pass through.
-  trainscope::torch::DevicePrefetcher to_device(device);
+  trainscope::libtorch::DevicePrefetcher to_device(device);
 
   torch::manual_seed(absl::GetFlag(FLAGS_seed));  // the same initial model on every rank
   torch::nn::Sequential model = MakeModel(absl::GetFlag(FLAGS_hidden));
   model->to(device);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
-  trainscope::torch::GradScalerOptions scaler_options;
+  trainscope::libtorch::GradScalerOptions scaler_options;
   scaler_options.enabled = amp == "fp16";
-  trainscope::torch::GradScaler scaler(scaler_options);
+  trainscope::libtorch::GradScaler scaler(scaler_options);
   const at::ScalarType amp_dtype = amp == "fp16" ? torch::kHalf : torch::kBFloat16;
 
   // Checkpoints: every rank's shard (model, optimizer, scaler, RNG), then
   // one commit by rank 0 once every rank has written its part.
   std::optional<trainscope::CheckpointStore> store;
   std::unique_ptr<trainscope::SaveCoordinator> coordinator;
-  trainscope::torch::TrainingState state;
+  trainscope::libtorch::TrainingState state;
   state.Add("model", *model);
   state.Add("optimizer", optimizer);
   state.Add("scaler", scaler);
@@ -392,7 +392,7 @@ int main(int argc, char** argv) {
       if (rank == absl::GetFlag(FLAGS_slow_rank) && absl::GetFlag(FLAGS_slow_rank_ms) > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(absl::GetFlag(FLAGS_slow_rank_ms)));
       }
-      std::optional<trainscope::torch::AutocastGuard> autocast;
+      std::optional<trainscope::libtorch::AutocastGuard> autocast;
       if (amp != "off") autocast.emplace(device.type(), amp_dtype);
       loss = torch::mse_loss(model->forward((*batch)[0]).to(torch::kFloat), (*batch)[1]);
     }
@@ -420,7 +420,7 @@ int main(int argc, char** argv) {
       TRAINSCOPE_PHASE(kSync);
       last_loss = loss.item<double>();
     }
-    trainscope::torch::RecordStepMemory(*session, i, device);
+    trainscope::libtorch::RecordStepMemory(*session, i, device);
     if (store && (i + 1) % save_every == 0) {
       if (absl::Status saved = save(i + 1); !saved.ok()) {
         std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, saved.ToString().c_str());

@@ -1,10 +1,10 @@
 // trainscope/torch/amp.h: automatic mixed precision for LibTorch.
 //
-//   trainscope::torch::GradScaler scaler;           // fp16: scale the loss
+//   trainscope::libtorch::GradScaler scaler;           // fp16: scale the loss
 //   for (...) {
 //     torch::Tensor loss;
 //     {
-//       trainscope::torch::AutocastGuard autocast(torch::kCUDA, torch::kHalf);
+//       trainscope::libtorch::AutocastGuard autocast(torch::kCUDA, torch::kHalf);
 //       loss = criterion(model->forward(x), y);
 //     }
 //     optimizer.zero_grad();
@@ -32,7 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 // RAII autocast region, like Python's `with torch.autocast(device, dtype)`:
 // enables autocast for `device_type` with `dtype` (CPU: bf16; CUDA: fp16 or
@@ -133,6 +133,6 @@ class GradScaler {
   std::map<const ::torch::optim::Optimizer*, PerOptimizer> per_optimizer_;
 };
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch
 
 #endif  // TRAINSCOPE_TORCH_AMP_H_

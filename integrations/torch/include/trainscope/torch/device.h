@@ -1,12 +1,12 @@
 // trainscope/torch/device.h: feeding the device, and what it holds.
 //
-//   trainscope::torch::DevicePrefetcher prefetch(device);
+//   trainscope::libtorch::DevicePrefetcher prefetch(device);
 //   prefetch.Submit(loader.Next());             // copy batch k+1 ...
 //   for (...) {
 //     std::optional<std::vector<torch::Tensor>> batch = prefetch.Next();  // ... while k runs
 //     prefetch.Submit(loader.Next());
 //     ... train on *batch ...
-//     trainscope::torch::RecordStepMemory(session, step, device);
+//     trainscope::libtorch::RecordStepMemory(session, step, device);
 //   }
 #ifndef TRAINSCOPE_TORCH_DEVICE_H_
 #define TRAINSCOPE_TORCH_DEVICE_H_
@@ -22,7 +22,7 @@
 #include "trainscope/scope.h"
 #include "trainscope/session.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 // True when this build of trainscope::torch has the CUDA paths (LibTorch was
 // built with CUDA and the toolkit was found); they still need a device at run
@@ -72,6 +72,6 @@ class DevicePrefetcher {
 // of /proc or an allocator query; call it once a step, after the step.
 void RecordStepMemory(Session& session, int64_t step, const at::Device& device);
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch
 
 #endif  // TRAINSCOPE_TORCH_DEVICE_H_

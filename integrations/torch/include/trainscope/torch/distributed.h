@@ -1,10 +1,10 @@
 // trainscope/torch/distributed.h: torch.distributed (c10d) with timed
 // collectives.
 //
-//   trainscope::torch::DistributedOptions d;
+//   trainscope::libtorch::DistributedOptions d;
 //   d.rank = rank; d.world_size = 3; d.store_path = "out/run/c10d.store";
-//   absl::StatusOr<std::unique_ptr<trainscope::torch::ProcessGroup>> group =
-//       trainscope::torch::ProcessGroup::Create(d, &session);
+//   absl::StatusOr<std::unique_ptr<trainscope::libtorch::ProcessGroup>> group =
+//       trainscope::libtorch::ProcessGroup::Create(d, &session);
 //   ...
 //   if (absl::Status s = (*group)->AverageGradients(*model); !s.ok()) { /* a rank died */ }
 //
@@ -32,7 +32,7 @@
 #include "trainscope/checkpoint.h"
 #include "trainscope/session.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 // How the ranks meet and talk.
 struct DistributedOptions {
@@ -99,6 +99,6 @@ class ProcessGroup {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch
 
 #endif  // TRAINSCOPE_TORCH_DISTRIBUTED_H_

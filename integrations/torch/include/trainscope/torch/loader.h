@@ -1,21 +1,30 @@
 // trainscope/torch/loader.h: the input pipeline, instrumented.
 //
+// The loop shape to use: each batch arrives inside an already-open step, so
+// the step's time includes its own input wait (the first of each epoch too)
+// and the per-step rows and the phase table charge it to that step.
+//
 //   auto loader = torch::data::make_data_loader(dataset, options);
-//   for (auto& batch : trainscope::torch::Instrument(*loader)) { ... }
-//
-// A range-for fetches the next batch between two loop bodies, so a StepScope
-// inside the body leaves the wait outside every step (it still shows as a
-// data_wait range and as the cause of the idle gap it makes). To charge it
-// to the step, advance inside the step:
-//
-//   auto batches = trainscope::torch::Instrument(*loader);
-//   for (auto it = batches.begin(); it != batches.end(); ++i) {
-//     trainscope::StepScope step(session, trainscope::StepIndex(i));
-//     ... train on *it ...
-//     ++it;  // waits for batch i + 1 inside step i
+//   int64_t global_step = 0;
+//   for (int epoch = 0; epoch < epochs; ++epoch) {
+//     auto steps = trainscope::libtorch::Steps(*session, *loader,
+//                                              trainscope::StepIndex(global_step));
+//     for (auto& [step, batch] : steps) {
+//       step.set_samples(trainscope::Samples(batch.data.size(0)));
+//       ... forward, backward, optimizer step ...
+//     }
+//     global_step = steps.next_index();
 //   }
 //
-//   trainscope::torch::PrefetchLoader<Batch> prefetch(
+// Instrument(*loader) only times the fetches, for loops that open their
+// steps themselves (open the step first, then advance the iterator):
+//
+//   for (auto& batch : trainscope::libtorch::Instrument(*loader)) { ... }
+//
+// leaves each wait between two steps (still a data_wait range, and the cause
+// of the idle gap it makes), which is what a StepScope inside the body gets.
+//
+//   trainscope::libtorch::PrefetchLoader<Batch> prefetch(
 //       [&](int64_t i) -> std::optional<Batch> { return i < n ? Load(i) : std::nullopt; },
 //       {.workers = 4, .queue_depth = 8});
 //   while (std::optional<Batch> batch = prefetch.Next()) { ... }
@@ -46,13 +55,27 @@
 #include "trainscope/recorder.h"
 #include "trainscope/scope.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
-// Wraps an iterable so that fetching each batch (begin() and every ++) is a
-// kDataWait range named "loader.next", and the counter "loader.batch" records
-// the index of the batch that arrived. Cost per batch: about two scope
-// costs (bench: loader_bench), on top of the source's own. The source must
-// outlive the wrapper. Not thread-safe, like the iterators it wraps.
+namespace internal {
+inline NameId LoaderNextName() {
+  static const NameId id = InternName("loader.next");
+  return id;
+}
+inline NameId LoaderBatchName() {
+  static const NameId id = InternName("loader.batch");
+  return id;
+}
+}  // namespace internal
+
+// Wraps an iterable so that fetching each batch is a kDataWait range named
+// "loader.next", and the counter "loader.batch" records the index of each
+// batch that arrived (none for the fetch that finds the end). A fetch is
+// forced inside the range: LibTorch's iterator fetches its first batch at
+// the first comparison with end(), not in begin(), so begin() compares.
+// Cost per batch: about two scope costs (bench: loader_bench), on top of the
+// source's own. The source must outlive the wrapper. Not thread-safe, like
+// the iterators it wraps.
 template <typename Iterable>
 class InstrumentedLoader {
   using SourceIterator = decltype(std::begin(std::declval<Iterable&>()));
@@ -61,60 +84,50 @@ class InstrumentedLoader {
  public:
   explicit InstrumentedLoader(Iterable& source) : source_(&source) {}
 
-  class Sentinel {
-   public:
-    explicit Sentinel(SourceEnd end) : end_(std::move(end)) {}
-
-   private:
-    friend class InstrumentedLoader;
-    SourceEnd end_;
-  };
+  // Compares equal to an iterator past the last batch.
+  class Sentinel {};
 
   class Iterator {
    public:
-    decltype(auto) operator*() { return *it_; }
-    auto operator->() { return &*it_; }
+    decltype(auto) operator*() { return **it_; }
+    auto operator->() { return &**it_; }
+    // Fetches the next batch (a kDataWait range).
     Iterator& operator++() {
       {
-        PhaseScope wait(Phase::kDataWait, NextName());
-        ++it_;
+        PhaseScope wait(Phase::kDataWait, internal::LoaderNextName());
+        ++*it_;
+        at_end_ = *it_ == *end_;
       }
-      RecordCounter(BatchName(), ++index_);
+      if (!at_end_) RecordCounter(internal::LoaderBatchName(), ++index_);
       return *this;
     }
-    bool operator!=(const Sentinel& end) { return !(it_ == end.end_); }
-    bool operator==(const Sentinel& end) { return it_ == end.end_; }
+    bool operator!=(const Sentinel&) const { return !at_end_; }
+    bool operator==(const Sentinel&) const { return at_end_; }
     // The index of the current batch (0 for the first).
     int64_t index() const { return index_; }
 
    private:
     friend class InstrumentedLoader;
-    explicit Iterator(SourceIterator it) : it_(std::move(it)) {}
-    SourceIterator it_;
+    explicit Iterator(Iterable& source) {
+      {
+        PhaseScope wait(Phase::kDataWait, internal::LoaderNextName());
+        it_.emplace(std::begin(source));
+        end_.emplace(std::end(source));
+        at_end_ = *it_ == *end_;  // where LibTorch's iterator really waits
+      }
+      if (!at_end_) RecordCounter(internal::LoaderBatchName(), 0);
+    }
+    std::optional<SourceIterator> it_;
+    std::optional<SourceEnd> end_;
     int64_t index_ = 0;
+    bool at_end_ = false;
   };
 
   // Fetches the first batch (a kDataWait range).
-  Iterator begin() {
-    std::optional<Iterator> first;
-    {
-      PhaseScope wait(Phase::kDataWait, NextName());
-      first.emplace(Iterator(std::begin(*source_)));
-    }
-    RecordCounter(BatchName(), 0);
-    return std::move(*first);
-  }
-  Sentinel end() { return Sentinel(std::end(*source_)); }
+  Iterator begin() { return Iterator(*source_); }
+  Sentinel end() { return Sentinel(); }
 
  private:
-  static NameId NextName() {
-    static const NameId id = InternName("loader.next");
-    return id;
-  }
-  static NameId BatchName() {
-    static const NameId id = InternName("loader.batch");
-    return id;
-  }
   Iterable* source_;
 };
 
@@ -122,6 +135,105 @@ class InstrumentedLoader {
 template <typename Iterable>
 InstrumentedLoader<Iterable> Instrument(Iterable& source) {
   return InstrumentedLoader<Iterable>(source);
+}
+
+// A range over `source` whose every batch arrives inside an open step of
+// `session`: each iteration opens step first, first + 1, ..., fetches the
+// batch inside it (a kDataWait range "loader.next", the counter
+// "loader.batch" as Instrument records them) and hands out both; the step
+// closes when the iteration ends (the next ++, a break, or an exception
+// leaving the loop). The fetch that finds the end discards its step, so
+// a loader of n batches makes n steps. See the loop at the top of this file.
+// `session` and `source` must outlive the range; one thread drives it.
+// Cost per batch: a step scope and about two scope costs.
+template <typename Iterable>
+class StepLoop {
+  using SourceIterator = decltype(std::begin(std::declval<Iterable&>()));
+  using SourceEnd = decltype(std::end(std::declval<Iterable&>()));
+  using BatchRef = decltype(*std::declval<SourceIterator&>());
+
+ public:
+  StepLoop(Session& session, Iterable& source, StepIndex first)
+      : session_(&session), source_(&source), next_(first.value) {}
+
+  // What each iteration hands out: `auto& [step, batch]`.
+  struct Item {
+    StepScope& step;  // the open step: set_samples(), index()
+    BatchRef batch;   // the source's batch (a reference for LibTorch's loader)
+  };
+
+  class Sentinel {};
+
+  class Iterator {
+   public:
+    Item& operator*() { return *item_; }
+    Item* operator->() { return &*item_; }
+    // Closes the current step, opens the next and fetches its batch.
+    Iterator& operator++() {
+      item_.reset();
+      step_.reset();
+      ++batch_;
+      Open();
+      return *this;
+    }
+    bool operator!=(const Sentinel&) const { return item_.has_value(); }
+    bool operator==(const Sentinel&) const { return !item_.has_value(); }
+
+    Iterator(const Iterator&) = delete;
+    Iterator& operator=(const Iterator&) = delete;
+
+   private:
+    friend class StepLoop;
+    explicit Iterator(StepLoop* loop) : loop_(loop) { Open(); }
+
+    void Open() {
+      step_.emplace(*loop_->session_, StepIndex(loop_->next_));
+      bool at_end;
+      {
+        PhaseScope wait(Phase::kDataWait, internal::LoaderNextName());
+        if (!it_.has_value()) {
+          it_.emplace(std::begin(*loop_->source_));
+          end_.emplace(std::end(*loop_->source_));
+        } else {
+          ++*it_;
+        }
+        at_end = *it_ == *end_;  // where LibTorch's iterator really waits
+      }
+      if (at_end) {
+        step_->Discard();
+        step_.reset();
+        return;
+      }
+      RecordCounter(internal::LoaderBatchName(), batch_);
+      item_.emplace(Item{*step_, **it_});
+      ++loop_->next_;
+    }
+
+    StepLoop* loop_;
+    std::optional<SourceIterator> it_;
+    std::optional<SourceEnd> end_;
+    std::optional<StepScope> step_;
+    std::optional<Item> item_;
+    int64_t batch_ = 0;  // the batch's index within this range
+  };
+
+  // Opens the first step and fetches the first batch in it.
+  Iterator begin() { return Iterator(this); }
+  Sentinel end() { return Sentinel(); }
+  // The index the step after the last one handed out would have: the
+  // `first` of the next epoch's range.
+  int64_t next_index() const { return next_; }
+
+ private:
+  Session* session_;
+  Iterable* source_;
+  int64_t next_;
+};
+
+// StepLoop over `source`, with the type deduced; steps count from `first`.
+template <typename Iterable>
+StepLoop<Iterable> Steps(Session& session, Iterable& source, StepIndex first = StepIndex(0)) {
+  return StepLoop<Iterable>(session, source, first);
 }
 
 // How a PrefetchLoader runs.
@@ -265,6 +377,6 @@ class PrefetchLoader {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch
 
 #endif  // TRAINSCOPE_TORCH_LOADER_H_

@@ -1,6 +1,6 @@
 // trainscope/torch/state.h: the whole training state, as checkpoint files.
 //
-//   trainscope::torch::TrainingState state;
+//   trainscope::libtorch::TrainingState state;
 //   state.Add("model", *model);
 //   state.Add("optimizer", optimizer);
 //   state.Add("scaler", scaler);
@@ -34,7 +34,7 @@
 #include "trainscope/checkpoint.h"
 #include "trainscope/torch/amp.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 // Something that can be saved into one checkpoint file and restored.
 class Stateful {
@@ -88,6 +88,6 @@ class TrainingState {
   std::map<std::string, std::string> values_;
 };
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch
 
 #endif  // TRAINSCOPE_TORCH_STATE_H_

@@ -1,7 +1,7 @@
 // trainscope/torch/torch.h: LibTorch adapters for trainscope.
 //
 //   auto session = trainscope::Session::Start(options);
-//   trainscope::torch::DescribeTorch(*session);   // torch version, device
+//   trainscope::libtorch::DescribeTorch(*session);   // torch version, device
 //
 // This header includes no LibTorch header itself; its .cc files do. Link
 // trainscope::torch, which carries LibTorch's flags (including the wheel's
@@ -13,7 +13,7 @@
 
 #include "trainscope/session.h"
 
-namespace trainscope::torch {
+namespace trainscope::libtorch {
 
 // What LibTorch says about this process's compute.
 struct TorchFacts {
@@ -32,6 +32,6 @@ TorchFacts QueryTorch();
 // "torch.intra_op_threads").
 void DescribeTorch(Session& session);
 
-}  // namespace trainscope::torch
+}  // namespace trainscope::libtorch
 
 #endif  // TRAINSCOPE_TORCH_TORCH_H_
