@@ -728,5 +728,39 @@ TEST(AsyncCheckpointerTest, SessionFinishWaitsForThePersistAndReportsIt) {
   EXPECT_EQ(store->CommittedSteps(), std::vector<int64_t>{3});
 }
 
+// A session moved after the checkpointer took it (into a struct, out of a
+// StatusOr) stays the one the checkpointer reports to: the saves land in
+// the moved-to session's report and its Finish() still waits for them.
+TEST(AsyncCheckpointerTest, TheSessionMayMoveAfterTheCheckpointerTookIt) {
+  TempDir dir;
+  Options session_options;
+  session_options.output_dir = dir.File("report");
+  session_options.sinks = kSinkReportJson;
+  session_options.device_timeline = false;
+  absl::StatusOr<Session> started = Session::Start(session_options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  CheckpointStoreOptions options;
+  options.dir = dir.File("ckpt");
+  options.on_phase = [](SavePhase p) {
+    if (p == SavePhase::kWritingFiles) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
+  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  ASSERT_TRUE(store.ok());
+  AsyncCheckpointer async(*store, AsyncCheckpointer::WhenBusy::kWait, &*started);
+  Session session = std::move(*started);  // what a trainer's setup does
+  EXPECT_FALSE(started->active());
+  ASSERT_TRUE(async.Submit(1, Files(1)));
+  ASSERT_TRUE(async.Wait().ok());
+  ASSERT_TRUE(async.Submit(2, Files(2)));
+  Session moved_again = std::move(session);
+  absl::StatusOr<Report> report = moved_again.Finish();  // waits for step 2's persist
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->checkpoint.saves, 2);
+  EXPECT_EQ(store->CommittedSteps(), (std::vector<int64_t>{1, 2}));
+  ASSERT_TRUE(async.Submit(3, Files(1)));  // after Finish: saved, not reported
+  ASSERT_TRUE(async.Wait().ok());
+  EXPECT_EQ(store->CommittedSteps(), (std::vector<int64_t>{1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace trainscope

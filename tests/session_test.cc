@@ -296,6 +296,28 @@ TEST(SessionTest, SecondConcurrentSessionIsRefused) {
   EXPECT_TRUE(third.ok()) << third.status();
 }
 
+TEST(SessionTest, ABorrowedHandleFollowsMovesAndNeverFinishesTheRun) {
+  TempDir dir;
+  auto started = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(started.ok());
+  {
+    Session borrowed = internal::BorrowSession(*started);
+    EXPECT_TRUE(borrowed.active());
+  }  // destroyed: the run goes on
+  EXPECT_TRUE(started->active());
+  Session borrowed = internal::BorrowSession(*started);
+  Session owner = std::move(*started);
+  borrowed.NoteResume(/*from_step=*/7, /*interrupted_at_step=*/9, /*restore_s=*/0.5);
+  EXPECT_TRUE(owner.active());
+  absl::StatusOr<Report> report = owner.Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->checkpoint.resumed_from_step, 7) << "noted through the borrowed handle";
+  EXPECT_FALSE(borrowed.active()) << "the same run, finished";
+  EXPECT_EQ(borrowed.Finish().status().code(), absl::StatusCode::kFailedPrecondition);
+  auto next = Session::Start(QuietOptions(dir.path()));
+  EXPECT_TRUE(next.ok()) << "a live borrowed handle does not hold the run open: " << next.status();
+}
+
 TEST(SessionTest, OutputDirectoryUnderARegularFileIsAClearError) {
   TempDir dir;
   testing::WriteAll(dir.File("plain-file"), "x");

@@ -200,7 +200,9 @@ class AsyncCheckpointer {
   // `store` must outlive this. Starts the thread. With a `session`, each
   // finished save is recorded in it (Session::NoteCheckpointSave: blocking
   // = the snapshot time given to Submit plus its wait) and the session's
-  // Finish() waits for the save in flight; the session must outlive this.
+  // Finish() waits for the save in flight. The Session may be moved
+  // afterwards (this keeps a handle on its run, not on the object); saves
+  // after its Finish() are still written, just not reported.
   explicit AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy = WhenBusy::kWait,
                              Session* session = nullptr);
   // Waits for the save in flight.

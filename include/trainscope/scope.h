@@ -144,7 +144,9 @@ class StepScope {
   void set_samples(Samples samples) noexcept { samples_ = samples.value; }
   // The step's index.
   int64_t index() const noexcept { return index_; }
-  // The session this step belongs to.
+  // The Session object given to the constructor (a step is too short-lived
+  // to outlast a move of it; objects that keep a session use
+  // internal::BorrowSession).
   Session& session() const noexcept { return *session_; }
 
   StepScope(const StepScope&) = delete;

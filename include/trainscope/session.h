@@ -150,8 +150,22 @@ struct Options {
   double checkpoint_mtbf_hours = 0;
 };
 
-// One active profiling run. Movable, not copyable. Methods are thread-safe
-// unless noted.
+class Session;
+
+namespace internal {
+// A second handle on `session`'s run, for objects that keep using it after
+// the call that received it (AsyncCheckpointer, libtorch::ProcessGroup,
+// libtorch::Steps): it stays valid when `session` is moved (the run's state
+// lives on the heap, shared), keeps that state alive, and never finishes
+// the run (destroying it does nothing to the run). After the run finished,
+// its calls act on the finished state: notes are kept but written nowhere,
+// Finish() returns FailedPrecondition. Cost: a shared_ptr copy.
+Session BorrowSession(Session& session);
+}  // namespace internal
+
+// One active profiling run. Movable, not copyable; objects handed a Session
+// keep working when it is moved (internal::BorrowSession). Methods are
+// thread-safe unless noted.
 class Session {
  public:
   // Validates `options`, creates the output directory, and starts recording.
@@ -166,7 +180,8 @@ class Session {
   Session& operator=(Session&& other) noexcept;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
-  // Finishes the session if Finish() was not called; errors go to stderr.
+  // Finishes the session if Finish() was not called (unless this is a
+  // borrowed handle); errors go to stderr.
   ~Session();
 
   // Adds or replaces a configuration key/value in the report.
@@ -222,8 +237,10 @@ class Session {
   struct Impl;
 
  private:
-  explicit Session(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  friend Session internal::BorrowSession(Session& session);
+  Session(std::shared_ptr<Impl> impl, bool owner);
+  std::shared_ptr<Impl> impl_;
+  bool owner_ = true;  // false: a borrowed handle, which never finishes the run
 };
 
 }  // namespace trainscope

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -26,7 +27,7 @@ namespace trainscope::libtorch {
 
 struct ProcessGroup::Impl {
   DistributedOptions options;
-  Session* session = nullptr;
+  std::optional<Session> session;  // borrowed: valid when the caller's Session moves
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> backend;
   std::string backend_name;
@@ -55,7 +56,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->session = session;
+  if (session != nullptr) impl->session.emplace(trainscope::internal::BorrowSession(*session));
   impl->backend_name = backend;
   try {
     if (!options.store_path.empty()) {
@@ -107,7 +108,7 @@ absl::Status ProcessGroup::Failed(const char* what, const std::exception& error)
                                   std::to_string(impl_->collectives) + " failed on rank " +
                                   std::to_string(impl_->options.rank) + " (missing ranks: " +
                                   (names.empty() ? "none found" : names) + "): " + message;
-  if (impl_->session != nullptr) impl_->session->NoteMissingRanks(missing, status_text);
+  if (impl_->session.has_value()) impl_->session->NoteMissingRanks(missing, status_text);
   return absl::UnavailableError(status_text);
 }
 

@@ -748,7 +748,7 @@ struct AsyncCheckpointer::Impl {
     std::vector<std::pair<std::string, std::string>> metadata;
     double blocking_s = 0;  // the caller's snapshot plus Submit's wait
   };
-  Session* session = nullptr;
+  std::optional<Session> session;  // borrowed: stays valid when the caller's Session moves
   int hook = 0;
   std::optional<Job> job;  // queued or being written
   std::vector<CheckpointFile> spare;  // the last finished job's buffers
@@ -779,7 +779,8 @@ struct AsyncCheckpointer::Impl {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       lock.lock();
-      if (session != nullptr) session->NoteCheckpointSave(j.blocking_s, seconds, bytes, status.ok());
+      if (session.has_value())
+        session->NoteCheckpointSave(j.blocking_s, seconds, bytes, status.ok());
       if (status.ok()) {
         ++stats.committed;
         stats.persist_s += seconds;
@@ -798,10 +799,10 @@ struct AsyncCheckpointer::Impl {
 AsyncCheckpointer::AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy,
                                      Session* session)
     : impl_(std::make_unique<Impl>(store, when_busy)) {
-  impl_->session = session;
+  if (session != nullptr) impl_->session.emplace(internal::BorrowSession(*session));
   impl_->thread = std::thread([this] { impl_->Loop(); });
   if (session != nullptr) {
-    impl_->hook = session->AddFinishHook([this] {
+    impl_->hook = impl_->session->AddFinishHook([this] {
       std::unique_lock<std::mutex> lock(impl_->mu);
       impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
     });
@@ -809,7 +810,7 @@ AsyncCheckpointer::AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy,
 }
 
 AsyncCheckpointer::~AsyncCheckpointer() {
-  if (impl_->session != nullptr) impl_->session->RemoveFinishHook(impl_->hook);
+  if (impl_->session.has_value()) impl_->session->RemoveFinishHook(impl_->hook);
   {
     std::unique_lock<std::mutex> lock(impl_->mu);
     impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });

@@ -627,7 +627,7 @@ absl::StatusOr<Session> Session::Start(Options options) {
                        "tscope-drain");  // as top and gdb show it (15 chars at most)
     raw->DrainLoop();
   });
-  return Session(std::move(impl));
+  return Session(std::shared_ptr<Impl>(std::move(impl)), /*owner=*/true);
 }
 
 namespace detail {
@@ -639,18 +639,23 @@ void OnStepBegin(int64_t step) noexcept {
 }
 }  // namespace detail
 
-Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::Session(std::shared_ptr<Impl> impl, bool owner) : impl_(std::move(impl)), owner_(owner) {}
 Session::Session(Session&& other) noexcept = default;
 Session& Session::operator=(Session&& other) noexcept {
   if (this != &other) {
-    if (impl_ != nullptr && !impl_->finished) (void)Finish();
+    if (owner_ && impl_ != nullptr && !impl_->finished) (void)Finish();
     impl_ = std::move(other.impl_);
+    owner_ = other.owner_;
   }
   return *this;
 }
 
+namespace internal {
+Session BorrowSession(Session& session) { return Session(session.impl_, /*owner=*/false); }
+}  // namespace internal
+
 Session::~Session() {
-  if (impl_ == nullptr || impl_->finished) return;
+  if (!owner_ || impl_ == nullptr || impl_->finished) return;
   absl::StatusOr<Report> report = Finish();
   if (!report.ok()) {
     std::fprintf(stderr, "trainscope: finishing session '%s': %s\n",

@@ -63,7 +63,7 @@ class ProcessGroup {
   // world size or backend; Unimplemented for NCCL in a build without it;
   // DeadlineExceeded / Unavailable when the others do not arrive within the
   // timeout (with c10d's message). `session` (may be null) gets the backend
-  // and, after a failure, the missing ranks.
+  // and, after a failure, the missing ranks; it may be moved afterwards.
   static absl::StatusOr<std::unique_ptr<ProcessGroup>> Create(const DistributedOptions& options,
                                                               Session* session);
   ~ProcessGroup();

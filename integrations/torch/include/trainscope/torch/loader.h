@@ -54,6 +54,7 @@
 
 #include "trainscope/recorder.h"
 #include "trainscope/scope.h"
+#include "trainscope/session.h"
 
 namespace trainscope::libtorch {
 
@@ -144,7 +145,8 @@ InstrumentedLoader<Iterable> Instrument(Iterable& source) {
 // closes when the iteration ends (the next ++, a break, or an exception
 // leaving the loop). The fetch that finds the end discards its step, so
 // a loader of n batches makes n steps. See the loop at the top of this file.
-// `session` and `source` must outlive the range; one thread drives it.
+// `source` must outlive the range (`session` may move: the range keeps a
+// handle on its run); one thread drives it.
 // Cost per batch: a step scope and about two scope costs.
 template <typename Iterable>
 class StepLoop {
@@ -154,7 +156,9 @@ class StepLoop {
 
  public:
   StepLoop(Session& session, Iterable& source, StepIndex first)
-      : session_(&session), source_(&source), next_(first.value) {}
+      : session_(trainscope::internal::BorrowSession(session)),
+        source_(&source),
+        next_(first.value) {}
 
   // What each iteration hands out: `auto& [step, batch]`.
   struct Item {
@@ -187,7 +191,7 @@ class StepLoop {
     explicit Iterator(StepLoop* loop) : loop_(loop) { Open(); }
 
     void Open() {
-      step_.emplace(*loop_->session_, StepIndex(loop_->next_));
+      step_.emplace(loop_->session_, StepIndex(loop_->next_));
       bool at_end;
       {
         PhaseScope wait(Phase::kDataWait, internal::LoaderNextName());
@@ -225,7 +229,7 @@ class StepLoop {
   int64_t next_index() const { return next_; }
 
  private:
-  Session* session_;
+  Session session_;  // borrowed (internal::BorrowSession)
   Iterable* source_;
   int64_t next_;
 };
