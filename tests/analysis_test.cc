@@ -426,6 +426,34 @@ TEST(RunAnalysisTest, InputBoundRunRecommendsTheLoader) {
       << report.recommendation;
 }
 
+// Two equivalent runs either side of the 10% idle threshold read alike:
+// near it, the recommendation says so and names the top cause either way.
+TEST(RecommendTest, RunsNearTheIdleThresholdReadAlike) {
+  auto recommend = [](double idle_share, double eval_share) {
+    Report report;
+    report.timing.steps = 100;
+    report.idle.window_s = 10;
+    report.idle.share = idle_share;
+    report.idle.idle_s = idle_share * 10;
+    report.idle.by_cause = {{"eval", eval_share * 10}, {"host", (idle_share - eval_share) * 10}};
+    report.idle.top_cause = "eval";
+    return Recommend(report);
+  };
+  const std::string below = recommend(0.099, 0.05);
+  const std::string at = recommend(0.100, 0.05);
+  EXPECT_EQ(below, at);
+  EXPECT_EQ(at,
+            "compute is busy 90% of the time, near the 10% idle threshold; the largest idle cause "
+            "is eval (5% of the time): evaluate less often or on other resources");
+  EXPECT_NE(recommend(0.081, 0.05).find("near the 10% idle threshold"), std::string::npos);
+  EXPECT_NE(recommend(0.119, 0.05).find("near the 10% idle threshold"), std::string::npos);
+  EXPECT_EQ(recommend(0.079, 0.05).rfind("compute is busy 92% of the time: no input or sync", 0),
+            0u)
+      << recommend(0.079, 0.05);
+  EXPECT_EQ(recommend(0.12, 0.05).rfind("compute idles 12% of the time, 5% on eval:", 0), 0u)
+      << recommend(0.12, 0.05);
+}
+
 // Three ranks, 10 steps of 100 ms each (synchronous: all alike). Rank 2
 // computes 30 ms longer; ranks 0 and 1 wait those 30 ms (plus 5 ms of
 // all-reduce that everyone pays) in sync. Values worked out by hand.

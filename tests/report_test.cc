@@ -199,11 +199,26 @@ TEST(CliTest, BadUsageExitsTwo) {
   EXPECT_NE(bad_format.err.find("--format=xml"), std::string::npos);
 }
 
-TEST(CliTest, HelpDescribesTheCommands) {
-  const auto help = RunProcess({TRAINSCOPE_CLI_PATH, "--help"});
-  const std::string text = help.out + help.err;
-  EXPECT_NE(text.find("summary REPORT.json"), std::string::npos) << text;
-  EXPECT_NE(text.find("--format"), std::string::npos) << text;
+TEST(CliTest, HelpDescribesTheCommandsAndTheirFlags) {
+  for (const char* flag : {"--help", "-h", "--helpfull"}) {
+    const auto help = RunProcess({TRAINSCOPE_CLI_PATH, flag});
+    EXPECT_EQ(help.exit_code, 0) << flag;
+    const std::string& text = help.out;
+    EXPECT_EQ(text.rfind("trainscope: where accelerator time goes", 0), 0u)
+        << flag << " starts with the tool's line, once:\n"
+        << text;
+    EXPECT_NE(text.find("summary REPORT.json"), std::string::npos) << text;
+    EXPECT_NE(text.find("\nflags:\n"), std::string::npos) << text;
+    for (const char* line :
+         {"  --format=text|json", "  --jobs=N", "  --threads=N", "  --version"}) {
+      EXPECT_NE(text.find(line), std::string::npos) << flag << " lists " << line << ":\n" << text;
+    }
+    EXPECT_EQ(text.find("Flags from"), std::string::npos) << "no source paths:\n" << text;
+    EXPECT_EQ(text.find(".cc"), std::string::npos) << "no source paths:\n" << text;
+  }
+  const auto version = RunProcess({TRAINSCOPE_CLI_PATH, "--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("trainscope ", 0), 0u) << version.out;
 }
 
 TEST(StepsFileTest, RowsRoundTripAndACutLastLineIsNotARow) {

@@ -32,7 +32,15 @@ struct RunClock {
 void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
                 Report* report, std::vector<Report::Step>* rows = nullptr);
 
-// The one-line recommendation for a report's idle and phase figures.
+// Idle share from which the recommendation names a cause, and the band
+// [low, high) around it in which it says the run is near the threshold (so
+// that runs either side of it, at 9.9% and 10.0%, read alike).
+inline constexpr double kRecommendIdleThreshold = 0.10;
+inline constexpr double kRecommendNearLow = 0.08;
+inline constexpr double kRecommendNearHigh = 0.12;
+
+// The one-line recommendation for a report's idle and phase figures
+// (the rules: docs/report-schema.md, recommendation). Cost: a string.
 std::string Recommend(const Report& report);
 
 }  // namespace trainscope::analysis

@@ -1,11 +1,14 @@
 // The `trainscope` command-line tool: a thin shell over the SDK's analyses.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "sdk/cli/commands.h"
@@ -37,9 +40,84 @@ constexpr char kUsage[] =
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
     "Run 'trainscope --help' for the flags.";
 
+// Appends `text` to `out` wrapped at 80 columns, each line indented by
+// `indent` spaces (the first continues `out`'s last line at `column`).
+void AppendWrapped(const std::string& text, size_t indent, size_t column, std::string* out) {
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(' ', at);
+    if (end == std::string::npos) end = text.size();
+    const size_t word = end - at;
+    if (column > indent && column + 1 + word > 80) {
+      out->append("\n").append(indent, ' ');
+      column = indent;
+    } else if (column > indent) {
+      out->push_back(' ');
+      ++column;
+    }
+    out->append(text, at, word);
+    column += word;
+    at = end + 1;
+  }
+  out->push_back('\n');
+}
+
+// The help: the usage above, then this tool's flags (the help strings of
+// the ABSL_FLAGs under sdk/cli/, sorted by name) and the common ones.
+std::string Help() {
+  std::string help = kUsage;
+  help.resize(help.rfind('\n') + 1);  // without "Run 'trainscope --help'..."
+  help += "\nflags:\n";
+  std::vector<std::pair<std::string, std::string>> flags;  // "--name=VALUE", its help
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename().find("sdk/cli/") == std::string::npos) continue;
+    std::string value = "VALUE";
+    if (flag->IsOfType<int>() || flag->IsOfType<int64_t>()) value = "N";
+    if (name == "format") value = "text|json";
+    flags.emplace_back("--" + std::string(name) + "=" + value,
+                       flag->Help() + " (default: " + flag->DefaultValue() + ")");
+  }
+  std::sort(flags.begin(), flags.end());
+  flags.emplace_back("--help, -h", "print this help and exit");
+  flags.emplace_back("--version", "print the version and exit");
+  for (const auto& [name, text] : flags) {
+    help += "  " + name;
+    size_t column = 2 + name.size();
+    if (column < 24) {
+      help.append(24 - column, ' ');
+      column = 24;
+    } else {
+      help += "\n" + std::string(24, ' ');
+      column = 24;
+    }
+    AppendWrapped(text, 24, column, &help);
+  }
+  return help;
+}
+
+// True if the command line asks for help (before a "--"): absl's own
+// --help prints the usage message after "trainscope: " and the flags under
+// the paths of their source files, and exits 1.
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (std::strcmp(a, "--") == 0) return false;
+    for (const char* h : {"--help", "-help", "-h", "--helpfull", "-helpfull", "--helpshort",
+                          "-helpshort", "--helppackage", "--helpon"}) {
+      const size_t n = std::strlen(h);
+      if (std::strncmp(a, h, n) == 0 && (a[n] == '\0' || a[n] == '=')) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (WantsHelp(argc, argv)) {
+    std::fputs(Help().c_str(), stdout);
+    return 0;
+  }
   absl::SetProgramUsageMessage(kUsage);
   absl::FlagsUsageConfig config;
   config.version_string = [] { return std::string("trainscope " TRAINSCOPE_VERSION_STRING "\n"); };

@@ -7,8 +7,9 @@
 #include "sdk/export/summary.h"
 
 ABSL_FLAG(std::string, format, "text",
-          "output format: summary: 'text' (the table Finish() prints) or 'json' (the report, "
-          "validated and re-written)");
+          "output format of summary, analyze and ranks: 'text' (summary: the table Finish() "
+          "prints) or 'json' (summary: the report, validated and re-written; analyze, ranks: "
+          "their JSON reports)");
 
 namespace trainscope::cli {
 
