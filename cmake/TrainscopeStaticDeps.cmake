@@ -7,25 +7,17 @@
 # small one. fmt, simdjson and ISA-L stay shared (Debian has no archives of
 # them).
 # The exported package is unchanged: a user's find_package(trainscope)
-# resolves absl:: and ZLIB:: with their own find_package.
+# resolves absl::, ZLIB::, isal:: and xxhash:: again on their machine.
 #
-# Include after find_package(absl) and before find_package(ZLIB) and the
-# find_library calls of ISA-L and xxHash.
+# Include after find_package(absl) and before find_package(ZLIB), isal and
+# xxhash.
 option(TRAINSCOPE_STATIC_DEPS
        "Link Abseil, zlib, xxHash and ISA-L statically where archives exist" ON)
 
-# trainscope_static_archive(VAR NAME): VAR = the archive libNAME.a for
-# find_library, when TRAINSCOPE_STATIC_DEPS; else NAME.
-function(trainscope_static_archive var name)
-  if(TRAINSCOPE_STATIC_DEPS)
-    set(${var} "lib${name}.a" ${name} PARENT_SCOPE)
-  else()
-    set(${var} ${name} PARENT_SCOPE)
-  endif()
-endfunction()
-
 if(TRAINSCOPE_STATIC_DEPS)
   set(ZLIB_USE_STATIC_LIBS ON)  # FindZLIB, CMake >= 3.24
+  set(isal_USE_STATIC_LIBS ON)  # cmake/Findisal.cmake
+  set(xxhash_USE_STATIC_LIBS ON)  # cmake/Findxxhash.cmake
   # Every shared absl:: target imported here whose archive sits beside it
   # points at the archive instead. Their INTERFACE_LINK_LIBRARIES already
   # list each one's dependencies after it, the order a static link needs.

@@ -9,18 +9,8 @@ if(TRAINSCOPE_TORCH STREQUAL "OFF")
   return()
 endif()
 
-if(NOT Torch_DIR)
-  find_package(Python3 COMPONENTS Interpreter QUIET)
-  if(Python3_Interpreter_FOUND)
-    execute_process(
-      COMMAND "${Python3_EXECUTABLE}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
-      OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
-      ERROR_QUIET RESULT_VARIABLE _torch_rc)
-    if(_torch_rc EQUAL 0 AND _torch_prefix)
-      list(APPEND CMAKE_PREFIX_PATH "${_torch_prefix}")
-    endif()
-  endif()
-endif()
+include(trainscopeTorchRuntime)
+trainscope_locate_torch()
 
 # Torch's CMake config looks for the CUDA toolkit through the old FindCUDA
 # variables and warns about policies; keep configure output readable.
@@ -48,21 +38,10 @@ if(Torch_FOUND)
     message(WARNING "LibTorch uses the old C++ ABI; abseil and fmt from Debian use the new "
                     "one, so trainscope::torch cannot link them together.")
   endif()
-  # The wheel's libtorch_cuda.so has no RUNPATH: Python preloads the CUDA
-  # libraries from the nvidia-* wheels beside it. A C++ program must find
-  # them itself, also for libtorch's own dependencies, so targets that link
-  # LibTorch get an old-style DT_RPATH (searched for transitive libraries
-  # too) naming torch/lib and every nvidia/*/lib, and -rpath-link so that the
-  # linker does not pick up an older system NCCL or cuDNN.
-  get_filename_component(_site "${TORCH_INSTALL_PREFIX}" DIRECTORY)
-  file(GLOB _nvidia_dirs LIST_DIRECTORIES true "${_site}/nvidia/*/lib")
-  set(TRAINSCOPE_TORCH_RUNTIME_DIRS "${TORCH_INSTALL_PREFIX}/lib" ${_nvidia_dirs})
+  # Programs that link LibTorch find the wheel's libraries (the rule and
+  # why: cmake/trainscopeTorchRuntime.cmake).
   add_library(trainscope_torch_runtime INTERFACE)
-  target_link_options(trainscope_torch_runtime INTERFACE "LINKER:--disable-new-dtags")
-  foreach(_dir IN LISTS TRAINSCOPE_TORCH_RUNTIME_DIRS)
-    target_link_options(trainscope_torch_runtime INTERFACE "LINKER:-rpath,${_dir}"
-                                                           "LINKER:-rpath-link,${_dir}")
-  endforeach()
+  trainscope_torch_runtime(trainscope_torch_runtime)
 else()
   message(STATUS "trainscope: LibTorch not found; trainscope::torch and the samples are off "
                  "(pip install torch, or set Torch_DIR)")

@@ -1,5 +1,6 @@
-# ctest driver: install the built trainscope into a fresh prefix, then
-# configure, build and run tests/consumer against it.
+# ctest driver: install the built trainscope into a fresh prefix, move the
+# prefix (an install tree must not name the machine's paths it was built
+# with), then configure, build and run tests/consumer against it.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P run.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(step)
@@ -9,12 +10,33 @@ function(step)
   endif()
   message(STATUS "${out}")
 endfunction()
-step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
+step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/installed")
+file(RENAME "${WORK_DIR}/installed" "${WORK_DIR}/prefix")
+set(prefix "${WORK_DIR}/prefix")
+
+# The exported targets name their dependencies as targets, not as files.
+file(GLOB targets_files "${prefix}/lib*/cmake/trainscope/trainscopeTargets*.cmake")
+foreach(f IN LISTS targets_files)
+  file(READ "${f}" text)
+  foreach(bad "/usr/lib" "/usr/local" "${WORK_DIR}/installed" "$<LINK_ONLY:>" "\\$<LINK_ONLY:>")
+    string(FIND "${text}" "${bad}" at)
+    if(NOT at EQUAL -1)
+      message(FATAL_ERROR "${f} names '${bad}': the install tree does not move")
+    endif()
+  endforeach()
+endforeach()
+
 step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build"
-     "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" -DCMAKE_BUILD_TYPE=Release)
-step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
+     "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_BUILD_TYPE=Release)
+step(${CMAKE_COMMAND} --build "${WORK_DIR}/build" -j 2)
 step("${WORK_DIR}/build/consumer" "${WORK_DIR}/out")
 if(NOT EXISTS "${WORK_DIR}/out/report.json" OR NOT EXISTS "${WORK_DIR}/out/trace.json")
   message(FATAL_ERROR "the consumer wrote no report.json / trace.json")
 endif()
-message(STATUS "outside consumer built against ${WORK_DIR}/prefix and ran")
+if(EXISTS "${BUILD_DIR}/integrations/torch")
+  if(NOT EXISTS "${WORK_DIR}/build/consumer_torch")
+    message(FATAL_ERROR "trainscope::torch was built but the consumer found no trainscope::torch")
+  endif()
+  step("${WORK_DIR}/build/consumer_torch" "${WORK_DIR}/out_torch")
+endif()
+message(STATUS "outside consumer built against ${prefix} (moved after install) and ran")
