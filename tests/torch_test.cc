@@ -324,6 +324,61 @@ TEST(DevicePrefetcherTest, CpuPassesBatchesThroughInOrderAsH2dRanges) {
   EXPECT_NE(trace.find("\"phase\":\"h2d\""), std::string::npos);
 }
 
+TEST(DevicePrefetcherTest, PinningForTheCpuIsAPassThrough) {
+  std::vector<::torch::Tensor> batch{::torch::ones({4}), ::torch::zeros({2})};
+  const void* first = batch[0].data_ptr();
+  libtorch::PinForDevice(batch, ::torch::kCPU);
+  EXPECT_EQ(batch[0].data_ptr(), first) << "no copy for a CPU device";
+  EXPECT_FALSE(batch[0].is_pinned());
+  libtorch::DevicePrefetcher prefetch(::torch::kCPU);
+  prefetch.Submit(batch);
+  EXPECT_EQ(prefetch.pinned_on_submit(), 0);
+}
+
+// The loader's workers pin; the training thread's Submit only launches the
+// copies. A pageable batch submitted directly is still copied right, and
+// counted as pinned on the training thread.
+TEST(DevicePrefetcherTest, WorkersPinSoSubmitOnlyLaunchesTheCopies) {
+  if (!libtorch::BuiltWithCuda() || !::torch::cuda::is_available()) {
+    GTEST_SKIP() << "needs a CUDA device (tools/gpu-check.sh runs it)";
+  }
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  const ::torch::Device cuda(::torch::kCUDA, 0);
+  std::atomic<int> pinned_by_workers{0};
+  libtorch::PrefetchLoader<std::vector<::torch::Tensor>> loader(
+      [&](int64_t i) -> std::optional<std::vector<::torch::Tensor>> {
+        if (i >= 6) return std::nullopt;
+        std::vector<::torch::Tensor> batch{::torch::full({1024}, static_cast<float>(i))};
+        libtorch::PinForDevice(batch, cuda);
+        if (batch[0].is_pinned()) ++pinned_by_workers;
+        return batch;
+      },
+      {.workers = 2});
+  libtorch::DevicePrefetcher prefetch(cuda);
+  ASSERT_TRUE(prefetch.copies());
+  prefetch.Submit(loader.Next());
+  for (int i = 0; i < 6; ++i) {
+    StepScope step(*session, StepIndex(i), Samples(1));
+    std::optional<std::vector<::torch::Tensor>> batch = prefetch.Next();
+    ASSERT_TRUE(batch.has_value());
+    prefetch.Submit(loader.Next());
+    EXPECT_TRUE((*batch)[0].is_cuda());
+    EXPECT_EQ((*batch)[0].sum().item<float>(), 1024.0f * i);
+  }
+  EXPECT_EQ(pinned_by_workers.load(), 6);
+  EXPECT_EQ(prefetch.pinned_on_submit(), 0) << "the training thread pinned nothing";
+  prefetch.Submit(std::vector<::torch::Tensor>{::torch::full({8}, 3.0f)});  // pageable
+  EXPECT_EQ(prefetch.pinned_on_submit(), 1);
+  EXPECT_EQ(prefetch.Next().value()[0].sum().item<float>(), 24.0f);
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  const Report::Counter* pinned = FindCounter(*report, "prefetch.pinned_on_submit");
+  ASSERT_NE(pinned, nullptr);
+  EXPECT_EQ(pinned->max, 1);
+}
+
 TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {
   TempDir dir;
   absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));

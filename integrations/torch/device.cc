@@ -29,6 +29,7 @@ struct DevicePrefetcher::Impl {
 #endif
   };
   std::deque<Pending> pending;
+  int64_t pinned_on_submit = 0;
 #if TRAINSCOPE_TORCH_CUDA
   std::optional<c10::cuda::CUDAStream> side;
 #endif
@@ -39,7 +40,15 @@ struct DevicePrefetcher::Impl {
 DevicePrefetcher::DevicePrefetcher(at::Device device) : impl_(std::make_unique<Impl>(device)) {}
 DevicePrefetcher::~DevicePrefetcher() = default;
 
+void PinForDevice(std::vector<at::Tensor>& batch, const at::Device& device) {
+  if (TRAINSCOPE_TORCH_CUDA == 0 || !device.is_cuda()) return;
+  for (at::Tensor& t : batch) {
+    if (t.defined() && t.is_cpu() && !t.is_pinned()) t = t.pin_memory();
+  }
+}
+
 bool DevicePrefetcher::copies() const { return impl_->copies(); }
+int64_t DevicePrefetcher::pinned_on_submit() const { return impl_->pinned_on_submit; }
 size_t DevicePrefetcher::pending() const { return impl_->pending.size(); }
 
 void DevicePrefetcher::Submit(std::optional<std::vector<at::Tensor>> batch) {
@@ -55,13 +64,21 @@ void DevicePrefetcher::Submit(std::optional<std::vector<at::Tensor>> batch) {
 #if TRAINSCOPE_TORCH_CUDA
   if (!impl_->side) impl_->side = c10::cuda::getStreamFromPool(false, impl_->device.index());
   c10::cuda::CUDAStreamGuard guard(*impl_->side);
+  int64_t pinned_here = 0;
   for (at::Tensor& t : *batch) {
-    at::Tensor host = t.is_cuda() || t.is_pinned() ? t : t.pin_memory();
+    at::Tensor host = t;
+    if (!t.is_cuda() && !t.is_pinned()) {
+      host = t.pin_memory();  // the host copy PinForDevice in the workers avoids
+      ++pinned_here;
+    }
     entry.tensors.push_back(host.to(impl_->device, /*non_blocking=*/true));
     entry.staging.push_back(std::move(host));
   }
   entry.copied = std::make_unique<at::cuda::CUDAEvent>();
   entry.copied->record(*impl_->side);
+  impl_->pinned_on_submit += pinned_here;
+  static const NameId pinned_name = InternName("prefetch.pinned_on_submit");
+  RecordCounter(pinned_name, pinned_here);
 #endif
   impl_->pending.push_back(std::move(entry));
 }

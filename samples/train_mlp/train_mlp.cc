@@ -285,7 +285,11 @@ int main(int argc, char** argv) {
     workers = std::make_unique<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>>(
         [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
           if (i >= steps) return std::nullopt;
-          return source.Load(i, rank, world_size);
+          std::vector<torch::Tensor> batch = source.Load(i, rank, world_size);
+          // Pinned here, on the worker: the training thread's Submit then
+          // only launches the copies (a no-op on CPU).
+          trainscope::libtorch::PinForDevice(batch, device);
+          return batch;
         },
         prefetch);
   }

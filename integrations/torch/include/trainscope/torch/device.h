@@ -1,5 +1,11 @@
 // trainscope/torch/device.h: feeding the device, and what it holds.
 //
+//   trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>> loader(
+//       [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
+//         std::vector<torch::Tensor> batch = Load(i);
+//         trainscope::libtorch::PinForDevice(batch, device);  // on the worker
+//         return batch;
+//       });
 //   trainscope::libtorch::DevicePrefetcher prefetch(device);
 //   prefetch.Submit(loader.Next());             // copy batch k+1 ...
 //   for (...) {
@@ -29,8 +35,21 @@ namespace trainscope::libtorch {
 // time.
 bool BuiltWithCuda();
 
+// Pins the host tensors of `batch` for copies to `device`: each pageable
+// CPU tensor is replaced by a page-locked copy (LibTorch's caching host
+// allocator, which reuses the blocks once their copies are done), so that
+// DevicePrefetcher::Submit only launches the asynchronous copies. Call it
+// where the batch is made: in a PrefetchLoader producer, on the loader's
+// worker threads. Nothing happens for a non-CUDA device, a build without
+// the CUDA paths, or tensors already pinned or on a device. Cost: a host
+// copy per pageable tensor, on the calling thread. Throws what LibTorch
+// throws (no driver).
+void PinForDevice(std::vector<at::Tensor>& batch, const at::Device& device);
+
 // Copies host batches to the device ahead of use. On CUDA: each tensor is
-// pinned (unless it already is), copied with non_blocking on a side stream
+// pinned (unless it already is: PinForDevice in the loader's workers keeps
+// that host copy off the training thread; each one made here is counted,
+// pinned_on_submit()), copied with non_blocking on a side stream
 // from LibTorch's pool, and an event is recorded; Next() makes the current
 // stream wait on that event and calls record_stream so the caching
 // allocator does not reuse the memory early. On a CPU device (or a build
@@ -48,9 +67,13 @@ class DevicePrefetcher {
   DevicePrefetcher& operator=(const DevicePrefetcher&) = delete;
 
   // Starts copying `batch` (host tensors; an empty optional is ignored, so a
-  // loader's end can be passed straight in). Cost: the pin (a host copy
-  // when the tensor is pageable) and the asynchronous copy's launch.
+  // loader's end can be passed straight in). Cost: the asynchronous copies'
+  // launch, plus a host copy for each pageable tensor (pinned here, counted
+  // in pinned_on_submit() and the counter "prefetch.pinned_on_submit").
   void Submit(std::optional<std::vector<at::Tensor>> batch);
+  // Tensors Submit had to pin on the calling thread so far (0 when the
+  // loader pins them, or on the pass-through path).
+  int64_t pinned_on_submit() const;
   // The oldest submitted batch, usable on the current stream; nullopt when
   // none is pending.
   std::optional<std::vector<at::Tensor>> Next();
