@@ -356,6 +356,64 @@ TEST(LaunchAttributionTest, KernelsGetThePhaseAndStepOpenWhenTheyWereLaunched) {
   EXPECT_EQ(result.busy_by_phase.front().first, "backward");
 }
 
+// LibTorch runs CUDA backward on its own per-device thread (autograd's
+// "pt_autograd_0"), which holds no trainscope range: its launches take the
+// phase open on the thread that owns the step at that time. A thread's own
+// range comes first; a call outside every step stays unattributed.
+TEST(LaunchAttributionTest, LaunchesFromAThreadWithoutRangesTakeTheStepOwnersPhase) {
+  Timeline timeline;
+  const uint32_t main = timeline.AddTrack({TrackKind::kHostThread, 1, 1, "main"});
+  const uint32_t autograd = timeline.AddTrack({TrackKind::kHostThread, 1, 2, "thread 2"});
+  const uint32_t other = timeline.AddTrack({TrackKind::kHostThread, 1, 3, "worker"});
+  const uint32_t stream = timeline.AddTrack({TrackKind::kDeviceStream, 0, 7, "stream 7"});
+  auto add = [&](IntervalKind kind, uint32_t track, double start, double end, int64_t value,
+                 Phase phase = Phase::kOther, int64_t step = -1) {
+    Interval i;
+    i.start_ns = static_cast<TimestampNs>(start * kMs);
+    i.end_ns = static_cast<TimestampNs>(end * kMs);
+    i.kind = kind;
+    i.track = track;
+    i.value = value;
+    i.phase = phase;
+    i.step = step;
+    timeline.Add(i);
+  };
+  add(IntervalKind::kStep, main, 0, 30, 8, Phase::kOther, 4);
+  add(IntervalKind::kHostRange, main, 0, 10, 0, Phase::kForward, 4);
+  add(IntervalKind::kHostRange, main, 10, 25, 0, Phase::kBackward, 4);
+  add(IntervalKind::kStep, main, 40, 50, 8, Phase::kOther, 5);
+  add(IntervalKind::kHostRange, main, 40, 50, 0, Phase::kForward, 5);
+  add(IntervalKind::kHostRange, other, 11, 13, 0, Phase::kOptimizer, 4);
+  add(IntervalKind::kRuntimeCall, autograd, 12, 12.1, 200);  // during backward
+  add(IntervalKind::kRuntimeCall, autograd, 20, 20.1, 201);  // during backward
+  add(IntervalKind::kRuntimeCall, other, 12, 12.1, 202);     // its own range first
+  add(IntervalKind::kRuntimeCall, autograd, 27, 27.1, 203);  // step open, no phase
+  add(IntervalKind::kRuntimeCall, autograd, 35, 35.1, 204);  // between steps
+  add(IntervalKind::kRuntimeCall, autograd, 45, 45.1, 205);  // in step 5's forward
+  add(IntervalKind::kKernel, stream, 12.5, 15, 200);
+  add(IntervalKind::kKernel, stream, 20.5, 22, 201);
+  add(IntervalKind::kKernel, stream, 15, 16, 202);
+  add(IntervalKind::kKernel, stream, 27.5, 28, 203);
+  add(IntervalKind::kKernel, stream, 35.5, 36, 204);
+  add(IntervalKind::kKernel, stream, 45.5, 46, 205);
+  timeline.Sort();
+  const LaunchAttribution result = AttributeLaunches(&timeline);
+  std::map<int64_t, std::pair<Phase, int64_t>> tagged;
+  for (const Interval& i : timeline.intervals()) {
+    if (IsDeviceKind(i.kind)) tagged[i.value] = {i.phase, i.step};
+  }
+  EXPECT_EQ(tagged[200], std::make_pair(Phase::kBackward, int64_t{4}));
+  EXPECT_EQ(tagged[201], std::make_pair(Phase::kBackward, int64_t{4}));
+  EXPECT_EQ(tagged[202], std::make_pair(Phase::kOptimizer, int64_t{4}));
+  EXPECT_EQ(tagged[205], std::make_pair(Phase::kForward, int64_t{5}));
+  EXPECT_EQ(result.attributed, 4);
+  EXPECT_EQ(result.from_step_thread, 3);
+  EXPECT_EQ(result.unattributed, 2) << "step open without a phase; between steps";
+  std::map<std::string, TimestampNs> busy(result.busy_by_phase.begin(), result.busy_by_phase.end());
+  EXPECT_EQ(busy["backward"], 4 * kMs);
+  EXPECT_EQ(busy["unattributed"], 1 * kMs);
+}
+
 TEST(StepAnalysisTest, AutoWarmupSkipsSlowFirstStepsAndThroughputUsesTheRest) {
   TimelineBuilder builder;
   // Steps 0 and 1 take 50 ms, the rest 10 ms: warmup is 2.

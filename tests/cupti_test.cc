@@ -2,6 +2,7 @@
 // structs), a buffer walked by the real cuptiActivityGetNextRecord, and the
 // collector's behaviour with and without a GPU.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <random>
 #include <set>
@@ -404,6 +406,34 @@ TEST(RecordConverterTest, ApiCallsWithoutANameFunctionAreNamedByDomainAndId) {
   converter.AppendTo(&timeline);
   EXPECT_EQ(timeline.name(timeline.intervals()[0].name),
             "CUDA driver API " + std::to_string(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+}
+
+// Calls from a thread of this process that trainscope never saw (LibTorch's
+// autograd device thread) land on a track named as the OS names the thread.
+TEST(RecordConverterTest, CallsFromAnUnknownThreadOfThisProcessTakeItsOsName) {
+  std::promise<uint32_t> tid_promise;
+  std::promise<void> done;
+  std::thread autograd([&] {
+    pthread_setname_np(pthread_self(), "pt_autograd_0");
+    tid_promise.set_value(static_cast<uint32_t>(syscall(SYS_gettid)));
+    done.get_future().wait();
+  });
+  const uint32_t tid = tid_promise.get_future().get();
+  RecordConverter converter(&FakeCallbackName);
+  converter.Add(
+      AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     kT0, kT0 + 5, static_cast<uint32_t>(getpid()), tid, 41)));
+  converter.Add(
+      AsActivity(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     kT0, kT0 + 5, 4242, 77, 42)));  // another process: no name to read
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  done.set_value();
+  autograd.join();
+  const auto calls = OfKind(timeline, IntervalKind::kRuntimeCall);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(timeline.tracks()[calls[0].track].name, "pt_autograd_0");
+  EXPECT_EQ(timeline.tracks()[calls[1].track].name, "thread 77");
 }
 
 TEST(RecordConverterTest, ExistingHostTrackOfTheThreadIsReused) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -112,6 +113,8 @@ Recording Record(int steps, bool device, uint64_t seed) {
   };
   const uint32_t main = t.AddTrack({TrackKind::kHostThread, 1, 1, "main"});
   const uint32_t loader = t.AddTrack({TrackKind::kHostThread, 1, 2, "loader/0"});
+  // LibTorch's autograd device thread: launches backward kernels, no ranges.
+  const uint32_t autograd = t.AddTrack({TrackKind::kHostThread, 1, 3, "pt_autograd_0"});
   const uint32_t async = t.AddTrack({TrackKind::kHostAsync, 1, 0, "cross-thread ranges"});
   const uint32_t streams[2] = {t.AddTrack({TrackKind::kDeviceStream, 0, 7, "stream 7"}),
                                t.AddTrack({TrackKind::kDeviceStream, 0, 9, "stream 9"})};
@@ -185,8 +188,8 @@ Recording Record(int steps, bool device, uint64_t seed) {
           const TimestampNs call = a + (b - a) * k / 5;
           const TimestampNs call_end = call + uniform(3 * kUs, 20 * kUs);
           const int stream = (k == 0 && a == h2d.first) ? 1 : 0;
-          add(call, call_end, -1, Phase::kOther, IntervalKind::kRuntimeCall, main,
-              stream == 1 ? copy : launch, correlation);
+          add(call, call_end, -1, Phase::kOther, IntervalKind::kRuntimeCall,
+              a == bwd.first ? autograd : main, stream == 1 ? copy : launch, correlation);
           const TimestampNs k0 =
               std::max(call_end + uniform(5 * kUs, 40 * kUs), device_free[stream]);
           const TimestampNs k1 = k0 + uniform(20 * kUs, 600 * kUs);
@@ -373,6 +376,11 @@ TEST(RunFoldTest, DeviceRecordingMatchesTheWholeRunAnalysis) {
   const Whole whole = Analyze(r, options);
   EXPECT_EQ(folded.late, 0);
   EXPECT_EQ(whole.report.idle.busy_source, "device_activity");
+  // Backward's kernels come from the autograd thread: still backward's.
+  std::map<std::string, double> busy(whole.report.device_timeline.busy_s_by_phase.begin(),
+                                     whole.report.device_timeline.busy_s_by_phase.end());
+  EXPECT_GT(busy["backward"], 0.2 * busy["forward"]) << "attributed through the step's thread";
+  EXPECT_EQ(busy.count("unattributed"), 0u);
   ExpectSameReport(folded.report, whole.report, true, true);
   ExpectSameRows(folded.rows, whole.rows, true);
 }

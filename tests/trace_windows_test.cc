@@ -223,6 +223,17 @@ TEST(TraceWindowsTest, DeviceWorkGoesWithItsLaunchingStepOrByTime) {
   kernel(6, feed.start_of(6) + 100, "k_step6");
   kernel(3, feed.start_of(3) + 100, "k_step3");         // a step not kept
   kernel(-1, feed.start_of(6) + 200'000, "k_by_time");  // launch not found: placed by time
+  // A launch from LibTorch's autograd thread, which trainscope never saw:
+  // its track takes the thread's OS name (cupti::RecordConverter).
+  const uint32_t autograd =
+      device.AddTrack({analysis::TrackKind::kHostThread, 1, 5555, "pt_autograd_0"});
+  analysis::Interval call;
+  call.start_ns = feed.start_of(6) + 50;
+  call.end_ns = call.start_ns + 30;
+  call.kind = analysis::IntervalKind::kRuntimeCall;
+  call.track = autograd;
+  call.name = device.Intern("cudaLaunchKernel");
+  device.Add(call);
   windows.AddDevice(device);
   feed.FoldAll(0, 10);
   ASSERT_TRUE(windows.Flush(true, true).ok());
@@ -232,6 +243,11 @@ TEST(TraceWindowsTest, DeviceWorkGoesWithItsLaunchingStepOrByTime) {
   EXPECT_NE(text.find("k_by_time"), std::string::npos);
   EXPECT_EQ(text.find("k_step3"), std::string::npos);
   EXPECT_NE(text.find("\"stream 7\""), std::string::npos) << "the stream is named";
+  EXPECT_NE(text.find("\"name\":\"thread_name\",\"pid\":1,\"tid\":5555,\"args\":{\"name\":"
+                      "\"pt_autograd_0\"}"),
+            std::string::npos)
+      << "the autograd thread is named:\n"
+      << text;
   EXPECT_EQ(ReadTrace(dir.File("trace.json")).steps, (std::set<int64_t>{0, 1, 6}));
 }
 

@@ -48,18 +48,56 @@ std::vector<Segment> Flatten(std::vector<const Interval*> ranges) {
   return segments;
 }
 
+// The segment of `track` open at `t`, or null.
+const Segment* SegmentAt(const std::unordered_map<uint32_t, std::vector<Segment>>& segments,
+                         uint32_t track, TimestampNs t) {
+  auto it = segments.find(track);
+  if (it == segments.end()) return nullptr;
+  const std::vector<Segment>& s = it->second;
+  auto seg = std::upper_bound(s.begin(), s.end(), t,
+                              [](TimestampNs v, const Segment& g) { return v < g.start_ns; });
+  if (seg == s.begin() || t >= (--seg)->end_ns) return nullptr;
+  return &*seg;
+}
+
+// The steps of a timeline by start, to find the one open at a time: the
+// latest-starting step that contains it (steps of one thread do not overlap;
+// `reach[k]` is the largest end among the first k + 1, to stop the walk).
+struct StepsByStart {
+  std::vector<const Interval*> steps;
+  std::vector<TimestampNs> reach;
+
+  const Interval* At(TimestampNs t) const {
+    auto k = std::upper_bound(steps.begin(), steps.end(), t,
+                              [](TimestampNs v, const Interval* s) { return v < s->start_ns; }) -
+             steps.begin();
+    while (k-- > 0 && reach[k] > t) {
+      if (steps[k]->end_ns > t) return steps[k];
+    }
+    return nullptr;
+  }
+};
+
 }  // namespace
 
 LaunchAttribution AttributeLaunches(Timeline* timeline) {
   const std::vector<Interval>& intervals = timeline->intervals();
   std::unordered_map<uint32_t, std::vector<const Interval*>> ranges_by_track;
   std::unordered_map<int64_t, const Interval*> calls;
+  StepsByStart steps;
   for (const Interval& i : intervals) {
     if (i.kind == IntervalKind::kHostRange) ranges_by_track[i.track].push_back(&i);
     if (i.kind == IntervalKind::kRuntimeCall && i.value >= 0) calls[i.value] = &i;
+    if (i.kind == IntervalKind::kStep) steps.steps.push_back(&i);
   }
   std::unordered_map<uint32_t, std::vector<Segment>> segments;
   for (auto& [track, ranges] : ranges_by_track) segments[track] = Flatten(std::move(ranges));
+  std::sort(steps.steps.begin(), steps.steps.end(),
+            [](const Interval* a, const Interval* b) { return a->start_ns < b->start_ns; });
+  for (const Interval* s : steps.steps) {
+    steps.reach.push_back(steps.reach.empty() ? s->end_ns
+                                              : std::max(steps.reach.back(), s->end_ns));
+  }
 
   LaunchAttribution result;
   std::array<std::vector<IntervalSet::Span>, kPhaseCount + 1> busy;  // last: unattributed
@@ -68,17 +106,21 @@ LaunchAttribution AttributeLaunches(Timeline* timeline) {
     bool found = false;
     auto call = calls.find(i.value);
     if (i.value >= 0 && call != calls.end()) {
-      auto it = segments.find(call->second->track);
-      if (it != segments.end()) {
-        const TimestampNs t = call->second->start_ns;
-        const std::vector<Segment>& s = it->second;
-        auto seg = std::upper_bound(s.begin(), s.end(), t,
-                                    [](TimestampNs v, const Segment& g) { return v < g.start_ns; });
-        if (seg != s.begin() && t < (--seg)->end_ns) {
-          i.step = seg->step;
-          i.phase = seg->phase;
-          found = true;
+      const TimestampNs t = call->second->start_ns;
+      const Segment* seg = SegmentAt(segments, call->second->track, t);
+      if (seg == nullptr) {
+        // A thread with no range open (autograd's device threads): the
+        // phase open on the thread that owns the step open at the call.
+        const Interval* step = steps.At(t);
+        if (step != nullptr && step->track != call->second->track) {
+          seg = SegmentAt(segments, step->track, t);
+          if (seg != nullptr) ++result.from_step_thread;
         }
+      }
+      if (seg != nullptr) {
+        i.step = seg->step;
+        i.phase = seg->phase;
+        found = true;
       }
     }
     ++(found ? result.attributed : result.unattributed);

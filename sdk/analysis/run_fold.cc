@@ -210,6 +210,11 @@ struct RunFold::Impl {
   // By start (ties in arrival order): a segment looks at the steps that
   // begin before its end only, and takes the done ones off the front.
   std::deque<OpenStep> open_steps;
+  // The steps (kStep intervals) of the launch horizon, at most
+  // kStepHistory: launch attribution's step-owner rule looks up the step
+  // open at a call from a thread without ranges (launch_attribution.h).
+  static constexpr size_t kStepHistory = 4096;
+  std::deque<Interval> step_history;
   struct Tagged {
     TimestampNs sync_ns = 0;
     TimestampNs data_wait_ns = 0;
@@ -271,6 +276,8 @@ void RunFold::Take() {
   auto take = [&](const Interval& i) {
     if (i.start_ns < watermark_) ++late_;
     if (i.kind == IntervalKind::kStep) {
+      if (s.step_history.size() == Impl::kStepHistory) s.step_history.pop_front();
+      s.step_history.push_back(i);
       OpenStep step;
       step.span = StepSpan{i.start_ns, i.end_ns, i.step, i.value};
       step.in_window = in_window(i.step);
@@ -436,6 +443,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
         }
       }
     }
+    scratch.insert(scratch.end(), s.step_history.begin(), s.step_history.end());
     AttributeLaunches(&input_);
     for (size_t j = 0; j < to_attribute.size(); ++j) {
       const auto [r, k] = to_attribute[j];
@@ -673,6 +681,9 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   }
   if (!scratch.empty() && device_sink_) device_sink_(input_);
   scratch.clear();
+  while (!s.step_history.empty() && s.step_history.front().end_ns <= history_end) {
+    s.step_history.pop_front();
+  }
   // Compact the runs the segment reached; drop the empty ones.
   size_t kept_runs = 0;
   for (size_t r = 0; r < s.runs.size(); ++r) {

@@ -42,7 +42,8 @@
 // most 2 x (steps waiting + 4096) steps, and the scratch of one segment (a
 // burst is folded in segments of about 16384 intervals: their spans, 16
 // bytes each), of 2 emptied runs (16384 x 49 bytes each) and the input's
-// room for 16384 intervals once a burst came. Names and
+// room for 16384 intervals once a burst came, and the steps of the launch
+// horizon (at most 4096 x 48 bytes, for launch attribution). Names and
 // tracks of input() grow with distinct names and threads, not with time.
 //
 //   RunFold fold(options, [&](Report::Step& row) { steps_file.Append(row); });

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <tuple>
 
@@ -351,6 +352,21 @@ TimestampNs RecordConverter::CompleteBefore(TimestampNs give_up_before) {
   return flushed_;
 }
 
+std::string RecordConverter::ThreadName(bool own_process, uint32_t tid) {
+  if (thread_names_.size() >= 4096) thread_names_.clear();  // threads come and go
+  auto [it, added] = thread_names_.try_emplace(tid);
+  if (added) {
+    // The OS name of a thread of this process that trainscope never saw
+    // (autograd's device threads); "thread <tid>" if it is gone or elsewhere.
+    if (own_process) {
+      std::ifstream comm(fmt::format("/proc/self/task/{}/comm", tid));
+      std::getline(comm, it->second);
+    }
+    if (it->second.empty()) it->second = fmt::format("thread {}", tid);
+  }
+  return it->second;
+}
+
 void RecordConverter::AppendTo(analysis::Timeline* timeline) {
   // The host thread of each runtime/driver call, for the sync records.
   std::unordered_map<uint32_t, const Record*> calls;
@@ -369,7 +385,7 @@ void RecordConverter::AppendTo(analysis::Timeline* timeline) {
                                                   fmt::format("GPU {} stream {}", a, b))
                        : timeline->FindOrAddTrack(analysis::TrackKind::kHostThread, a, b,
                                                   b == 0 ? std::string("CUDA sync (thread unknown)")
-                                                         : fmt::format("thread {}", b));
+                                                         : ThreadName(a == own_pid, b));
     }
     return it->second;
   };

@@ -171,6 +171,11 @@ class RecordConverter {
   std::vector<Record> records_;
   analysis::NameTable names_;
   std::unordered_map<uint64_t, ApiName> api_names_;  // (domain << 32 | cbid) -> name
+  // Host track names of this process's threads, read once per thread from
+  // /proc/self/task/<tid>/comm (autograd's "pt_autograd_0"): one entry per
+  // thread that made CUDA calls, at most 4096 (then forgotten and re-read).
+  std::unordered_map<uint32_t, std::string> thread_names_;
+  std::string ThreadName(bool own_process, uint32_t tid);
   ConverterStats stats_;
 
   // Launching calls waited for, by correlation id; the heap orders them by

@@ -146,6 +146,13 @@ bool TraceWriter::FormatDeviceInterval(std::string* out, const analysis::Timelin
                    "\"pid\":{0},\"tid\":{1},\"args\":{{\"name\":\"stream {1}\"}}}}",
                    track.pid, track.tid);
   }
+  if (!on_device && track.tid != 0 && static_cast<int64_t>(track.pid) == pid_ &&
+      !track.name.empty() && thread_names_.size() < kMaxCallThreadNames &&
+      thread_names_.count(track.tid) == 0) {
+    // A thread only CUPTI saw (LibTorch's autograd device threads): the
+    // name its track was given (cupti::RecordConverter reads the OS's).
+    NameThread(track.tid, track.name);
+  }
   const char* cat = i.kind == IntervalKind::kKernel   ? "kernel"
                     : i.kind == IntervalKind::kMemcpy ? "gpu_memcpy"
                     : i.kind == IntervalKind::kMemset ? "gpu_memset"

@@ -97,7 +97,10 @@ class TraceWriter {
   uint64_t next_async_id_ = 1;
   std::vector<bool> device_tracks_named_;  // by track index
   std::string stream_metadata_;            // process/thread names of the streams
-  std::map<uint32_t, std::string> thread_names_;  // os tid -> its metadata event
+  // os tid -> its metadata event: the session's threads, and threads only
+  // CUPTI saw (at most kMaxCallThreadNames of those).
+  std::map<uint32_t, std::string> thread_names_;
+  static constexpr size_t kMaxCallThreadNames = 1024;
   uint64_t thread_names_bytes_ = 0;
 };
 
