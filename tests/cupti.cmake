@@ -6,7 +6,8 @@ trainscope_test(cupti_test cupti_test.cc)
 target_link_libraries(cupti_test PRIVATE ${CMAKE_DL_LIBS})
 if(TARGET CUDA::cupti)
   target_compile_definitions(cupti_test PRIVATE TRAINSCOPE_WITH_CUPTI=1
-                             TRAINSCOPE_TEST_LIBCUPTI="$<TARGET_FILE:CUDA::cupti>")
+                             TRAINSCOPE_TEST_LIBCUPTI="$<TARGET_FILE:CUDA::cupti>"
+                             TRAINSCOPE_CUPTI_WHEELS_DIR="${PROJECT_SOURCE_DIR}/.cache/cupti")
   target_include_directories(cupti_test SYSTEM PRIVATE
                              $<TARGET_PROPERTY:CUDA::cupti,INTERFACE_INCLUDE_DIRECTORIES>)
 endif()

@@ -1006,6 +1006,106 @@ std::string TestLibcupti() {
   return path != nullptr && path[0] != 0 ? path : TRAINSCOPE_TEST_LIBCUPTI;
 }
 
+// What LoadCuptiFrom says of `library`, in a child process (a libcupti may
+// crash without a driver: 13.2's cuptiGetVersion recurses until the stack
+// overflows). "ok <api version> <CUDA version>" or the error message.
+std::string LoadInChild(const std::string& library) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return "pipe failed";
+  const pid_t child = fork();
+  if (child == 0) {
+    close(pipe_fds[0]);
+    absl::StatusOr<CuptiLibrary> lib = LoadCuptiFrom(library);
+    const std::string out = lib.ok() ? "ok " + std::to_string(lib->api_version) + " " + lib->version
+                                     : std::string(lib.status().message());
+    const ssize_t written = write(pipe_fds[1], out.data(), out.size());
+    _exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
+  }
+  close(pipe_fds[1]);
+  std::string result;
+  char chunk[512];
+  for (ssize_t n; (n = read(pipe_fds[0], chunk, sizeof(chunk))) > 0;) result.append(chunk, n);
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (WIFSIGNALED(status)) return "crashed with signal " + std::to_string(WTERMSIG(status));
+  return result;
+}
+
+// The real libcupti of CUDA 12.2, 12.4, 12.9 and 13.0 from their PyPI
+// wheels (tools/deps.sh unpacks them into .cache/cupti), loaded with no
+// driver: each reports its version, and only those whose records this
+// build reads field for field are taken.
+TEST(CuptiLibraryTest, RealLibrariesOf12And13ReportTheirVersionAndAreTakenOrRefused) {
+  const std::string dir = TRAINSCOPE_CUPTI_WHEELS_DIR;
+  struct Case {
+    const char* version;
+    const char* file;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"12.2.142", "libcupti.so.12",
+       "CUPTI 12.2 found (" + dir +
+           "/12.2.142/libcupti.so.12); this build reads CUPTI 12.4 to "
+           "12.9 and 13.x"},
+      {"12.4.127", "libcupti.so.12", "ok 22 12.4"},
+      {"12.9.79", "libcupti.so.12", "ok 28 12.9 Update 1"},
+      {"13.0.85", "libcupti.so.13", "ok 130001 13.0"},
+  };
+  int tested = 0;
+  for (const Case& c : cases) {
+    const std::string path = dir + "/" + c.version + "/" + c.file;
+    if (access(path.c_str(), R_OK) != 0) continue;
+    EXPECT_EQ(LoadInChild(path), c.expected) << path;
+    ++tested;
+  }
+  if (tested < static_cast<int>(cases.size())) {
+    GTEST_SKIP() << "only " << tested << " of " << cases.size() << " libcupti wheels in " << dir
+                 << " (tools/deps.sh downloads them)";
+  }
+}
+
+TEST(CuptiLibraryTest, VersionsAreNamedAndOnlyVerifiedLayoutsAreRead) {
+  auto check = [](uint32_t api, const char* name, bool readable) {
+    const CuptiVersion v = DescribeCuptiVersion(api);
+    EXPECT_EQ(v.name, name) << api;
+    EXPECT_EQ(v.readable, readable) << api;
+  };
+  check(18, "11.8", false);
+  check(19, "12.0", false);
+  check(21, "12.3", false);
+  check(22, "12.4", true);
+  check(24, "12.6", true);
+  check(26, "12.8", true);
+  check(28, "12.9 Update 1", true);
+  check(29, "12.x (API version 29)", false);  // unknown: not verified
+  check(130000, "13.0", true);
+  check(130001, "13.0", true);
+  check(130200, "13.2", true);
+  check(140000, "14.0", false);  // a newer major may change the records
+}
+
+TEST(CuptiLibraryTest, CandidatesStartWithTheOverrideAndIncludeTheToolkitAndWheels) {
+  setenv("TRAINSCOPE_CUPTI_PATH", "/opt/mine/libcupti.so.13", 1);
+  setenv("CUDA_HOME", "/opt/cuda-12.6", 1);
+  const std::vector<std::string> paths = CuptiCandidates();
+  unsetenv("TRAINSCOPE_CUPTI_PATH");
+  unsetenv("CUDA_HOME");
+  ASSERT_FALSE(paths.empty());
+  EXPECT_EQ(paths[0], "/opt/mine/libcupti.so.13");
+  auto has = [&](const std::string& p) {
+    return std::find(paths.begin(), paths.end(), p) != paths.end();
+  };
+  EXPECT_TRUE(has("libcupti.so.13"));
+  EXPECT_TRUE(has("libcupti.so.12"));
+  EXPECT_TRUE(has("/opt/cuda-12.6/extras/CUPTI/lib64/libcupti.so.12"));
+  EXPECT_TRUE(has("/opt/cuda-12.6/lib64/libcupti.so.12"));
+  EXPECT_TRUE(has("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"));
+  EXPECT_LT(std::find(paths.begin(), paths.end(), "libcupti.so.13") - paths.begin(),
+            std::find(paths.begin(), paths.end(), "libcupti.so.12") - paths.begin())
+      << "13 before 12";
+}
+
 TEST(RecordConverterTest, WalksARealBufferWithCuptiActivityGetNextRecord) {
   std::string why_not;
   const std::string library = TestLibcupti();

@@ -7,7 +7,8 @@
 #   - Holistic Trace Analysis (pip), the reference of `trainscope analyze`.
 # Environment: TRAINSCOPE_TORCH_SPEC (default torch==2.15.0),
 #              TRAINSCOPE_SKIP_TORCH=1 to build without LibTorch,
-#              TRAINSCOPE_SKIP_HTA=1 to skip HTA (its test is then skipped).
+#              TRAINSCOPE_SKIP_HTA=1 to skip HTA (its test is then skipped),
+#              TRAINSCOPE_SKIP_CUPTI_WHEELS=1 to skip the libcupti 12/13 wheels.
 set -euo pipefail
 
 packages=(cmake make g++ git python3 python3-pip pkg-config
@@ -43,6 +44,34 @@ if [[ "${TRAINSCOPE_SKIP_HTA:-0}" != 1 ]] &&
     python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
       HolisticTraceAnalysis==0.5.0 psutil ||
     echo "deps: WARNING: could not install HTA; its reference test will be skipped"
+fi
+# libcupti of CUDA 12 and 13 from their PyPI wheels, unpacked into
+# .cache/cupti/<version>/: cupti_test loads each (no driver needed) to check
+# the version it reports and whether this build reads it (about 36 MB once).
+if [[ "${TRAINSCOPE_SKIP_CUPTI_WHEELS:-0}" != 1 ]]; then
+  cupti_dir="$(cd "$(dirname "$0")/.." && pwd)/.cache/cupti"
+  for spec in nvidia-cuda-cupti-cu12==12.2.142 nvidia-cuda-cupti-cu12==12.4.127 \
+              nvidia-cuda-cupti-cu12==12.9.79 nvidia-cuda-cupti==13.0.85; do
+    version="${spec##*==}"
+    [[ -n "$(ls "$cupti_dir/$version"/libcupti.so.* 2>/dev/null)" ]] && continue
+    echo "deps: $spec (libcupti for cupti_test)"
+    tmp="$(mktemp -d)"
+    if python3 -m pip download --quiet --disable-pip-version-check --no-deps -d "$tmp" "$spec"; then
+      mkdir -p "$cupti_dir/$version"
+      python3 - "$tmp" "$cupti_dir/$version" <<'PY'
+import glob, os, sys, zipfile
+for wheel in glob.glob(os.path.join(sys.argv[1], "*.whl")):
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if os.path.basename(name).startswith("libcupti.so"):
+                with open(os.path.join(sys.argv[2], os.path.basename(name)), "wb") as out:
+                    out.write(z.read(name))
+PY
+    else
+      echo "deps: WARNING: could not download $spec; cupti_test skips its version checks"
+    fi
+    rm -rf "$tmp"
+  done
 fi
 if python3 -c "import torch" >/dev/null 2>&1; then
   echo "deps: ok ($(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"

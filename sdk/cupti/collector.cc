@@ -198,7 +198,7 @@ absl::Status Collector::Impl::Configure() {
   }
   // Best effort: no records for event and stream queries that find work
   // still pending (NCCL's watchdog polls them constantly).
-  lib->activity_enable_all_sync_records(0);
+  if (lib->activity_enable_all_sync_records != nullptr) lib->activity_enable_all_sync_records(0);
   {
     std::lock_guard<std::mutex> lock(mu);
     previous_flush = NowNs();

@@ -98,7 +98,8 @@ class Collector {
   // enables CONCURRENT_KERNEL, MEMCPY, MEMSET, SYNCHRONIZATION, RUNTIME, DRIVER
   // and OVERHEAD. Errors: Unavailable with a one-line reason starting
   // "CUPTI unavailable: " ("...: no CUDA driver: libcuda.so.1 not found",
-  // "...: libcupti.so.13 not found (...)", "...: cuptiActivityEnable
+  // "...: libcupti not found (...)", "CUPTI 12.2 found (PATH); this build
+  // reads CUPTI 12.4 to 12.9 and 13.x", "...: cuptiActivityEnable
   // (CONCURRENT_KERNEL) failed: CUPTI_ERROR_..."); InvalidArgument for bad
   // options; FailedPrecondition while another Collector runs.
   static absl::StatusOr<std::unique_ptr<Collector>> Start(const CollectorOptions& options);

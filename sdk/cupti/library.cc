@@ -4,9 +4,11 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "fmt/format.h"
@@ -21,39 +23,95 @@ bool Bind(void* handle, const char* symbol, Fn* fn, std::string* missing) {
   return *fn != nullptr;
 }
 
-// Directories of the libcudart.so.* already loaded into the process.
-std::vector<std::string> LoadedCudartDirectories() {
-  std::vector<std::string> dirs;
+// The paths of the loaded libraries whose file name starts with `prefix`
+// ("libcudart.so", "libcupti.so", "libtorch_cuda.so").
+std::vector<std::string> LoadedLibraries(const char* prefix) {
+  struct Search {
+    const char* prefix;
+    std::vector<std::string> paths;
+  } search{prefix, {}};
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
         const char* name = info->dlpi_name;
         const char* base = name != nullptr ? std::strrchr(name, '/') : nullptr;
-        if (base != nullptr && std::strncmp(base, "/libcudart.so", 13) == 0) {
-          static_cast<std::vector<std::string>*>(data)->emplace_back(name, base - name);
+        if (base != nullptr && std::strncmp(base + 1, s->prefix, std::strlen(s->prefix)) == 0) {
+          s->paths.emplace_back(name);
         }
         return 0;
       },
-      &dirs);
-  return dirs;
+      &search);
+  return search.paths;
 }
 
-std::vector<std::string> Candidates() {
-  std::vector<std::string> paths;
-  if (const char* path = std::getenv("TRAINSCOPE_CUPTI_PATH"); path != nullptr && path[0] != 0) {
-    paths.emplace_back(path);
-  }
-  paths.emplace_back("libcupti.so.13");
-  for (const std::string& dir : LoadedCudartDirectories()) {
-    paths.push_back(dir + "/libcupti.so.13");
-    paths.push_back(dir + "/../extras/CUPTI/lib64/libcupti.so.13");
-  }
-  paths.emplace_back("libcupti.so");
-  paths.emplace_back("/usr/local/cuda/lib64/libcupti.so.13");
-  paths.emplace_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
-  return paths;
+std::string Directory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
 }
 
 }  // namespace
+
+CuptiVersion DescribeCuptiVersion(uint32_t api) {
+  if (api >= 130000) {  // CUDA 13 on: xxyyzz, major, minor, CUPTI's own update
+    const uint32_t major = api / 10000;
+    const uint32_t minor = api / 100 % 100;
+    return {fmt::format("{}.{}", major, minor), major == 13};
+  }
+  // Before: a small integer per release (cupti_version.h). The records of
+  // 12.4 (v22) to 12.9 Update 1 (v28) match the 13.0 structs on every field
+  // read; older ones were not checked.
+  static const std::pair<uint32_t, const char*> kNames[] = {
+      {13, "11.0"}, {14, "11.1"}, {15, "11.2"}, {16, "11.5"},         {17, "11.6"}, {18, "11.8"},
+      {19, "12.0"}, {20, "12.2"}, {21, "12.3"}, {22, "12.4"},         {23, "12.5"}, {24, "12.6"},
+      {25, "12.7"}, {26, "12.8"}, {27, "12.9"}, {28, "12.9 Update 1"}};
+  for (const auto& [version, name] : kNames) {
+    if (version == api) return {name, api >= 22};
+  }
+  if (api < 13) return {fmt::format("older than 11.0 (API version {})", api), false};
+  return {fmt::format("12.x (API version {})", api), false};
+}
+
+std::vector<std::string> CuptiCandidates() {
+  std::vector<std::string> paths;
+  auto add = [&](std::string path) {
+    if (std::find(paths.begin(), paths.end(), path) == paths.end())
+      paths.push_back(std::move(path));
+  };
+  if (const char* path = std::getenv("TRAINSCOPE_CUPTI_PATH"); path != nullptr && path[0] != 0) {
+    add(path);
+  }
+  for (const std::string& loaded : LoadedLibraries("libcupti.so")) add(loaded);
+  for (const std::string& cudart : LoadedLibraries("libcudart.so.")) {
+    const std::string major = cudart.substr(cudart.rfind("libcudart.so.") + 13, 2);
+    const std::string dir = Directory(cudart);
+    const std::string file = "libcupti.so." + major;
+    add(dir + "/" + file);
+    add(dir + "/../extras/CUPTI/lib64/" + file);
+    add(dir + "/../../cuda_cupti/lib/" + file);
+  }
+  for (const std::string& torch : LoadedLibraries("libtorch")) {
+    const std::string site = Directory(Directory(Directory(torch)));  // site/torch/lib/x.so
+    add(site + "/nvidia/cu13/lib/libcupti.so.13");
+    add(site + "/nvidia/cuda_cupti/lib/libcupti.so.12");
+  }
+  add("libcupti.so.13");
+  add("libcupti.so.12");
+  std::vector<std::string> toolkits;
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (const char* dir = std::getenv(var); dir != nullptr && dir[0] != 0)
+      toolkits.emplace_back(dir);
+  }
+  toolkits.emplace_back("/usr/local/cuda");
+  for (const char* major : {"13", "12"}) {
+    for (const std::string& toolkit : toolkits) {
+      for (const char* sub : {"/extras/CUPTI/lib64/", "/lib64/", "/lib/"}) {
+        add(toolkit + sub + "libcupti.so." + major);
+      }
+    }
+  }
+  add("libcupti.so");
+  return paths;
+}
 
 std::string CuptiLibrary::ResultText(CUptiResult result) const {
   const char* text = nullptr;
@@ -71,7 +129,28 @@ absl::StatusOr<CuptiLibrary> LoadCuptiFrom(const std::string& path) {
   }
   CuptiLibrary lib;
   lib.path = path;
+  // First, before any other call: which struct layouts its records have.
   std::string missing;
+  if (!Bind(handle, "cuptiGetVersion", &lib.get_version, &missing)) {
+    dlclose(handle);
+    return absl::UnavailableError(fmt::format(
+        "CUPTI unavailable: {} lacks cuptiGetVersion; this build reads {}", path, kReadableCupti));
+  }
+  Bind(handle, "cuptiGetResultString", &lib.get_result_string, &missing);
+  const CUptiResult result = lib.get_version(&lib.api_version);
+  if (result != CUPTI_SUCCESS) {
+    const std::string text = lib.ResultText(result);
+    dlclose(handle);
+    return absl::UnavailableError(
+        fmt::format("CUPTI unavailable: cuptiGetVersion of {} failed: {}", path, text));
+  }
+  const CuptiVersion version = DescribeCuptiVersion(lib.api_version);
+  lib.version = version.name;
+  if (!version.readable) {
+    dlclose(handle);
+    return absl::UnavailableError(fmt::format("CUPTI {} found ({}); this build reads {}",
+                                              version.name, path, kReadableCupti));
+  }
   Bind(handle, "cuptiActivityEnable", &lib.activity_enable, &missing);
   Bind(handle, "cuptiActivityDisable", &lib.activity_disable, &missing);
   Bind(handle, "cuptiActivityFlushAll", &lib.activity_flush_all, &missing);
@@ -81,15 +160,17 @@ absl::StatusOr<CuptiLibrary> LoadCuptiFrom(const std::string& path) {
   Bind(handle, "cuptiActivityRegisterCallbacks", &lib.activity_register_callbacks, &missing);
   Bind(handle, "cuptiActivityRegisterTimestampCallback", &lib.activity_register_timestamp_callback,
        &missing);
-  Bind(handle, "cuptiActivityEnableAllSyncRecords", &lib.activity_enable_all_sync_records,
-       &missing);
   Bind(handle, "cuptiSetThreadIdType", &lib.set_thread_id_type, &missing);
   Bind(handle, "cuptiGetResultString", &lib.get_result_string, &missing);
   Bind(handle, "cuptiGetCallbackName", &lib.get_callback_name, &missing);
+  // Optional: 12.2 and 12.4 lack it; CUPTI's default sync recording applies.
+  std::string optional;
+  Bind(handle, "cuptiActivityEnableAllSyncRecords", &lib.activity_enable_all_sync_records,
+       &optional);
   if (!missing.empty()) {
     dlclose(handle);
-    return absl::UnavailableError(
-        fmt::format("CUPTI unavailable: {} lacks {} (older than CUDA 13?)", path, missing));
+    return absl::UnavailableError(fmt::format("CUPTI unavailable: {} lacks {}; this build reads {}",
+                                              path, missing, kReadableCupti));
   }
   return lib;  // the handle stays open for the life of the process
 }
@@ -99,21 +180,22 @@ absl::StatusOr<const CuptiLibrary*> LoadCupti() {
   static const CuptiLibrary* loaded = nullptr;
   std::lock_guard<std::mutex> lock(mu);
   if (loaded != nullptr) return loaded;
-  std::string incomplete;  // the first library found that lacked a function
-  for (const std::string& path : Candidates()) {
+  std::string refused;  // the first library found and refused, and why
+  for (const std::string& path : CuptiCandidates()) {
     absl::StatusOr<CuptiLibrary> lib = LoadCuptiFrom(path);
     if (lib.ok()) {
       loaded = new CuptiLibrary(*std::move(lib));  // never freed, like the library
       return loaded;
     }
-    if (incomplete.empty() && lib.status().message().find(" lacks ") != absl::string_view::npos) {
-      incomplete = std::string(lib.status().message());
+    if (refused.empty() && lib.status().message().find("cannot load") == absl::string_view::npos) {
+      refused = std::string(lib.status().message());
     }
   }
-  if (!incomplete.empty()) return absl::UnavailableError(incomplete);
+  if (!refused.empty()) return absl::UnavailableError(refused);
   return absl::UnavailableError(
-      "CUPTI unavailable: libcupti.so.13 not found (searched $TRAINSCOPE_CUPTI_PATH, the loader "
-      "path, next to libcudart, /usr/local/cuda)");
+      "CUPTI unavailable: libcupti not found (searched $TRAINSCOPE_CUPTI_PATH, the loaded "
+      "libraries, beside libcudart and torch's NVIDIA wheels, the loader path, $CUDA_HOME, "
+      "$CUDA_PATH, /usr/local/cuda)");
 }
 
 }  // namespace trainscope::cupti

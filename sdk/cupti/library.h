@@ -1,37 +1,71 @@
 // sdk/cupti/library.h: libcupti, loaded at run time with dlopen.
 //
 // Nothing links against CUPTI: a binary built with the CUDA toolkit runs on a
-// machine without one. The library is looked for in this order, and the first
-// that loads and has every function below wins:
-//   1. $TRAINSCOPE_CUPTI_PATH, if set (a full path);
-//   2. "libcupti.so.13" through the loader's search (LD_LIBRARY_PATH, rpath,
-//      ld.so.cache), which also finds one already loaded, e.g. by LibTorch's
-//      Kineto, so the process keeps a single CUPTI;
-//   3. libcupti.so.13 next to a loaded libcudart.so.* (the pip layout
-//      site-packages/nvidia/cu13/lib that LibTorch wheels use), and in that
-//      directory's ../extras/CUPTI/lib64 (older toolkit layout);
-//   4. "libcupti.so" through the loader's search;
-//   5. /usr/local/cuda/lib64 and /usr/local/cuda/extras/CUPTI/lib64.
-// The library is never unloaded: CUPTI keeps threads and callbacks.
+// machine without one. CuptiCandidates() lists where the library is looked
+// for; the first that loads, has every function below and is a version
+// whose records this build reads (DescribeCuptiVersion) wins. The library
+// is never unloaded: CUPTI keeps threads and callbacks.
+//
+// Records are read through the CUDA 13.0 headers' structs. The fields read
+// (kind, times, device, stream, correlation id, name, cbid, process and
+// thread, copy and sync type) sit at the same offsets in the records that
+// CUPTI 12.4 to 12.9 and 13.0 to 13.2 emit (checked on their headers;
+// docs/gpu-validation.md), so those versions are read and others refused
+// with one line: "CUPTI 12.2 found (PATH); this build reads CUPTI 12.4 to
+// 12.9 and 13.x". Records are only walked with cuptiActivityGetNextRecord
+// (12.x records are shorter than the 13.0 structs: never copy a struct).
 //
 // Load only after checking that a CUDA driver is present: some libcupti
 // builds (13.2) recurse until the stack overflows inside their first call
-// when libcuda.so.1 is missing.
+// (cuptiGetVersion too) when libcuda.so.1 is missing.
 #ifndef TRAINSCOPE_SDK_CUPTI_LIBRARY_H_
 #define TRAINSCOPE_SDK_CUPTI_LIBRARY_H_
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
 #include <cupti_result.h>
+#include <cupti_version.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace trainscope::cupti {
 
+// A CUPTI API version (cuptiGetVersion) in words, and whether this build
+// reads its records.
+struct CuptiVersion {
+  std::string name;  // the CUDA release: "12.4", "12.9 Update 1", "13.2"
+  bool readable = false;
+};
+CuptiVersion DescribeCuptiVersion(uint32_t api_version);
+// What DescribeCuptiVersion accepts, in words.
+inline constexpr char kReadableCupti[] = "CUPTI 12.4 to 12.9 and 13.x";
+
+// Where libcupti is looked for, in order:
+//   1. $TRAINSCOPE_CUPTI_PATH, if set (a full path);
+//   2. a libcupti already loaded into the process (LibTorch's Kineto), so
+//      the process keeps a single CUPTI;
+//   3. beside each loaded libcudart.so.N, libcupti.so.N: in its directory
+//      (the cu13 wheel layout, site-packages/nvidia/cu13/lib), its
+//      ../extras/CUPTI/lib64 (toolkits) and ../../cuda_cupti/lib (the cu12
+//      wheel layout, nvidia/cuda_runtime/lib -> nvidia/cuda_cupti/lib);
+//   4. the NVIDIA wheels beside a loaded LibTorch (site-packages/torch/lib):
+//      nvidia/cu13/lib/libcupti.so.13, nvidia/cuda_cupti/lib/libcupti.so.12;
+//   5. "libcupti.so.13", then "libcupti.so.12", through the loader's search
+//      (LD_LIBRARY_PATH, rpath, ld.so.cache);
+//   6. the toolkits at $CUDA_HOME, $CUDA_PATH and /usr/local/cuda: their
+//      extras/CUPTI/lib64, lib64 and lib, 13 before 12;
+//   7. "libcupti.so" through the loader's search.
+// Cost: a walk of the loaded libraries and a few getenv calls.
+std::vector<std::string> CuptiCandidates();
+
 struct CuptiLibrary {
   std::string path;  // what was loaded, as given to dlopen
+  uint32_t api_version = 0;  // cuptiGetVersion: 22 for 12.4, 130001 for 13.0 Update 1
+  std::string version;       // DescribeCuptiVersion(api_version).name
   decltype(&::cuptiActivityEnable) activity_enable = nullptr;
   decltype(&::cuptiActivityDisable) activity_disable = nullptr;
   decltype(&::cuptiActivityFlushAll) activity_flush_all = nullptr;
@@ -40,22 +74,28 @@ struct CuptiLibrary {
   decltype(&::cuptiActivityRegisterCallbacks) activity_register_callbacks = nullptr;
   decltype(&::cuptiActivityRegisterTimestampCallback) activity_register_timestamp_callback =
       nullptr;
+  // Null where the library lacks it (12.4 and older).
   decltype(&::cuptiActivityEnableAllSyncRecords) activity_enable_all_sync_records = nullptr;
   decltype(&::cuptiSetThreadIdType) set_thread_id_type = nullptr;
   decltype(&::cuptiGetResultString) get_result_string = nullptr;
   decltype(&::cuptiGetCallbackName) get_callback_name = nullptr;
+  decltype(&::cuptiGetVersion) get_version = nullptr;
 
   // "CUPTI_ERROR_NOT_INITIALIZED", or "CUPTI error 15" if CUPTI has no text.
   std::string ResultText(CUptiResult result) const;
 };
 
 // The process's libcupti, loaded on the first successful call and kept.
-// Errors: Unavailable, "CUPTI unavailable: libcupti.so.13 not found (...)"
-// or naming the library that lacks a function. Thread-safe.
+// Errors: Unavailable, "CUPTI unavailable: libcupti not found (...)", or the
+// first refusal: a version this build does not read, or a library that
+// lacks a function. Thread-safe.
 absl::StatusOr<const CuptiLibrary*> LoadCupti();
 
-// Loads the library at exactly `path` (tests; TRAINSCOPE_CUPTI_PATH). Does not
-// touch the process's cached library.
+// Loads the library at exactly `path` (tests; TRAINSCOPE_CUPTI_PATH) and
+// checks its version. Does not touch the process's cached library. Errors:
+// Unavailable naming the path: cannot load, lacks a function, cuptiGetVersion
+// failed, or "CUPTI 12.2 found (PATH); this build reads ..." (the library is
+// closed again then).
 absl::StatusOr<CuptiLibrary> LoadCuptiFrom(const std::string& path);
 
 }  // namespace trainscope::cupti
