@@ -1085,6 +1085,27 @@ TEST(CuptiLibraryTest, VersionsAreNamedAndOnlyVerifiedLayoutsAreRead) {
   check(140000, "14.0", false);  // a newer major may change the records
 }
 
+TEST(CuptiLibraryTest, AnotherCuptiUserIsNamedWhenKnown) {
+  EXPECT_EQ(DescribeOtherCuptiUser("CUPTI for Nsight Systems", nullptr, nullptr), "Nsight Systems");
+  EXPECT_EQ(DescribeOtherCuptiUser("CUPTI for kineto", nullptr, nullptr), "kineto");
+  EXPECT_EQ(DescribeOtherCuptiUser("", nullptr, "42"), "Nsight Systems");
+  EXPECT_EQ(
+      DescribeOtherCuptiUser(
+          nullptr, "/opt/nvidia/nsight-systems/2025.1/target-linux-x64/libToolsInjection64.so",
+          nullptr),
+      "Nsight Systems");
+  EXPECT_EQ(DescribeOtherCuptiUser(
+                nullptr,
+                "/opt/nvidia/nsight-compute/2025.1/target/linux-desktop-glibc_2_11_3-x64/"
+                "libInterceptorInjectionTarget.so",
+                nullptr),
+            "Nsight Compute");
+  EXPECT_EQ(DescribeOtherCuptiUser(nullptr, "/opt/tools/libmyinject.so", nullptr),
+            "the CUDA injection library /opt/tools/libmyinject.so");
+  EXPECT_EQ(DescribeOtherCuptiUser(nullptr, nullptr, nullptr),
+            "another CUPTI client (the PyTorch profiler, Nsight, a debugger)");
+}
+
 TEST(CuptiLibraryTest, CandidatesStartWithTheOverrideAndIncludeTheToolkitAndWheels) {
   setenv("TRAINSCOPE_CUPTI_PATH", "/opt/mine/libcupti.so.13", 1);
   setenv("CUDA_HOME", "/opt/cuda-12.6", 1);
@@ -1180,6 +1201,32 @@ constexpr char kEmptyKernelPtx[] = R"(
   ret;
 }
 )";
+
+// Another CUPTI client holds the subscriber slot (as the PyTorch profiler,
+// Nsight Systems or a debugger would): the collector leaves CUPTI alone and
+// says so in one line; once the slot is free it starts.
+TEST(CollectorGpuTest, AnotherCuptiSubscriberLeavesTheDeviceTimelineUnavailable) {
+  Driver cu;
+  int device = 0;
+  if (!cu.Load() || cu.init(0) != 0 || cu.device_get(&device, 0) != 0) {
+    GTEST_SKIP() << "no CUDA driver or device";
+  }
+  absl::StatusOr<const CuptiLibrary*> lib = LoadCupti();
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  CUpti_SubscriberHandle other = nullptr;
+  ASSERT_EQ((*lib)->subscribe(
+                &other, [](void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}, nullptr),
+            CUPTI_SUCCESS);
+  absl::StatusOr<std::unique_ptr<Collector>> refused = Collector::Start(CollectorOptions{});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("CUPTI unavailable: CUPTI in use by "),
+            std::string::npos)
+      << refused.status();
+  std::printf("another subscriber: %s\n", std::string(refused.status().message()).c_str());
+  ASSERT_EQ((*lib)->unsubscribe(other), CUPTI_SUCCESS);
+  absl::StatusOr<std::unique_ptr<Collector>> started = Collector::Start(CollectorOptions{});
+  EXPECT_TRUE(started.ok()) << started.status();
+}
 
 TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersClock) {
   Driver cu;

@@ -45,6 +45,8 @@ Collector::Impl* g_active = nullptr;
 std::atomic<bool> g_claimed{false};
 
 uint64_t CUPTIAPI Timestamp() { return static_cast<uint64_t>(NowNs()); }
+// The subscriber's callback: none is enabled, so it never runs.
+void CUPTIAPI NoCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
 void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
                               size_t valid_bytes);
@@ -101,6 +103,10 @@ struct Collector::Impl {
   bool stopped = false;
   absl::Status status;  // first error after Start, returned by Stop
 
+  // Held from Configure to ~Impl: CUPTI's one subscriber slot, the
+  // documented way for CUPTI clients to keep out of each other's sessions.
+  CUpti_SubscriberHandle subscriber = nullptr;
+
   std::mutex flush_mu;
   std::condition_variable flush_wake;
   bool flush_stop = false;
@@ -135,6 +141,7 @@ Collector::Impl::~Impl() {
     std::unique_lock<std::shared_mutex> lock(g_active_mu);
     if (g_active == this) g_active = nullptr;
   }
+  if (subscriber != nullptr) lib->unsubscribe(subscriber);
   // CUPTI may still write into a buffer it holds: never free one in flight.
   if (pool->in_flight() > 0) static_cast<void>(pool.release());
   g_claimed.store(false);
@@ -183,6 +190,32 @@ absl::Status Collector::Impl::Configure() {
     return absl::UnavailableError(
         fmt::format("CUPTI unavailable: {} failed: {}", call, lib->ResultText(rc)));
   };
+  // First, the subscriber slot: CUPTI has one. Taken by the PyTorch
+  // profiler (Kineto), Nsight Systems or Compute, or a debugger, it means
+  // another client's session: leave CUPTI alone (NVTX and host ranges stay).
+  CUptiResult subscribed;
+  char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+  if (lib->subscribe_v2 != nullptr) {
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "trainscope";
+    params.oldSubscriberName = other;
+    params.oldSubscriberSize = sizeof(other) - 1;
+    subscribed = lib->subscribe_v2(&subscriber, &NoCallback, nullptr, &params);
+  } else {
+    subscribed = lib->subscribe(&subscriber, &NoCallback, nullptr);
+  }
+  if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    subscriber = nullptr;
+    return absl::UnavailableError(
+        fmt::format("CUPTI unavailable: CUPTI in use by {}",
+                    DescribeOtherCuptiUser(other, std::getenv("CUDA_INJECTION64_PATH"),
+                                           std::getenv("NSYS_PROFILING_SESSION_ID"))));
+  }
+  if (subscribed != CUPTI_SUCCESS) {
+    subscriber = nullptr;
+    return fail("cuptiSubscribe", subscribed);
+  }
   // OS thread ids (gettid) in API records, so host calls land on the
   // recorder's thread tracks; CUPTI's default is pthread_self().
   if (CUptiResult rc = lib->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);

@@ -71,6 +71,27 @@ CuptiVersion DescribeCuptiVersion(uint32_t api) {
   return {fmt::format("12.x (API version {})", api), false};
 }
 
+std::string DescribeOtherCuptiUser(const char* subscriber_name, const char* injection_path,
+                                   const char* nsys_session) {
+  if (subscriber_name != nullptr && subscriber_name[0] != 0) {
+    std::string name = subscriber_name;
+    if (name.rfind("CUPTI for ", 0) == 0) name.erase(0, 10);
+    return name;
+  }
+  const std::string injection = injection_path != nullptr ? injection_path : "";
+  auto has = [&](const char* part) { return injection.find(part) != std::string::npos; };
+  if ((nsys_session != nullptr && nsys_session[0] != 0) || has("ToolsInjection") || has("nsys") ||
+      has("nsight-systems") || has("Nsight Systems")) {
+    return "Nsight Systems";
+  }
+  if (has("InterceptorInjectionTarget") || has("ncu") || has("nsight-compute") ||
+      has("Nsight Compute")) {
+    return "Nsight Compute";
+  }
+  if (!injection.empty()) return fmt::format("the CUDA injection library {}", injection);
+  return "another CUPTI client (the PyTorch profiler, Nsight, a debugger)";
+}
+
 std::vector<std::string> CuptiCandidates() {
   std::vector<std::string> paths;
   auto add = [&](std::string path) {
@@ -163,8 +184,11 @@ absl::StatusOr<CuptiLibrary> LoadCuptiFrom(const std::string& path) {
   Bind(handle, "cuptiSetThreadIdType", &lib.set_thread_id_type, &missing);
   Bind(handle, "cuptiGetResultString", &lib.get_result_string, &missing);
   Bind(handle, "cuptiGetCallbackName", &lib.get_callback_name, &missing);
-  // Optional: 12.2 and 12.4 lack it; CUPTI's default sync recording applies.
+  Bind(handle, "cuptiSubscribe", &lib.subscribe, &missing);
+  Bind(handle, "cuptiUnsubscribe", &lib.unsubscribe, &missing);
   std::string optional;
+  Bind(handle, "cuptiSubscribe_v2", &lib.subscribe_v2, &optional);
+  // Optional: 12.2 and 12.4 lack it; CUPTI's default sync recording applies.
   Bind(handle, "cuptiActivityEnableAllSyncRecords", &lib.activity_enable_all_sync_records,
        &optional);
   if (!missing.empty()) {

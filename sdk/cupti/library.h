@@ -80,10 +80,23 @@ struct CuptiLibrary {
   decltype(&::cuptiGetResultString) get_result_string = nullptr;
   decltype(&::cuptiGetCallbackName) get_callback_name = nullptr;
   decltype(&::cuptiGetVersion) get_version = nullptr;
+  decltype(&::cuptiSubscribe) subscribe = nullptr;
+  decltype(&::cuptiUnsubscribe) unsubscribe = nullptr;
+  // cuptiSubscribe_v2 (13.x; null before): also names the other subscriber.
+  decltype(&::cuptiSubscribe_v2) subscribe_v2 = nullptr;
 
   // "CUPTI_ERROR_NOT_INITIALIZED", or "CUPTI error 15" if CUPTI has no text.
   std::string ResultText(CUptiResult result) const;
 };
+
+// Who else holds CUPTI, for "CUPTI in use by WHO": the name CUPTI gave for
+// the other subscriber (cuptiSubscribe_v2; "CUPTI for " dropped), else what
+// the environment says: Nsight Systems ($NSYS_PROFILING_SESSION_ID, or an
+// injection library of nsys in $CUDA_INJECTION64_PATH), Nsight Compute,
+// another injection library by its path, else "another CUPTI client (the
+// PyTorch profiler, Nsight, a debugger)". Arguments may be null.
+std::string DescribeOtherCuptiUser(const char* subscriber_name, const char* injection_path,
+                                   const char* nsys_session);
 
 // The process's libcupti, loaded on the first successful call and kept.
 // Errors: Unavailable, "CUPTI unavailable: libcupti not found (...)", or the
