@@ -417,6 +417,36 @@ TEST(RunFoldTest, ABurstFoldedInOneAdvanceMatchesTheWholeRunAnalysis) {
 // Past 2 x exact_steps the steps are summarised from the first exact_steps
 // and sketches: the warmup found is the same on this recording, the
 // steady-state median within the sketch's error.
+// Collective time measured on the device (NCCL) joins the step's sync_ms
+// while its row is still to come, and is counted late after.
+TEST(RunFoldTest, DeviceSyncTimeJoinsItsStepUntilTheRowIsWritten) {
+  const Recording r = Record(40, false, 5);
+  std::vector<Report::Step> rows;
+  RunFold fold(FoldOptions(r), [&](Report::Step& row) { rows.push_back(row); });
+  for (uint32_t n = 0; n < r.timeline.names(); ++n) fold.input().Intern(r.timeline.name(n));
+  for (const Track& track : r.timeline.tracks()) fold.input().AddTrack(track);
+  for (const Interval& i : r.timeline.intervals()) fold.input().Add(i);
+  EXPECT_TRUE(fold.AddStepSyncTime(7, 3 * kMs));
+  EXPECT_TRUE(fold.AddStepSyncTime(7, 2 * kMs));
+  EXPECT_FALSE(fold.AddStepSyncTime(-1, kMs)) << "no step";
+  fold.Advance(r.steps[20].second + 1);  // rows of steps 0 to 20 written
+  ASSERT_GE(rows.size(), 21u);
+  EXPECT_FALSE(fold.AddStepSyncTime(12, kMs)) << "step 12's row is written";
+  EXPECT_TRUE(fold.AddStepSyncTime(30, 4 * kMs));
+  Report report;
+  fold.Finish(RunClock{}, &report);
+  std::map<int64_t, double> sync;
+  for (const Report::Step& row : rows) sync[row.index] = row.sync_ms;
+  const Recording plain = Record(40, false, 5);  // the same steps without device time
+  const Whole whole = Analyze(plain, FoldOptions(plain));
+  std::map<int64_t, double> host;
+  for (const Report::Step& row : whole.rows) host[row.index] = row.sync_ms;
+  EXPECT_NEAR(sync[7], host[7] + 5, 1e-9);
+  EXPECT_NEAR(sync[30], host[30] + 4, 1e-9);
+  EXPECT_NEAR(sync[12], host[12], 1e-9);
+  EXPECT_EQ(fold.late_sync(), 2);
+}
+
 TEST(RunFoldTest, LongRunsKeepAFixedPrefixOfSteps) {
   const Recording r = Record(10000, false, 14);
   RunFoldOptions options = FoldOptions(r);

@@ -318,6 +318,34 @@ TEST(SessionTest, ABorrowedHandleFollowsMovesAndNeverFinishesTheRun) {
   EXPECT_TRUE(next.ok()) << "a live borrowed handle does not hold the run open: " << next.status();
 }
 
+// Device-timed collective time (what libtorch::ProcessGroup measures under
+// NCCL) lands in the steps' sync_ms and the report.
+TEST(SessionTest, DeviceSyncTimeLandsInTheStepRowsAndTheReport) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok());
+  for (int64_t i = 0; i < 5; ++i) {
+    StepScope step(*session, StepIndex(i), Samples(1));
+    TRAINSCOPE_PHASE(kForward);
+  }
+  session->AddStepSyncTime(2, 0.005);
+  session->AddStepSyncTime(3, 0.010);
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NEAR(report->distributed.device_sync_s, 0.015, 1e-12);
+  EXPECT_EQ(report->distributed.device_sync_late, 0);
+  const auto rows = exporter::ReadStepsFile(dir.File("steps.jsonl"));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::map<int64_t, double> sync;
+  for (const Report::Step& row : *rows) sync[row.index] = row.sync_ms;
+  EXPECT_NEAR(sync[2], 5, 1e-6);
+  EXPECT_NEAR(sync[3], 10, 1e-6);
+  EXPECT_EQ(sync[4], 0);
+  const auto reread = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  EXPECT_NEAR(reread->distributed.device_sync_s, 0.015, 1e-9);
+}
+
 TEST(SessionTest, OutputDirectoryUnderARegularFileIsAClearError) {
   TempDir dir;
   testing::WriteAll(dir.File("plain-file"), "x");

@@ -18,6 +18,7 @@
 #include "trainscope/checkpoint.h"
 #include "trainscope/torch/amp.h"
 #include "trainscope/torch/device.h"
+#include "trainscope/torch/internal/device_timings.h"
 #include "trainscope/torch/loader.h"
 #include "trainscope/torch/state.h"
 #include "trainscope/trainscope.h"
@@ -377,6 +378,40 @@ TEST(DevicePrefetcherTest, WorkersPinSoSubmitOnlyLaunchesTheCopies) {
   const Report::Counter* pinned = FindCounter(*report, "prefetch.pinned_on_submit");
   ASSERT_NE(pinned, nullptr);
   EXPECT_EQ(pinned->max, 1);
+}
+
+// The pure part of NCCL collective timing: event pairs with synthetic
+// times, complete or not, read back in order without blocking.
+TEST(DeviceTimingsTest, CompletePairsAreHandedBackInOrderWithoutWaiting) {
+  struct FakeEvents {
+    double start_s, end_s;
+    const bool* done;
+  };
+  libtorch::internal::DeviceTimings<FakeEvents> timings(/*capacity=*/3);
+  bool done[4] = {true, true, false, true};
+  timings.Add(10, {1.000, 1.004, &done[0]});
+  timings.Add(11, {2.000, 2.010, &done[1]});
+  timings.Add(12, {3.000, 3.002, &done[2]});  // still running on the device
+  auto elapsed = [](const FakeEvents& e) -> std::optional<double> {
+    if (!*e.done) return std::nullopt;
+    return e.end_s - e.start_s;
+  };
+  std::vector<std::pair<int64_t, double>> got;
+  auto sink = [&](int64_t step, double s) { got.emplace_back(step, s); };
+  EXPECT_EQ(timings.Poll(elapsed, sink), 2u);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].first, 10);
+  EXPECT_NEAR(got[0].second, 0.004, 1e-12);
+  EXPECT_EQ(got[1].first, 11);
+  EXPECT_NEAR(got[1].second, 0.010, 1e-12);
+  EXPECT_EQ(timings.pending(), 1u) << "step 12 waits: nothing blocks";
+  timings.Add(13, {4.0, 4.5, &done[3]});
+  timings.Add(14, {5.0, 5.5, &done[3]});
+  timings.Add(15, {6.0, 6.5, &done[3]});  // over capacity: 12 is dropped
+  EXPECT_EQ(timings.dropped(), 1);
+  got.clear();
+  EXPECT_EQ(timings.Poll(elapsed, sink), 3u);
+  EXPECT_EQ(got.front().first, 13);
 }
 
 TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {

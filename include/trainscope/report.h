@@ -225,6 +225,11 @@ struct Report {
     std::string backend;             // "gloo", "nccl"; "" when not distributed
     std::vector<int> missing_ranks;  // ranks this one saw fail or vanish
     std::string error;               // the failed collective's error, if any
+    // Collective time measured on the device (NCCL: CUDA events around each
+    // collective), added to the steps' sync_ms: its total, and the
+    // measurements that came after their step's row was written.
+    double device_sync_s = 0;
+    int64_t device_sync_late = 0;
   } distributed;
 
   Acceptance acceptance;

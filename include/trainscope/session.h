@@ -210,6 +210,15 @@ class Session {
   // interrupted run had finished (for recomputation; -1 if unknown), and the
   // time from process start until the state was restored.
   void NoteResume(int64_t from_step, int64_t interrupted_at_step, double restore_s);
+  // Adds `seconds` of collective time measured on the device to step
+  // `step`'s sync_ms (steps.jsonl, the straggler report) and to
+  // report.distributed.device_sync_s: under NCCL the host only enqueues a
+  // collective, so its kSync range measures the enqueue (libtorch::
+  // ProcessGroup times NCCL collectives with CUDA events and calls this).
+  // A measurement that comes after the step's row was written is counted in
+  // report.distributed.device_sync_late. Cost: a lock and a push; at most
+  // 4096 wait for the next drain (more are counted late).
+  void AddStepSyncTime(int64_t step, double seconds);
   // Runs `hook` at the start of Finish(), before recording stops: an
   // AsyncCheckpointer waits for its save in flight there. Returns an id for
   // RemoveFinishHook. Thread-safe.

@@ -11,10 +11,14 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 #if TRAINSCOPE_TORCH_NCCL
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -22,6 +26,7 @@
 #include <utility>
 
 #include "trainscope/scope.h"
+#include "trainscope/torch/internal/device_timings.h"
 
 namespace trainscope::libtorch {
 
@@ -32,10 +37,71 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Backend> backend;
   std::string backend_name;
   int64_t collectives = 0;
+#if TRAINSCOPE_TORCH_NCCL
+  // NCCL: each collective between two timing events on the current stream,
+  // read at the next collective (or Finish, or the group's end) without
+  // blocking the step, and added to its step's sync time in the session.
+  struct Events {
+    std::shared_ptr<at::cuda::CUDAEvent> start, end;
+  };
+  internal::DeviceTimings<Events> timings{256};
+  int finish_hook = 0;
+  // Not with TORCH_NCCL_BLOCKING_WAIT=1: wait() then blocks the host, and
+  // the kSync range is the collective's time already.
+  bool device_timed() const {
+    const char* blocking = std::getenv("TORCH_NCCL_BLOCKING_WAIT");
+    return backend_name == "nccl" && session.has_value() &&
+           !(blocking != nullptr && std::string(blocking) == "1");
+  }
+  std::optional<Events> BeginTimed() {
+    if (!device_timed()) return std::nullopt;
+    Poll(/*wait=*/false);
+    Events events{std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault),
+                  std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault)};
+    events.start->record(c10::cuda::getCurrentCUDAStream(options.device.index()));
+    return events;
+  }
+  void EndTimed(std::optional<Events> events) {
+    if (!events) return;
+    events->end->record(c10::cuda::getCurrentCUDAStream(options.device.index()));
+    timings.Add(CurrentStep(), std::move(*events));
+  }
+  // Hands the finished collectives' times to the session; with `wait`,
+  // waits for the others first (Finish, the group's end).
+  void Poll(bool wait) {
+    timings.Poll(
+        [&](const Events& e) -> std::optional<double> {
+          if (wait) e.end->synchronize();
+          if (!e.end->query()) return std::nullopt;
+          return e.start->elapsed_time(*e.end) / 1e3;
+        },
+        [&](int64_t step, double seconds) {
+          if (step >= 0) session->AddStepSyncTime(step, seconds);
+        });
+  }
+#endif
 };
 
-ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ProcessGroup::~ProcessGroup() = default;
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+#if TRAINSCOPE_TORCH_NCCL
+  if (impl_->device_timed()) {
+    Impl* raw = impl_.get();
+    impl_->finish_hook = impl_->session->AddFinishHook([raw] { raw->Poll(/*wait=*/true); });
+  }
+#endif
+}
+
+ProcessGroup::~ProcessGroup() {
+#if TRAINSCOPE_TORCH_NCCL
+  if (impl_->device_timed()) {
+    impl_->session->RemoveFinishHook(impl_->finish_hook);
+    try {
+      impl_->Poll(/*wait=*/true);
+    } catch (const std::exception&) {  // a device error: the times are lost, nothing else
+    }
+  }
+#endif
+}
 
 int ProcessGroup::rank() const { return impl_->options.rank; }
 int ProcessGroup::world_size() const { return impl_->options.world_size; }
@@ -142,7 +208,13 @@ absl::Status ProcessGroup::AllReduce(std::vector<at::Tensor>& tensors) {
   PhaseScope sync(Phase::kSync, name);
   ++impl_->collectives;
   try {
+#if TRAINSCOPE_TORCH_NCCL
+    auto timed = impl_->BeginTimed();
     impl_->backend->allreduce(tensors)->wait();
+    impl_->EndTimed(std::move(timed));
+#else
+    impl_->backend->allreduce(tensors)->wait();
+#endif
   } catch (const std::exception& e) {
     return Failed("allreduce", e);
   }
@@ -218,7 +290,7 @@ absl::Status ProcessGroup::Barrier() {
   PhaseScope sync(Phase::kSync, name);
   ++impl_->collectives;
   try {
-    impl_->backend->barrier()->wait();
+    impl_->backend->barrier()->wait();  // blocks the host under NCCL too: host timing
   } catch (const std::exception& e) {
     return Failed("barrier", e);
   }

@@ -257,6 +257,11 @@ int main(int argc, char** argv) {
                : torch::Device(torch::kCPU);
   std::unique_ptr<trainscope::libtorch::ProcessGroup> group;
   if (world_size > 1) {
+    // NCCL's default (3) tears the process down when its watchdog sees a
+    // collective time out, so a survivor of a dead peer would write no
+    // report. 2 only aborts the communicator: the next collective fails
+    // here, and the report names the missing rank (docs/distributed.md).
+    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
     trainscope::libtorch::DistributedOptions dist;
     dist.rank = rank;
     dist.world_size = world_size;

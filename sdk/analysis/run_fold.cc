@@ -264,6 +264,15 @@ RunFold::RunFold(RunFoldOptions options, StepSink steps, DeviceSink device)
 
 RunFold::~RunFold() = default;
 
+bool RunFold::AddStepSyncTime(int64_t step, TimestampNs ns) {
+  if (step < 0 || step <= last_row_index_) {
+    ++late_sync_;
+    return false;
+  }
+  impl_->tagged[step].sync_ns += ns;
+  return true;
+}
+
 size_t RunFold::held() const { return impl_->pending + impl_->open_steps.size(); }
 
 void RunFold::Take() {
@@ -646,6 +655,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       row.data_wait_ms = it->second.data_wait_ns / 1e6;
       s.tagged.erase(it);
     }
+    last_row_index_ = std::max(last_row_index_, row.index);
     if (step_sink_) step_sink_(row);
     if (!s.first_row_written) {
       first_row_ = row;

@@ -126,8 +126,15 @@ class RunFold {
   // clock.window_* from the options). Call once, last.
   void Finish(const RunClock& clock, Report* report);
 
+  // Adds `ns` to step `step`'s sync_ms: collective time measured on the
+  // device (NCCL), which no host range covers. Returns false, and counts it
+  // in late_sync(), when the step's row was already written. Cost: a hash
+  // lookup; the tag lives until the row (bounded as the range tags are).
+  bool AddStepSyncTime(int64_t step, TimestampNs ns);
+
   TimestampNs watermark() const { return watermark_; }
   int64_t late() const { return late_; }
+  int64_t late_sync() const { return late_sync_; }
   // Intervals held (pending and launch history) and steps waiting.
   size_t held() const;
   // The first step's row (for restart_delay); index -1 before any step.
@@ -145,6 +152,8 @@ class RunFold {
   Timeline input_;
   TimestampNs watermark_ = std::numeric_limits<TimestampNs>::min();
   int64_t late_ = 0;
+  int64_t late_sync_ = 0;
+  int64_t last_row_index_ = std::numeric_limits<int64_t>::min();  // rows come in start order
   Report::Step first_row_;
   std::unique_ptr<Impl> impl_;
 };

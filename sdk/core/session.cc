@@ -195,6 +195,14 @@ struct Session::Impl {
   std::unordered_map<int64_t, MemorySample> memory;
   std::atomic<bool> memory_sampled{false};  // set with the first sample
   static constexpr size_t kMemoryKept = 4096;
+  // AddStepSyncTime's (step, ns), until the drainer hands them to the fold:
+  // at most kDeviceSyncWaiting (16 bytes each).
+  std::vector<std::pair<int64_t, TimestampNs>> device_sync;
+  static constexpr size_t kDeviceSyncWaiting = 4096;
+  std::vector<std::pair<int64_t, TimestampNs>> device_sync_taken;  // drainer's
+  // Hands AddStepSyncTime's measurements to the fold (the drainer, or
+  // Finish after it stopped).
+  void TakeDeviceSync();
   TimestampNs first_save_ns = 0, last_save_ns = 0;  // NoteCheckpointSave's
   std::vector<std::pair<int, std::function<void()>>> finish_hooks;
   int next_hook = 0;
@@ -468,8 +476,24 @@ void Session::Impl::DrainOnce(bool final) {
         to, folded + std::max<TimestampNs>(
                          1000000, static_cast<TimestampNs>(kSliceIntervals / intervals_per_ns)));
   }
+  TakeDeviceSync();
   fold->Advance(to);
   if (steps_file != nullptr && steps_status.ok()) steps_status.Update(steps_file->Flush());
+}
+
+void Session::Impl::TakeDeviceSync() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (device_sync.empty()) return;
+    device_sync_taken.swap(device_sync);
+  }
+  int64_t late = 0;
+  for (const auto& [step, ns] : device_sync_taken) late += fold->AddStepSyncTime(step, ns) ? 0 : 1;
+  device_sync_taken.clear();
+  if (late > 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    report.distributed.device_sync_late += late;
+  }
 }
 
 void Session::Impl::DrainLoop() {
@@ -713,6 +737,17 @@ void Session::NoteCheckpointSave(double blocking_s, double persist_s, uint64_t b
   if (c.saves == 1) impl_->first_save_ns = impl_->last_save_ns;
 }
 
+void Session::AddStepSyncTime(int64_t step, double seconds) {
+  if (impl_ == nullptr || !(seconds >= 0)) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->report.distributed.device_sync_s += seconds;
+  if (impl_->device_sync.size() >= Impl::kDeviceSyncWaiting) {
+    ++impl_->report.distributed.device_sync_late;
+    return;
+  }
+  impl_->device_sync.emplace_back(step, static_cast<TimestampNs>(seconds * 1e9));
+}
+
 void Session::NoteResume(int64_t from_step, int64_t interrupted_at_step, double restore_s) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Report::Checkpoint& c = impl_->report.checkpoint;
@@ -863,6 +898,7 @@ absl::StatusOr<Report> Session::Finish() {
   }
   // Unlocked: its step rows take mu for the memory samples. SetConfig and
   // SetAcceptance touch other fields.
+  s.TakeDeviceSync();
   s.fold->Finish(clock, &s.report);
   std::lock_guard<std::mutex> lock(s.mu);
   s.SummarizeCountersAndCheckpoints();

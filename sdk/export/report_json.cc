@@ -187,6 +187,8 @@ std::string ReportToJson(const Report& r) {
   for (int rank : r.distributed.missing_ranks) j.Int(rank);
   j.EndArray();
   j.Key("error").String(r.distributed.error);
+  j.Key("device_sync_s").Number(r.distributed.device_sync_s);
+  j.Key("device_sync_late").Int(r.distributed.device_sync_late);
   j.EndObject();
 
   j.Key("acceptance").BeginObject();
@@ -546,6 +548,10 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   FieldReader distributed = doc.OptionalChild("distributed");
   distributed.String("backend", &r.distributed.backend);
   distributed.String("error", &r.distributed.error);
+  if (distributed.valid() && distributed.Has("device_sync_s")) {  // written since 2026-12-05
+    distributed.Number("device_sync_s", &r.distributed.device_sync_s);
+    distributed.Integer("device_sync_late", &r.distributed.device_sync_late);
+  }
   if (distributed.valid()) {
     simdjson::dom::array missing;
     if (distributed.raw()["missing_ranks"].get_array().get(missing) == simdjson::SUCCESS) {

@@ -68,8 +68,14 @@ class ProcessGroup {
                                                               Session* session);
   ~ProcessGroup();
 
-  // Sums `tensors` across ranks in place (a kSync range). Errors: Unavailable
-  // with the rank's view of who is missing when a peer died or timed out.
+  // Sums `tensors` across ranks in place (a kSync range). Under NCCL the
+  // host only enqueues (the range measures that), so the collective is also
+  // timed on the device: CUDA events around it on the current stream, read
+  // without blocking at the next collective (and at Session::Finish or the
+  // group's end), added to the step's sync_ms (Session::AddStepSyncTime),
+  // which the straggler report reads. Gloo blocks the host: its range is
+  // the time. Errors: Unavailable with the rank's view of who is missing
+  // when a peer died or timed out.
   absl::Status AllReduce(std::vector<at::Tensor>& tensors);
   // Averages the gradients of `module` across ranks: one flattened
   // all-reduce per call. Errors as AllReduce.
