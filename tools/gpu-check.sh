@@ -10,7 +10,10 @@
 # prints the idle share and top cause of each, measures the step-time
 # overhead of CUPTI collection against none, with the PyTorch profiler's
 # overhead on the same loop as the reference, and analyses the profiler's
-# trace with `trainscope analyze`. Record what it prints in
+# trace with `trainscope analyze`; and, for issue 16, the libcupti found and
+# its version, another CUPTI subscriber, backward's device time from
+# autograd's thread, NCCL sync time per rank, and a dead NCCL peer.
+# Record what it prints in
 # docs/gpu-validation.md. On a machine without a GPU it still runs, and says
 # so (the CUDA paths report "unavailable").
 set -euo pipefail
@@ -54,8 +57,24 @@ cmake --build build-gpu -j "$jobs" --target train_mlp trainscope_cli cupti_test 
   { tail -40 "$out/build.log"; exit 1; }
 echo "built in $((SECONDS - start)) s"
 
-say "CUPTI end to end (tests/cupti_test.cc, CollectorGpu*)"
-build-gpu/tests/cupti_test --gtest_filter='CollectorGpu*' 2>&1 | tail -6 || true
+say "CUPTI end to end (tests/cupti_test.cc, CollectorGpu*; issue 16 point 4: another subscriber)"
+build-gpu/tests/cupti_test --gtest_filter='CollectorGpu*' 2>&1 |
+  grep -E "another subscriber:|OK|FAILED|SKIPPED|PASSED" || true
+
+say "libcupti found and its version (issue 16 point 3)"
+build-gpu/tests/cupti_test --gtest_filter='CuptiLibrary*' 2>&1 | grep -E "OK|FAILED|SKIPPED" || true
+if python3 - <<'PY'
+import ctypes, glob, os, torch
+for lib in sorted(set(glob.glob(os.path.dirname(torch.__file__) + "/../nvidia/*/lib/libcupti.so*") +
+                      glob.glob("/usr/local/cuda*/extras/CUPTI/lib64/libcupti.so.*"))):
+    v = ctypes.c_uint32(0)
+    try:
+        rc = ctypes.CDLL(lib).cuptiGetVersion(ctypes.byref(v))
+        print(f"{lib}: cuptiGetVersion rc {rc}, API version {v.value}")
+    except OSError as e:
+        print(f"{lib}: {e}")
+PY
+then :; else echo "the cuptiGetVersion probe crashed (13.2 does without a driver)"; fi
 
 report() {  # report <dir> <label>: idle share, top cause, step time, device timeline
   python3 - "$1" "$2" <<'PY'
@@ -76,6 +95,17 @@ build-gpu/bin/train_mlp "${model[@]}" --loader_delay_ms=5 --out="$out/slow" >"$o
 report "$out/fast" "fast loader (0 ms)"
 report "$out/slow" "slow loader (5 ms)"
 grep -h "^→" "$out/fast.log" "$out/slow.log" || true
+say "device busy time by launching phase (issue 16 point 2: backward from autograd's thread)"
+python3 - "$out/fast/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+busy = r["device_timeline"]["busy_s_by_phase"]
+total = sum(busy.values()) or 1
+print("busy_s_by_phase:", ", ".join(f"{k} {v:.3f} s ({100 * v / total:.0f}%)" for k, v in busy.items()))
+print("backward attributed:", "yes" if busy.get("backward", 0) > 0 else "NO",
+      "; unattributed share:", f"{100 * busy.get('unattributed', 0) / total:.1f}%")
+PY
+grep -o '"name":"pt_autograd_[0-9]*"' "$out/fast/trace.json" | sort -u || echo "no pt_autograd thread named in trace.json"
 
 say "overhead of CUPTI collection (fast loader, steady state)"
 build-gpu/bin/train_mlp "${model[@]}" --device_timeline=false --out="$out/off" >"$out/off.log" 2>&1
@@ -98,8 +128,30 @@ build-gpu/bin/train_mlp "${model[@]}" --amp=bf16 --out="$out/bf16" >"$out/bf16.l
 grep -h "^acceptance" "$out/bf16.log" || true
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('memory', r['memory'])" \
   "$out/fp16/report.json" || true
+build-gpu/tests/torch_test --gtest_filter='DevicePrefetcher*' 2>&1 | grep -E "OK|FAILED|SKIPPED" || true
+
+say "NCCL, two ranks: sync time per rank, measured on the device (issue 16 point 5)"
 build-gpu/bin/train_mlp "${model[@]}" --world_size=2 --slow_rank=1 --slow_rank_ms=5 \
   --out="$out/ddp" 2>&1 | tail -8 || true
+for r in 0 1; do
+  python3 - "$out/ddp/report-rank$r.json" "$r" <<'PY' || true
+import json, sys
+r = json.load(open(sys.argv[1]))
+d = r["distributed"]
+print(f"rank {sys.argv[2]}: backend {d['backend']}, device-timed sync {d.get('device_sync_s', 0):.3f} s, "
+      f"late {d.get('device_sync_late', 0)}")
+PY
+done
+build-gpu/bin/trainscope ranks "$out/ddp" | tail -6 || true
+
+say "NCCL, a dead peer (issue 16 point 6: the survivor's report names it)"
+dead_rc=0
+timeout 180 build-gpu/bin/train_mlp --steps=200 --batch_size=512 --hidden=1024 --world_size=2 \
+  --die_rank=1 --die_at_step=50 --dist_timeout_s=20 --out="$out/dead" >"$out/dead.log" 2>&1 ||
+  dead_rc=$?
+echo "exit code $dead_rc (3: a survivor wrote its report naming the missing rank)"
+grep -hE "missing|rank 0" "$out/dead.log" | tail -3 || true
+build-gpu/bin/trainscope ranks "$out/dead" | tail -3 || true
 
 say "trainscope analyze on the PyTorch profiler's trace"
 build-gpu/bin/trainscope analyze "$out/torch_profiler_trace.json" | head -20
