@@ -134,6 +134,13 @@ TEST(TrainMlpSampleTest, ADeadRankIsReportedMissingByTheSurvivors) {
     EXPECT_EQ(report->distributed.missing_ranks, std::vector<int>{2}) << report->distributed.error;
     EXPECT_NE(report->distributed.error.find("allreduce"), std::string::npos)
         << report->distributed.error;
+    // Under NCCL the default (3) would kill the survivors at the timeout
+    // before they write this: the sample sets 2 and records it.
+    std::string handling;
+    for (const auto& [key, value] : report->config) {
+      if (key == "TORCH_NCCL_ASYNC_ERROR_HANDLING") handling = value;
+    }
+    EXPECT_EQ(handling, "2");
     const auto steps = exporter::ReadStepsFile(out + "/steps-rank" + std::to_string(r) + ".jsonl");
     ASSERT_TRUE(steps.ok()) << steps.status();
     EXPECT_LE(steps->size(), 6u);

@@ -262,6 +262,8 @@ int main(int argc, char** argv) {
     // report. 2 only aborts the communicator: the next collective fails
     // here, and the report names the missing rank (docs/distributed.md).
     setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
+    session->SetConfig("TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                       std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING"));
     trainscope::libtorch::DistributedOptions dist;
     dist.rank = rank;
     dist.world_size = world_size;
