@@ -308,6 +308,20 @@ TEST(GapAnalyzerTest, CudaCallsAreBlamedByWhatTheyDo) {
   EXPECT_FALSE(GapAnalyzer::IsBlockingCall("cudaMemcpyAsync"));
 }
 
+// Adds an interval of [start, end) milliseconds to `timeline`.
+void AddMs(Timeline* timeline, IntervalKind kind, uint32_t track, double start, double end,
+           int64_t value, Phase phase, int64_t step) {
+  Interval i;
+  i.start_ns = static_cast<TimestampNs>(start * kMs);
+  i.end_ns = static_cast<TimestampNs>(end * kMs);
+  i.kind = kind;
+  i.track = track;
+  i.value = value;
+  i.phase = phase;
+  i.step = step;
+  timeline->Add(i);
+}
+
 TEST(LaunchAttributionTest, KernelsGetThePhaseAndStepOpenWhenTheyWereLaunched) {
   Timeline timeline;
   const uint32_t main = timeline.AddTrack({TrackKind::kHostThread, 1, 1, "main"});
@@ -315,15 +329,7 @@ TEST(LaunchAttributionTest, KernelsGetThePhaseAndStepOpenWhenTheyWereLaunched) {
   const uint32_t stream = timeline.AddTrack({TrackKind::kDeviceStream, 0, 7, "stream 7"});
   auto add = [&](IntervalKind kind, uint32_t track, double start, double end, int64_t value,
                  Phase phase = Phase::kOther, int64_t step = -1) {
-    Interval i;
-    i.start_ns = static_cast<TimestampNs>(start * kMs);
-    i.end_ns = static_cast<TimestampNs>(end * kMs);
-    i.kind = kind;
-    i.track = track;
-    i.value = value;
-    i.phase = phase;
-    i.step = step;
-    timeline.Add(i);
+    AddMs(&timeline, kind, track, start, end, value, phase, step);
   };
   add(IntervalKind::kHostRange, main, 0, 10, 0, Phase::kForward, 4);
   add(IntervalKind::kHostRange, main, 2, 4, 0, Phase::kHostToDevice, 4);  // nested in forward
@@ -368,15 +374,7 @@ TEST(LaunchAttributionTest, LaunchesFromAThreadWithoutRangesTakeTheStepOwnersPha
   const uint32_t stream = timeline.AddTrack({TrackKind::kDeviceStream, 0, 7, "stream 7"});
   auto add = [&](IntervalKind kind, uint32_t track, double start, double end, int64_t value,
                  Phase phase = Phase::kOther, int64_t step = -1) {
-    Interval i;
-    i.start_ns = static_cast<TimestampNs>(start * kMs);
-    i.end_ns = static_cast<TimestampNs>(end * kMs);
-    i.kind = kind;
-    i.track = track;
-    i.value = value;
-    i.phase = phase;
-    i.step = step;
-    timeline.Add(i);
+    AddMs(&timeline, kind, track, start, end, value, phase, step);
   };
   add(IntervalKind::kStep, main, 0, 30, 8, Phase::kOther, 4);
   add(IntervalKind::kHostRange, main, 0, 10, 0, Phase::kForward, 4);

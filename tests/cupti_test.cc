@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <future>
 #include <limits>
 #include <random>
@@ -36,6 +38,7 @@
 #include "sdk/analysis/run_fold.h"
 #include "sdk/cupti/library.h"
 #include "sdk/cupti/records.h"
+#include "tests/test_util.h"
 #include "trainscope/report.h"
 #endif
 
@@ -947,7 +950,9 @@ size_t Put(uint8_t* buffer, size_t offset, const T& record) {
 // Walks a buffer with the toolkit's libcupti in a child process (a libcupti
 // may crash without a driver; 13.2 does) and returns what the walk produced,
 // one line per interval: "<kind> <name> <value> <track name>".
-std::string WalkInChild(const std::string& library, std::string* why_not) {
+// Runs `body` in a forked child and returns what it returned; `why_not`
+// says how the child failed (a signal: a libcupti crashing).
+std::string RunInChild(const std::function<std::string()>& body, std::string* why_not) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) {
     *why_not = "pipe failed";
@@ -956,32 +961,7 @@ std::string WalkInChild(const std::string& library, std::string* why_not) {
   const pid_t child = fork();
   if (child == 0) {
     close(pipe_fds[0]);
-    std::string out;
-    absl::StatusOr<CuptiLibrary> lib = LoadCuptiFrom(library);
-    if (!lib.ok()) {
-      out = std::string(lib.status().message());
-    } else {
-      alignas(8) static uint8_t buffer[4096];
-      size_t used = 0;
-      used = Put(buffer, used,
-                 Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                     kT0, kT0 + 5, 77, 100, 51));
-      used = Put(buffer, used, Kernel(kT0 + 10, kT0 + 30, 0, 7, 51, "walked_kernel"));
-      used = Put(buffer, used, Memcpy(kT0 + 40, kT0 + 60, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 7, 52));
-      used = Put(buffer, used, Memset(kT0 + 70, kT0 + 75, 7, 53));
-      used = Put(
-          buffer, used,
-          Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 80, kT0 + 90, 7, 51));
-      RecordConverter converter(lib->get_callback_name);
-      const size_t walked = converter.AddBuffer(lib->activity_get_next_record, buffer, used);
-      Timeline timeline;
-      converter.AppendTo(&timeline);
-      out = "walked " + std::to_string(walked) + "\n";
-      for (const analysis::Interval& i : timeline.intervals()) {
-        out += std::to_string(static_cast<int>(i.kind)) + " " + timeline.name(i.name) + " " +
-               std::to_string(i.value) + " " + timeline.tracks()[i.track].name + "\n";
-      }
-    }
+    const std::string out = body();
     const ssize_t written = write(pipe_fds[1], out.data(), out.size());
     _exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
   }
@@ -993,11 +973,46 @@ std::string WalkInChild(const std::string& library, std::string* why_not) {
   int status = 0;
   waitpid(child, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    *why_not = WIFSIGNALED(status)
-                   ? "the walk crashed with signal " + std::to_string(WTERMSIG(status))
-                   : "the walk failed";
+    *why_not = WIFSIGNALED(status) ? "crashed with signal " + std::to_string(WTERMSIG(status))
+                                   : "the child failed";
   }
   return result;
+}
+
+std::string WalkInChild(const std::string& library, std::string* why_not) {
+  return RunInChild(
+      [&] {
+        std::string out;
+        absl::StatusOr<CuptiLibrary> lib = LoadCuptiFrom(library);
+        if (!lib.ok()) {
+          out = std::string(lib.status().message());
+        } else {
+          alignas(8) static uint8_t buffer[4096];
+          size_t used = 0;
+          used =
+              Put(buffer, used,
+                  Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                      kT0, kT0 + 5, 77, 100, 51));
+          used = Put(buffer, used, Kernel(kT0 + 10, kT0 + 30, 0, 7, 51, "walked_kernel"));
+          used =
+              Put(buffer, used, Memcpy(kT0 + 40, kT0 + 60, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 7, 52));
+          used = Put(buffer, used, Memset(kT0 + 70, kT0 + 75, 7, 53));
+          used = Put(buffer, used,
+                     Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 80,
+                          kT0 + 90, 7, 51));
+          RecordConverter converter(lib->get_callback_name);
+          const size_t walked = converter.AddBuffer(lib->activity_get_next_record, buffer, used);
+          Timeline timeline;
+          converter.AppendTo(&timeline);
+          out = "walked " + std::to_string(walked) + "\n";
+          for (const analysis::Interval& i : timeline.intervals()) {
+            out += std::to_string(static_cast<int>(i.kind)) + " " + timeline.name(i.name) + " " +
+                   std::to_string(i.value) + " " + timeline.tracks()[i.track].name + "\n";
+          }
+        }
+        return out;
+      },
+      why_not);
 }
 
 // The toolkit's libcupti, or $TRAINSCOPE_TEST_LIBCUPTI (another build to check).
@@ -1010,26 +1025,15 @@ std::string TestLibcupti() {
 // crash without a driver: 13.2's cuptiGetVersion recurses until the stack
 // overflows). "ok <api version> <CUDA version>" or the error message.
 std::string LoadInChild(const std::string& library) {
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return "pipe failed";
-  const pid_t child = fork();
-  if (child == 0) {
-    close(pipe_fds[0]);
-    absl::StatusOr<CuptiLibrary> lib = LoadCuptiFrom(library);
-    const std::string out = lib.ok() ? "ok " + std::to_string(lib->api_version) + " " + lib->version
-                                     : std::string(lib.status().message());
-    const ssize_t written = write(pipe_fds[1], out.data(), out.size());
-    _exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
-  }
-  close(pipe_fds[1]);
-  std::string result;
-  char chunk[512];
-  for (ssize_t n; (n = read(pipe_fds[0], chunk, sizeof(chunk))) > 0;) result.append(chunk, n);
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (WIFSIGNALED(status)) return "crashed with signal " + std::to_string(WTERMSIG(status));
-  return result;
+  std::string why_not;
+  const std::string out = RunInChild(
+      [&]() -> std::string {
+        absl::StatusOr<CuptiLibrary> lib = LoadCuptiFrom(library);
+        if (!lib.ok()) return std::string(lib.status().message());
+        return "ok " + std::to_string(lib->api_version) + " " + lib->version;
+      },
+      &why_not);
+  return why_not.empty() ? out : why_not;
 }
 
 // The real libcupti of CUDA 12.2, 12.4, 12.9 and 13.0 from their PyPI
@@ -1045,7 +1049,7 @@ TEST(CuptiLibraryTest, RealLibrariesOf12And13ReportTheirVersionAndAreTakenOrRefu
   };
   const std::vector<Case> cases = {
       {"12.2.142", "libcupti.so.12",
-       "CUPTI 12.2 found (" + dir +
+       "CUPTI unavailable: CUPTI 12.2 found (" + dir +
            "/12.2.142/libcupti.so.12); this build reads CUPTI 12.4 to "
            "12.9 and 13.x"},
       {"12.4.127", "libcupti.so.12", "ok 22 12.4"},
@@ -1063,6 +1067,38 @@ TEST(CuptiLibraryTest, RealLibrariesOf12And13ReportTheirVersionAndAreTakenOrRefu
     GTEST_SKIP() << "only " << tested << " of " << cases.size() << " libcupti wheels in " << dir
                  << " (tools/deps.sh downloads them)";
   }
+}
+
+// Kineto loaded a libcupti this build refuses: the search ends there, and
+// no second libcupti (here a readable 13.0 in $CUDA_HOME) enters the process.
+TEST(CuptiLibraryTest, ARefusedLibcuptiAlreadyInTheProcessEndsTheSearch) {
+  const std::string dir = TRAINSCOPE_CUPTI_WHEELS_DIR;
+  const std::string old_lib = dir + "/12.2.142/libcupti.so.12";
+  const std::string new_lib = dir + "/13.0.85/libcupti.so.13";
+  if (access(old_lib.c_str(), R_OK) != 0 || access(new_lib.c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "libcupti 12.2 and 13.0 wheels not in " << dir
+                 << " (tools/deps.sh downloads them)";
+  }
+  trainscope::testing::TempDir toolkit;
+  const std::string lib64 = toolkit.path() + "/extras/CUPTI/lib64";
+  std::filesystem::create_directories(lib64);
+  std::filesystem::create_symlink(new_lib, lib64 + "/libcupti.so.13");
+  std::string why_not;
+  const std::string out = RunInChild(
+      [&]() -> std::string {
+        unsetenv("TRAINSCOPE_CUPTI_PATH");
+        setenv("CUDA_HOME", toolkit.path().c_str(), 1);
+        if (dlopen(old_lib.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) return "dlopen failed";
+        absl::StatusOr<const CuptiLibrary*> lib = LoadCupti();
+        const bool second =
+            dlopen((lib64 + "/libcupti.so.13").c_str(), RTLD_NOW | RTLD_NOLOAD) != nullptr;
+        return std::string(lib.ok() ? "loaded " + (*lib)->path : lib.status().message()) +
+               (second ? " +13.0 loaded" : "");
+      },
+      &why_not);
+  EXPECT_EQ(why_not, "");
+  EXPECT_EQ(out, "CUPTI unavailable: CUPTI 12.2 found (" + old_lib +
+                     "); this build reads CUPTI 12.4 to 12.9 and 13.x");
 }
 
 TEST(CuptiLibraryTest, VersionsAreNamedAndOnlyVerifiedLayoutsAreRead) {

@@ -306,6 +306,9 @@ TEST(SessionTest, ABorrowedHandleFollowsMovesAndNeverFinishesTheRun) {
   }  // destroyed: the run goes on
   EXPECT_TRUE(started->active());
   Session borrowed = internal::BorrowSession(*started);
+  EXPECT_EQ(borrowed.Finish().status().code(), absl::StatusCode::kFailedPrecondition)
+      << "only the owner finishes the run";
+  EXPECT_TRUE(started->active());
   Session owner = std::move(*started);
   borrowed.NoteResume(/*from_step=*/7, /*interrupted_at_step=*/9, /*restore_s=*/0.5);
   EXPECT_TRUE(owner.active());

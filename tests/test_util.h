@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/report.h"
+
 namespace trainscope::testing {
 
 // A fresh directory under $TMPDIR (or /tmp), removed when destroyed.
@@ -78,6 +80,20 @@ inline ProcessResult RunProcess(const std::vector<std::string>& argv,
   result.out = ReadAll(out_path);
   result.err = ReadAll(err_path);
   return result;
+}
+
+// The counter or phase named `name` in a report; null if absent.
+inline const Report::Counter* FindCounter(const Report& report, const std::string& name) {
+  for (const Report::Counter& c : report.counters) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+inline const PhaseStat* FindPhase(const Report& report, const std::string& name) {
+  for (const PhaseStat& p : report.phases) {
+    if (p.phase == name) return &p;
+  }
+  return nullptr;
 }
 
 }  // namespace trainscope::testing

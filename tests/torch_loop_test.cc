@@ -56,19 +56,8 @@ Options QuietOptions(const std::string& dir) {
   return options;
 }
 
-const Report::Counter* FindCounter(const Report& report, const std::string& name) {
-  for (const Report::Counter& c : report.counters) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
-}
-
-const PhaseStat* FindPhase(const Report& report, const std::string& name) {
-  for (const PhaseStat& p : report.phases) {
-    if (p.phase == name) return &p;
-  }
-  return nullptr;
-}
+using trainscope::testing::FindCounter;
+using trainscope::testing::FindPhase;
 
 auto SlowLoader(int64_t examples, int64_t batch_size) {
   return torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(

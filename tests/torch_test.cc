@@ -37,19 +37,8 @@ Options QuietOptions(const std::string& dir) {
   return options;
 }
 
-const Report::Counter* FindCounter(const Report& report, const std::string& name) {
-  for (const Report::Counter& c : report.counters) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
-}
-
-const PhaseStat* FindPhase(const Report& report, const std::string& name) {
-  for (const PhaseStat& p : report.phases) {
-    if (p.phase == name) return &p;
-  }
-  return nullptr;
-}
+using trainscope::testing::FindCounter;
+using trainscope::testing::FindPhase;
 
 TEST(AutocastGuardTest, CpuBf16InsideRestoredOutsideAndNested) {
   const ::torch::Tensor a = ::torch::randn({8, 8});

@@ -158,8 +158,8 @@ namespace internal {
 // libtorch::Steps): it stays valid when `session` is moved (the run's state
 // lives on the heap, shared), keeps that state alive, and never finishes
 // the run (destroying it does nothing to the run). After the run finished,
-// its calls act on the finished state: notes are kept but written nowhere,
-// Finish() returns FailedPrecondition. Cost: a shared_ptr copy.
+// its calls act on the finished state: notes are kept but written nowhere.
+// Its Finish() returns FailedPrecondition. Cost: a shared_ptr copy.
 Session BorrowSession(Session& session);
 }  // namespace internal
 

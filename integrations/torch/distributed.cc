@@ -18,6 +18,9 @@
 #endif
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -46,45 +49,81 @@ struct ProcessGroup::Impl {
   };
   internal::DeviceTimings<Events> timings{256};
   int finish_hook = 0;
-  // Not with TORCH_NCCL_BLOCKING_WAIT=1: wait() then blocks the host, and
-  // the kSync range is the collective's time already.
-  bool device_timed() const {
-    const char* blocking = std::getenv("TORCH_NCCL_BLOCKING_WAIT");
-    return backend_name == "nccl" && session.has_value() &&
-           !(blocking != nullptr && std::string(blocking) == "1");
+  bool device_timed = false;  // decided once, in the constructor
+  // Set from Create: NCCL, a session, and no blocking wait (wait() then
+  // blocks the host, and the kSync range is the collective's time already;
+  // PyTorch reads TORCH_NCCL_BLOCKING_WAIT, or NCCL_BLOCKING_WAIT, as true
+  // for 1, true, yes, y, t).
+  void DecideDeviceTiming() {
+    auto truthy = [](const char* name) {
+      const char* v = std::getenv(name);
+      if (v == nullptr) return false;
+      std::string text(v);
+      for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return text == "1" || text == "true" || text == "yes" || text == "y" || text == "t";
+    };
+    device_timed = backend_name == "nccl" && session.has_value() &&
+                   !truthy("TORCH_NCCL_BLOCKING_WAIT") && !truthy("NCCL_BLOCKING_WAIT");
+  }
+  // A CUDA error while timing turns the timing off; the collective and the
+  // run go on (it is not a dead peer).
+  template <typename Fn>
+  void Guarded(Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      device_timed = false;
+      std::fprintf(stderr, "trainscope: NCCL collective timing off: %s\n", e.what());
+    }
   }
   std::optional<Events> BeginTimed() {
-    if (!device_timed()) return std::nullopt;
-    Poll(/*wait=*/false);
-    Events events{std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault),
-                  std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault)};
-    events.start->record(c10::cuda::getCurrentCUDAStream(options.device.index()));
+    std::optional<Events> events;
+    if (!device_timed) return events;
+    Guarded([&] {
+      Poll(/*wait=*/false);
+      Events e{std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault),
+               std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault)};
+      e.start->record(c10::cuda::getCurrentCUDAStream(options.device.index()));
+      events = std::move(e);
+    });
     return events;
   }
   void EndTimed(std::optional<Events> events) {
-    if (!events) return;
-    events->end->record(c10::cuda::getCurrentCUDAStream(options.device.index()));
-    timings.Add(CurrentStep(), std::move(*events));
+    if (!events || !device_timed) return;
+    Guarded([&] {
+      events->end->record(c10::cuda::getCurrentCUDAStream(options.device.index()));
+      timings.Add(CurrentStep(), std::move(*events));
+    });
   }
-  // Hands the finished collectives' times to the session; with `wait`,
-  // waits for the others first (Finish, the group's end).
+  // Hands the finished collectives' times to the session. With `wait`
+  // (Finish, the group's end), first waits up to 2 s for the others: a
+  // collective hung on a dead peer must not hold up the report; what is
+  // still running then is left out. Never throws.
   void Poll(bool wait) {
-    timings.Poll(
-        [&](const Events& e) -> std::optional<double> {
-          if (wait) e.end->synchronize();
-          if (!e.end->query()) return std::nullopt;
-          return e.start->elapsed_time(*e.end) / 1e3;
-        },
-        [&](int64_t step, double seconds) {
-          if (step >= 0) session->AddStepSyncTime(step, seconds);
-        });
+    if (!device_timed && timings.pending() == 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    Guarded([&] {
+      while (true) {
+        timings.Poll(
+            [&](const Events& e) -> std::optional<double> {
+              if (!e.end->query()) return std::nullopt;
+              return e.start->elapsed_time(*e.end) / 1e3;
+            },
+            [&](int64_t step, double seconds) {
+              if (step >= 0) session->AddStepSyncTime(step, seconds);
+            });
+        if (!wait || timings.pending() == 0 || std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
   }
 #endif
 };
 
 ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
 #if TRAINSCOPE_TORCH_NCCL
-  if (impl_->device_timed()) {
+  impl_->DecideDeviceTiming();
+  if (impl_->device_timed) {
     Impl* raw = impl_.get();
     impl_->finish_hook = impl_->session->AddFinishHook([raw] { raw->Poll(/*wait=*/true); });
   }
@@ -93,13 +132,8 @@ ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 ProcessGroup::~ProcessGroup() {
 #if TRAINSCOPE_TORCH_NCCL
-  if (impl_->device_timed()) {
-    impl_->session->RemoveFinishHook(impl_->finish_hook);
-    try {
-      impl_->Poll(/*wait=*/true);
-    } catch (const std::exception&) {  // a device error: the times are lost, nothing else
-    }
-  }
+  if (impl_->finish_hook != 0) impl_->session->RemoveFinishHook(impl_->finish_hook);
+  impl_->Poll(/*wait=*/true);
 #endif
 }
 

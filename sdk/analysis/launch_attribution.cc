@@ -108,9 +108,11 @@ LaunchAttribution AttributeLaunches(Timeline* timeline) {
     if (i.value >= 0 && call != calls.end()) {
       const TimestampNs t = call->second->start_ns;
       const Segment* seg = SegmentAt(segments, call->second->track, t);
-      if (seg == nullptr) {
-        // A thread with no range open (autograd's device threads): the
-        // phase open on the thread that owns the step open at the call.
+      if (seg == nullptr && segments.count(call->second->track) == 0) {
+        // A thread that holds no ranges (autograd's device threads): the
+        // phase open on the thread that owns the step open at the call. A
+        // thread with ranges of its own (a loader, a side thread) keeps
+        // its launches outside them unattributed.
         const Interval* step = steps.At(t);
         if (step != nullptr && step->track != call->second->track) {
           seg = SegmentAt(segments, step->track, t);

@@ -5,7 +5,7 @@
 // that launched it; that call ran on a host thread at a known time; the
 // innermost phase range open on that thread at that time is the phase that
 // launched the kernel, and its step is the kernel's step. A call from a
-// thread with no range open there (LibTorch runs CUDA backward on its own
+// thread that holds no ranges (LibTorch runs CUDA backward on its own
 // per-device autograd threads, "pt_autograd_<device>", which hold no
 // trainscope range) takes the innermost phase open, at the call's time, on
 // the thread that owns the step open then (the thread that recorded the

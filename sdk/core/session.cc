@@ -134,7 +134,7 @@ struct Session::Impl {
   std::unique_ptr<cupti::Collector> collector;
   std::string device_status = "off";
   uint32_t generation = 0;
-  bool finished = false;
+  std::atomic<bool> finished{false};  // read by borrowed handles on other threads
   core::ProcessStart process_start;
   std::optional<double> submit_unix_s;
   Report report;  // environment facts at Start; analysis at Finish
@@ -829,6 +829,11 @@ absl::StatusOr<Report> Session::Finish() {
   if (impl_ == nullptr || impl_->finished) {
     return absl::FailedPreconditionError("trainscope session already finished");
   }
+  if (!owner_) {
+    return absl::FailedPreconditionError(
+        "trainscope: Finish() on a borrowed session handle (StepScope::session() in Steps(), "
+        "or a checkpointer's); finish the Session object itself");
+  }
   Impl& s = *impl_;
   {
     std::vector<std::pair<int, std::function<void()>>> hooks;
@@ -836,7 +841,13 @@ absl::StatusOr<Report> Session::Finish() {
       std::lock_guard<std::mutex> lock(s.mu);
       hooks = s.finish_hooks;
     }
-    for (auto& [id, hook] : hooks) hook();  // unlocked: hooks may record into the session
+    for (auto& [id, hook] : hooks) {  // unlocked: hooks may record into the session
+      try {
+        hook();
+      } catch (const std::exception& e) {  // a hook's failure must not stop the report
+        std::fprintf(stderr, "trainscope: a finish hook failed: %s\n", e.what());
+      }
+    }
   }
   const TimestampNs finish_ns = NowNs();
   detail::g_generation.store(0, std::memory_order_release);

@@ -98,7 +98,7 @@ class Collector {
   // enables CONCURRENT_KERNEL, MEMCPY, MEMSET, SYNCHRONIZATION, RUNTIME, DRIVER
   // and OVERHEAD. Errors: Unavailable with a one-line reason starting
   // "CUPTI unavailable: " ("...: no CUDA driver: libcuda.so.1 not found",
-  // "...: libcupti not found (...)", "CUPTI 12.2 found (PATH); this build
+  // "...: libcupti not found (...)", "...: CUPTI 12.2 found (PATH); this build
   // reads CUPTI 12.4 to 12.9 and 13.x", "...: cuptiActivityEnable
   // (CONCURRENT_KERNEL) failed: CUPTI_ERROR_..."); InvalidArgument for bad
   // options; FailedPrecondition while another Collector runs.

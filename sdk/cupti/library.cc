@@ -167,10 +167,12 @@ absl::StatusOr<CuptiLibrary> LoadCuptiFrom(const std::string& path) {
   }
   const CuptiVersion version = DescribeCuptiVersion(lib.api_version);
   lib.version = version.name;
+  // From here on the library ran code and may hold process state (an
+  // atexit hook, threads): it stays loaded, unused, rather than be unloaded.
   if (!version.readable) {
-    dlclose(handle);
-    return absl::UnavailableError(fmt::format("CUPTI {} found ({}); this build reads {}",
-                                              version.name, path, kReadableCupti));
+    return absl::UnavailableError(
+        fmt::format("CUPTI unavailable: CUPTI {} found ({}); this build reads {}", version.name,
+                    path, kReadableCupti));
   }
   Bind(handle, "cuptiActivityEnable", &lib.activity_enable, &missing);
   Bind(handle, "cuptiActivityDisable", &lib.activity_disable, &missing);
@@ -192,7 +194,6 @@ absl::StatusOr<CuptiLibrary> LoadCuptiFrom(const std::string& path) {
   Bind(handle, "cuptiActivityEnableAllSyncRecords", &lib.activity_enable_all_sync_records,
        &optional);
   if (!missing.empty()) {
-    dlclose(handle);
     return absl::UnavailableError(fmt::format("CUPTI unavailable: {} lacks {}; this build reads {}",
                                               path, missing, kReadableCupti));
   }
@@ -206,6 +207,10 @@ absl::StatusOr<const CuptiLibrary*> LoadCupti() {
   if (loaded != nullptr) return loaded;
   std::string refused;  // the first library found and refused, and why
   for (const std::string& path : CuptiCandidates()) {
+    // A libcupti someone else already loaded (Kineto's) is the process's
+    // CUPTI: refusing it ends the search, a second one is never loaded.
+    void* resident = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (resident != nullptr) dlclose(resident);
     absl::StatusOr<CuptiLibrary> lib = LoadCuptiFrom(path);
     if (lib.ok()) {
       loaded = new CuptiLibrary(*std::move(lib));  // never freed, like the library
@@ -214,6 +219,7 @@ absl::StatusOr<const CuptiLibrary*> LoadCupti() {
     if (refused.empty() && lib.status().message().find("cannot load") == absl::string_view::npos) {
       refused = std::string(lib.status().message());
     }
+    if (resident != nullptr) break;
   }
   if (!refused.empty()) return absl::UnavailableError(refused);
   return absl::UnavailableError(

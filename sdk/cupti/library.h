@@ -11,8 +11,10 @@
 // thread, copy and sync type) sit at the same offsets in the records that
 // CUPTI 12.4 to 12.9 and 13.0 to 13.2 emit (checked on their headers;
 // docs/gpu-validation.md), so those versions are read and others refused
-// with one line: "CUPTI 12.2 found (PATH); this build reads CUPTI 12.4 to
-// 12.9 and 13.x". Records are only walked with cuptiActivityGetNextRecord
+// with one line: "CUPTI unavailable: CUPTI 12.2 found (PATH); this build
+// reads CUPTI 12.4 to 12.9 and 13.x". A refused libcupti already in the
+// process (Kineto's) ends the search: never a second CUPTI in a process.
+// Records are only walked with cuptiActivityGetNextRecord
 // (12.x records are shorter than the 13.0 structs: never copy a struct).
 //
 // Load only after checking that a CUDA driver is present: some libcupti
@@ -107,8 +109,8 @@ absl::StatusOr<const CuptiLibrary*> LoadCupti();
 // Loads the library at exactly `path` (tests; TRAINSCOPE_CUPTI_PATH) and
 // checks its version. Does not touch the process's cached library. Errors:
 // Unavailable naming the path: cannot load, lacks a function, cuptiGetVersion
-// failed, or "CUPTI 12.2 found (PATH); this build reads ..." (the library is
-// closed again then).
+// failed, or "CUPTI unavailable: CUPTI 12.2 found (PATH); this build reads
+// ..." (a library whose cuptiGetVersion ran stays loaded, unused).
 absl::StatusOr<CuptiLibrary> LoadCuptiFrom(const std::string& path);
 
 }  // namespace trainscope::cupti

@@ -144,7 +144,9 @@ InstrumentedLoader<Iterable> Instrument(Iterable& source) {
 // "loader.batch" as Instrument records them) and hands out both; the step
 // closes when the iteration ends (the next ++, a break, or an exception
 // leaving the loop). The fetch that finds the end discards its step, so
-// a loader of n batches makes n steps. See the loop at the top of this file.
+// a loader of n batches makes n steps; its wait (LibTorch knows its end:
+// microseconds) is tagged with the discarded index, which the next epoch's
+// first step reuses. See the loop at the top of this file.
 // `source` must outlive the range (`session` may move: the range keeps a
 // handle on its run); one thread drives it.
 // Cost per batch: a step scope and about two scope costs.
@@ -159,6 +161,10 @@ class StepLoop {
       : session_(trainscope::internal::BorrowSession(session)),
         source_(&source),
         next_(first.value) {}
+  // Not copied or moved: its iterator and open step point into it (Steps()
+  // returns it without a move, C++17's guaranteed elision).
+  StepLoop(const StepLoop&) = delete;
+  StepLoop& operator=(const StepLoop&) = delete;
 
   // What each iteration hands out: `auto& [step, batch]`.
   struct Item {
