@@ -431,6 +431,98 @@ TEST(SessionTest, ReportCarriesTheBaselineRecord) {
   EXPECT_GT(r->timing.total_s, r->timing.steps_s);
 }
 
+// MLPerf's rule: the clock stops at the first evaluation that meets the
+// target; a later, worse value decides `passed` but not the time.
+TEST(SessionTest, TimeToTargetIsTheFirstEvaluationThatMeetsIt) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  const absl::StatusOr<core::ProcessStart> start = core::ReadProcessStart();
+  ASSERT_TRUE(start.ok());
+  session->SetQualityTarget("eval_mse", 0.5, /*higher_is_better=*/false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  TimestampNs before = 0, after = 0;
+  for (int i = 0; i < 6; ++i) {
+    {
+      StepScope step(*session, i);
+      TRAINSCOPE_PHASE(kForward);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (i == 1) {
+      EXPECT_TRUE(session->RecordQuality("eval_mse", 0.9).ok());
+    }
+    if (i == 3) {
+      before = NowNs();
+      EXPECT_TRUE(session->RecordQuality("eval_mse", 0.4).ok());
+      after = NowNs();
+    }
+    if (i == 5) {
+      EXPECT_TRUE(session->RecordQuality("eval_mse", 0.6).ok());
+    }
+  }
+  const absl::Status other = session->RecordQuality("top1", 0.3);
+  EXPECT_EQ(other.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(other.message().find("\"eval_mse\""), std::string::npos) << other;
+  EXPECT_EQ(session->RecordQuality("eval_mse", std::nan("")).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(session->Finish().ok());
+
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Acceptance& a = r->acceptance;
+  EXPECT_EQ(a.metric, "eval_mse");
+  EXPECT_EQ(a.evaluations, 3);
+  EXPECT_EQ(a.value, 0.6);
+  EXPECT_EQ(a.passed, false);
+  ASSERT_TRUE(a.time_to_target_s.has_value());
+  EXPECT_GE(*a.time_to_target_s, (before - start->monotonic_ns) / 1e9);
+  EXPECT_LE(*a.time_to_target_s, (after - start->monotonic_ns) / 1e9);
+  ASSERT_TRUE(a.time_to_target_from_first_step_s.has_value());
+  EXPECT_NEAR(*a.time_to_target_from_first_step_s, *a.time_to_target_s - r->timing.startup_s, 1e-9);
+  EXPECT_GT(*a.time_to_target_from_first_step_s, 0.03);  // after steps 0 to 3
+}
+
+TEST(SessionTest, ATargetNeverMetHasNoTimeToTarget) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  session->SetQualityTarget("top1", 0.75, /*higher_is_better=*/true);
+  {
+    StepScope step(*session, 0);
+    TRAINSCOPE_PHASE(kForward);
+  }
+  EXPECT_TRUE(session->RecordQuality("top1", 0.7).ok());
+  ASSERT_TRUE(session->Finish().ok());
+  const std::string text = testing::ReadAll(dir.File("report.json"));
+  EXPECT_TRUE(text.find("\"time_to_target_s\":null") != std::string::npos ||
+              text.find("\"time_to_target_s\": null") != std::string::npos)
+      << text;
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->acceptance.passed, false);
+  EXPECT_EQ(r->acceptance.evaluations, 1);
+  EXPECT_FALSE(r->acceptance.time_to_target_s.has_value());
+  EXPECT_FALSE(r->acceptance.time_to_target_from_first_step_s.has_value());
+}
+
+// `trainscope experiment` points each trial of an unchanged program at its
+// own directory through the environment.
+TEST(SessionTest, TheOutputDirectoryFromTheEnvironmentWins) {
+  TempDir dir;
+  const std::string chosen = dir.File("from-env");
+  setenv("TRAINSCOPE_OUTPUT_DIR", chosen.c_str(), 1);
+  auto session = Session::Start(QuietOptions(dir.File("from-options")));
+  unsetenv("TRAINSCOPE_OUTPUT_DIR");
+  ASSERT_TRUE(session.ok()) << session.status();
+  {
+    StepScope step(*session, 0);
+    TRAINSCOPE_PHASE(kForward);
+  }
+  ASSERT_TRUE(session->Finish().ok());
+  EXPECT_EQ(access((chosen + "/report.json").c_str(), R_OK), 0);
+  EXPECT_NE(access(dir.File("from-options/report.json").c_str(), R_OK), 0);
+}
+
 TEST(SessionTest, WithoutACudaDriverTheDeviceTimelineIsReportedUnavailable) {
   TempDir dir;
   auto session = Session::Start(QuietOptions(dir.path()));

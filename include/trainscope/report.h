@@ -42,6 +42,11 @@ struct Acceptance {
   std::optional<double> value;   // the achieved value
   bool higher_is_better = false;
   std::optional<bool> passed;    // value vs target; empty if either is unset
+  int64_t evaluations = 0;       // values recorded (RecordQuality, SetAcceptance)
+  // The first evaluation that met the target: seconds from process start,
+  // and from the first step's begin (startup_s less); empty if never met.
+  std::optional<double> time_to_target_s;
+  std::optional<double> time_to_target_from_first_step_s;
 };
 
 struct Report {

@@ -44,6 +44,9 @@ enum Sink : uint32_t {
 // How a Session is set up. Every field has a usable default.
 struct Options {
   // Where trace.json and report.json go; created (with parents) if missing.
+  // The environment variable TRAINSCOPE_OUTPUT_DIR, when set and not empty,
+  // replaces it: `trainscope experiment` points each trial of an unchanged
+  // program at its own directory that way.
   std::string output_dir = "trainscope-out";
   // A name for the run, stored in the report and trace.
   std::string run_name = "run";
@@ -187,8 +190,23 @@ class Session {
   // Adds or replaces a configuration key/value in the report.
   void SetConfig(std::string_view key, std::string_view value);
 
-  // Sets the acceptance criterion: `metric` reached `value`, and must reach
-  // `target` (at least, or at most when !higher_is_better).
+  // Declares the quality target: `metric` must reach `target` (at least, or
+  // at most when !higher_is_better). Call it before the first evaluation so
+  // that RecordQuality can time when the target is first met. Replaces an
+  // earlier target (and its evaluations) for another metric. Cost: a lock.
+  void SetQualityTarget(std::string_view metric, double target, bool higher_is_better);
+  // Records an evaluation of the quality metric, now (at an eval point).
+  // report.acceptance.value becomes `value` and `passed` compares it with
+  // the target; the first value that meets the target sets
+  // acceptance.time_to_target_s (from process start, and from the first
+  // step), the time to result that `trainscope experiment` compares.
+  // Without a declared target the value is recorded and `passed` stays
+  // empty. Errors: InvalidArgument, nothing recorded, for a NaN or for a
+  // metric other than the declared one. Cost: a lock and a clock read;
+  // nothing is kept per evaluation.
+  absl::Status RecordQuality(std::string_view metric, double value);
+  // SetQualityTarget(metric, target, higher_is_better) then
+  // RecordQuality(metric, value): the value the run reached, recorded now.
   void SetAcceptance(std::string_view metric, double target, double value,
                      bool higher_is_better);
 

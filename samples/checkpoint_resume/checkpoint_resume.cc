@@ -18,14 +18,15 @@
 // re-done after a kill: the last finished step, from DIR/progress, minus the
 // step of the checkpoint it resumed from). The trainscope report, with the
 // same figures and the Young/Daly interval advice, goes to DIR/report/.
+#include <ATen/CPUGeneratorImpl.h>
 #include <fcntl.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cinttypes>
-#include <optional>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -44,6 +45,7 @@ ABSL_FLAG(int64_t, steps, 100, "train until this step (1-based) has finished");
 ABSL_FLAG(int64_t, save_every, 10, "commit a checkpoint after every K steps");
 ABSL_FLAG(int, keep_last, 3, "checkpoints kept (plus none other)");
 ABSL_FLAG(int64_t, seed, 7, "seed of the model and the data");
+ABSL_FLAG(double, lr, 1e-2, "Adam learning rate");
 ABSL_FLAG(bool, async, false,
           "persist checkpoints on a background thread (AsyncCheckpointer): only the snapshot "
           "blocks training");
@@ -52,6 +54,9 @@ ABSL_FLAG(std::string, on_save_error, "stop",
           "or 'continue' (train on, try again at the next save)");
 ABSL_FLAG(int64_t, fail_writes_after_bytes, -1,
           "testing: checkpoint writes fail with ENOSPC once this many bytes were written");
+ABSL_FLAG(double, target_mse, 0.25,
+          "acceptance: the held-out MSE to reach; evaluated at every save and at the end (the "
+          "report's time to target counts from this process's start)");
 ABSL_FLAG(double, mtbf_hours, 24,
           "mean time between failures to plan for: the report's Young/Daly interval advice");
 
@@ -135,8 +140,26 @@ int main(int argc, char** argv) {
   torch::manual_seed(absl::GetFlag(FLAGS_seed));
   torch::nn::Sequential model(torch::nn::Linear(16, 64), torch::nn::ReLU(),
                               torch::nn::Dropout(0.1), torch::nn::Linear(64, 1));
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  torch::optim::Adam optimizer(model->parameters(),
+                               torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
   const torch::Tensor w = torch::randn({16, 1});  // the task, from the seed
+  // A held-out set from its own generator: evaluating never draws from the
+  // global RNG, so resumed runs stay identical to uninterrupted ones.
+  at::Generator eval_gen = at::make_generator<at::CPUGeneratorImpl>(absl::GetFlag(FLAGS_seed) + 1);
+  const torch::Tensor eval_x = at::randn({256, 16}, eval_gen);
+  const torch::Tensor eval_y = eval_x.matmul(w);
+  session->SetQualityTarget("eval_mse", absl::GetFlag(FLAGS_target_mse),
+                            /*higher_is_better=*/false);
+  auto evaluate = [&] {
+    TRAINSCOPE_PHASE(kEval);
+    torch::NoGradGuard no_grad;
+    model->eval();  // no dropout
+    const double mse = torch::mse_loss(model->forward(eval_x), eval_y).item<double>();
+    model->train();
+    if (absl::Status recorded = session->RecordQuality("eval_mse", mse); !recorded.ok()) {
+      std::fprintf(stderr, "checkpoint_resume: %s\n", recorded.ToString().c_str());
+    }
+  };
   trainscope::libtorch::TrainingState state;
   state.Add("model", *model);
   state.Add("optimizer", optimizer);
@@ -249,6 +272,7 @@ int main(int argc, char** argv) {
                    Since(process_start), restore_s);
     }
     const bool preempted = guard.requested();
+    if (i % save_every == 0 || i == steps) evaluate();
     if ((i % save_every == 0 || preempted) && !save(i)) exit_code = 1;
     if (preempted && exit_code == 0 && async) {
       if (absl::Status persisted = async->Wait(); !persisted.ok()) {

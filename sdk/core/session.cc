@@ -185,7 +185,8 @@ struct Session::Impl {
   double fullest = 0;             // the fullest ring at the last drain, 0 to 1
   double intervals_per_ns = 0;    // drained, smoothed over drains
 
-  std::mutex mu;  // guards report.config, report.acceptance, memory, report.memory,
+  TimestampNs target_met_ns = 0;  // the first evaluation meeting the target; 0: none yet
+  std::mutex mu;  // guards report.config, report.acceptance, target_met_ns, memory, report.memory,
                   // report.distributed, report.checkpoint, stop
   struct MemorySample {
     int64_t current = -1, peak = -1;
@@ -570,6 +571,9 @@ absl::Status Session::Impl::WriteOutputs() {
 }
 
 absl::StatusOr<Session> Session::Start(Options options) {
+  if (const char* dir = std::getenv("TRAINSCOPE_OUTPUT_DIR"); dir != nullptr && *dir != 0) {
+    options.output_dir = dir;
+  }
   if (absl::Status status = ValidateOptions(options); !status.ok()) return status;
   if (g_session_active.exchange(true)) {
     return absl::FailedPreconditionError(
@@ -814,15 +818,45 @@ void Session::SetConfig(std::string_view key, std::string_view value) {
   impl_->report.config.emplace_back(std::string(key), std::string(value));
 }
 
-void Session::SetAcceptance(std::string_view metric, double target, double value,
-                            bool higher_is_better) {
+void Session::SetQualityTarget(std::string_view metric, double target, bool higher_is_better) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Acceptance& a = impl_->report.acceptance;
-  a.metric = std::string(metric);
+  if (a.metric != metric) {
+    a = Acceptance{};
+    impl_->target_met_ns = 0;
+    a.metric = std::string(metric);
+  }
   a.target = target;
-  a.value = value;
   a.higher_is_better = higher_is_better;
-  a.passed = higher_is_better ? value >= target : value <= target;
+  if (a.value) a.passed = higher_is_better ? *a.value >= target : *a.value <= target;
+}
+
+absl::Status Session::RecordQuality(std::string_view metric, double value) {
+  const TimestampNs now = NowNs();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Acceptance& a = impl_->report.acceptance;
+  if (!a.metric.empty() && a.metric != metric) {
+    return absl::InvalidArgumentError(fmt::format(
+        "RecordQuality(\"{}\"): the quality metric of this run is \"{}\"", metric, a.metric));
+  }
+  if (std::isnan(value)) {
+    return absl::InvalidArgumentError(fmt::format("RecordQuality(\"{}\"): value is NaN", metric));
+  }
+  a.metric = std::string(metric);
+  a.value = value;
+  ++a.evaluations;
+  if (a.target) {
+    a.passed = a.higher_is_better ? value >= *a.target : value <= *a.target;
+    if (*a.passed && impl_->target_met_ns == 0) impl_->target_met_ns = now;
+  }
+  return absl::OkStatus();
+}
+
+void Session::SetAcceptance(std::string_view metric, double target, double value,
+                            bool higher_is_better) {
+  SetQualityTarget(metric, target, higher_is_better);
+  // Only a NaN is refused, and then the run simply did not reach its target.
+  (void)RecordQuality(metric, value);
 }
 
 absl::StatusOr<Report> Session::Finish() {
@@ -913,6 +947,13 @@ absl::StatusOr<Report> Session::Finish() {
   s.fold->Finish(clock, &s.report);
   std::lock_guard<std::mutex> lock(s.mu);
   s.SummarizeCountersAndCheckpoints();
+  if (s.target_met_ns != 0) {
+    Acceptance& a = s.report.acceptance;
+    a.time_to_target_s = (s.target_met_ns - s.process_start.monotonic_ns) / 1e9;
+    if (s.report.timing.steps > 0) {
+      a.time_to_target_from_first_step_s = *a.time_to_target_s - s.report.timing.startup_s;
+    }
+  }
   s.report.overhead.per_scope_ns = s.scope_cost_ns;
   s.report.overhead.estimated_share =
       s.report.timing.total_s > 0

@@ -201,6 +201,9 @@ std::string ReportToJson(const Report& r) {
   j.Key("value").Number(r.acceptance.value);
   j.Key("higher_is_better").Bool(r.acceptance.higher_is_better);
   j.Key("passed").Bool(r.acceptance.passed);
+  j.Key("evaluations").Int(r.acceptance.evaluations);
+  j.Key("time_to_target_s").Number(r.acceptance.time_to_target_s);
+  j.Key("time_to_target_from_first_step_s").Number(r.acceptance.time_to_target_from_first_step_s);
   j.EndObject();
 
   j.Key("recommendation").String(r.recommendation);
@@ -571,6 +574,12 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   acceptance.OptionalNumber("value", &r.acceptance.value);
   acceptance.Bool("higher_is_better", &r.acceptance.higher_is_better);
   acceptance.OptionalBool("passed", &r.acceptance.passed);
+  if (acceptance.valid() && acceptance.Has("time_to_target_s")) {  // written since 2026-12-05
+    acceptance.Integer("evaluations", &r.acceptance.evaluations);
+    acceptance.OptionalNumber("time_to_target_s", &r.acceptance.time_to_target_s);
+    acceptance.OptionalNumber("time_to_target_from_first_step_s",
+                              &r.acceptance.time_to_target_from_first_step_s);
+  }
 
   doc.String("recommendation", &r.recommendation);
   if (!status.ok()) return status;
