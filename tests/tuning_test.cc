@@ -1,0 +1,308 @@
+// Experiments' statistics and verdict (sdk/tuning) on seeded synthetic
+// trials: the rank test against brute-force enumeration, Holm, the
+// bootstrap, and the error rates issue 17 sets for the verdict, with and
+// without sequential stopping.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sdk/tuning/statistics.h"
+#include "sdk/tuning/verdict.h"
+
+namespace trainscope::tuning {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+TEST(StatisticsTest, MediansAndRatiosNeverComeOutNaN) {
+  EXPECT_EQ(Median({3, 1, 2}), 2);
+  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(Median({1, kInf, kInf}), kInf);
+  EXPECT_EQ(Median({1, 2, kInf, kInf}), kInf);  // half failed: the median failed
+  EXPECT_EQ(Median({1, 2, 3, kInf}), 2.5);
+  EXPECT_TRUE(std::isnan(Median({})));
+  EXPECT_EQ(RatioOfMedians(2, 1), 0.5);
+  EXPECT_EQ(RatioOfMedians(kInf, kInf), 1);
+  EXPECT_EQ(RatioOfMedians(kInf, 3), 0);
+  EXPECT_EQ(RatioOfMedians(3, kInf), kInf);
+  EXPECT_EQ(RatioOfMedians(0, 0), 1);
+  EXPECT_EQ(RatioOfMedians(0, 2), kInf);
+  EXPECT_EQ(RatioOfMedians(2, 0), 0);
+}
+
+// The p-value by enumerating every way to split the pooled values.
+double BruteForceP(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> pooled = a;
+  pooled.insert(pooled.end(), b.begin(), b.end());
+  const size_t n = pooled.size();
+  std::vector<double> ranks(n);
+  for (size_t i = 0; i < n; ++i) {
+    double less = 0, equal = 0;
+    for (size_t j = 0; j < n; ++j) {
+      less += pooled[j] < pooled[i];
+      equal += pooled[j] == pooled[i];
+    }
+    ranks[i] = less + (equal + 1) / 2;
+  }
+  double observed = 0;
+  for (size_t i = 0; i < a.size(); ++i) observed += ranks[i];
+  const double expected = a.size() * (n + 1) / 2.0;
+  int64_t extreme = 0, total = 0;
+  for (uint32_t mask = 0; mask < (1u << n); ++mask) {
+    if (static_cast<size_t>(__builtin_popcount(mask)) != a.size()) continue;
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (mask & (1u << i)) sum += ranks[i];
+    }
+    ++total;
+    extreme += std::fabs(sum - expected) >= std::fabs(observed - expected) - 1e-9;
+  }
+  return static_cast<double>(extreme) / total;
+}
+
+TEST(StatisticsTest, MannWhitneyIsTheExactPermutationTestWithTies) {
+  EXPECT_NEAR(MannWhitneyP({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}), 2.0 / 252, 1e-12);
+  EXPECT_EQ(MannWhitneyP({1, 2, 3}, {1, 2, 3}), 1);
+  EXPECT_EQ(MannWhitneyP({}, {1}), 1);
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int> value(0, 6);  // coarse: many ties
+  std::uniform_int_distribution<int> size(1, 7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<double> a(size(rng)), b(size(rng));
+    for (double& x : a) x = value(rng) == 6 ? kInf : value(rng);  // failures as +inf
+    for (double& x : b) x = value(rng) == 6 ? kInf : value(rng) + 1;
+    EXPECT_NEAR(MannWhitneyP(a, b), BruteForceP(a, b), 1e-12) << round;
+  }
+}
+
+TEST(StatisticsTest, LargeSamplesUseTheNormalApproximation) {
+  std::vector<double> a, b;
+  for (int i = 0; i < 40; ++i) {
+    a.push_back(i);
+    b.push_back(i);
+  }
+  EXPECT_NEAR(MannWhitneyP(a, b), 1, 1e-9);
+  for (double& x : b) x += 40;
+  EXPECT_LT(MannWhitneyP(a, b), 1e-10);
+  // b = a + 10, by hand: R_a = 55 + sum over v = 10..39 of (2v - 8.5) =
+  // 1270, U = 1270 - 820 = 450; 30 ties of two: sigma^2 = 40 * 40 / 12 *
+  // (81 - 180 / 6320) = 10796.2; z = (|450 - 800| - 0.5) / 103.905 = 3.3637;
+  // two-sided p = erfc(z / sqrt 2) = 7.6917e-4.
+  for (double& x : b) x -= 30;
+  EXPECT_NEAR(MannWhitneyP(a, b), 7.6917e-4, 1e-8);
+}
+
+TEST(StatisticsTest, HolmStepsDown) {
+  const std::vector<double> adjusted = HolmAdjust({0.01, 0.04, 0.03});
+  EXPECT_NEAR(adjusted[0], 0.03, 1e-12);
+  EXPECT_NEAR(adjusted[1], 0.06, 1e-12);
+  EXPECT_NEAR(adjusted[2], 0.06, 1e-12);
+  EXPECT_EQ(HolmAdjust({0.6, 0.7})[1], 1.0);
+}
+
+TEST(StatisticsTest, TheBootstrapIsDeterministicAndCoversTheTrueRatio) {
+  EXPECT_EQ(BootstrapRatioOfMedians({2, 2, 2}, {1, 1, 1}, 0.95, 1000, 1).low, 0.5);
+  const Interval once = BootstrapRatioOfMedians({1, 2, 3, 4}, {2, 3, 4, 5}, 0.95, 2000, 7);
+  const Interval again = BootstrapRatioOfMedians({1, 2, 3, 4}, {2, 3, 4, 5}, 0.95, 2000, 7);
+  EXPECT_EQ(once.low, again.low);
+  EXPECT_EQ(once.high, again.high);
+  // Coverage with 10 trials a side, 3% noise, true ratio 0.9.
+  std::mt19937_64 rng(11);
+  std::lognormal_distribution<double> noise(0, 0.03);
+  int covered = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::vector<double> a(10), b(10);
+    for (double& x : a) x = 100 * noise(rng);
+    for (double& x : b) x = 90 * noise(rng);
+    const Interval ci = BootstrapRatioOfMedians(a, b, 0.95, 2000, round);
+    covered += ci.low <= 0.9 && 0.9 <= ci.high;
+  }
+  EXPECT_GE(covered, 180);  // nominal 190; the percentile bootstrap runs a little narrow
+}
+
+// --- The verdict on synthetic experiments -------------------------------
+
+// Times to target with 3% lognormal noise (run-to-run noise of a training
+// job on a quiet machine); `factor` scales the variant's.
+struct Scenario {
+  double factor = 1;
+  double fail_probability = 0;  // the variant's
+};
+
+TrialOutcome Trial(std::mt19937_64& rng, double median) {
+  std::lognormal_distribution<double> noise(0, 0.03);
+  TrialOutcome t;
+  t.objective = median * noise(rng);
+  t.resource_hours = t.objective / 3600;
+  t.p99_step_ms = 20 * noise(rng);
+  t.peak_memory_bytes = 1e9;
+  return t;
+}
+
+struct Run {
+  bool accepted = false;
+  int trials = 0;
+  std::string reason;
+};
+
+// A fixed design of `repeats` per variant, or a sequential one up to
+// `repeats` when `sequential`.
+Run Experiment(uint64_t seed, const Scenario& s, int repeats, bool sequential) {
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution fails(s.fail_probability);
+  std::vector<VariantOutcomes> variants = {{"A", {}}, {"B", {}}};
+  VerdictOptions options;
+  options.seed = seed;
+  SequentialOptions stop;
+  stop.max_repeats = repeats;
+  while (true) {
+    variants[0].trials.push_back(Trial(rng, 100));
+    TrialOutcome b = Trial(rng, 100 * s.factor);
+    b.failed = fails(rng);
+    if (b.failed) b.objective = 0;
+    variants[1].trials.push_back(b);
+    const int done = static_cast<int>(variants[0].trials.size());
+    if (sequential ? ShouldContinue(variants, options, stop) != Continue::kYes : done >= repeats) {
+      break;
+    }
+  }
+  const Verdict v = Decide(variants, options);
+  return {v.accepted.has_value(), static_cast<int>(2 * variants[0].trials.size()), v.reason};
+}
+
+struct Rates {
+  int accepted = 0;
+  double mean_trials = 0;
+};
+
+Rates Repeat(const Scenario& s, int repeats, bool sequential) {
+  Rates r;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const Run run = Experiment(seed, s, repeats, sequential);
+    r.accepted += run.accepted;
+    r.mean_trials += run.trials / 100.0;
+  }
+  return r;
+}
+
+TEST(VerdictTest, NoiseAloneIsNotAccepted) {
+  const Rates aa = Repeat({1.0}, 5, false);
+  std::printf("A/A, 5 repeats: %d of 100 accepted (goal <= 5)\n", aa.accepted);
+  EXPECT_LE(aa.accepted, 5);
+  const Rates aa10 = Repeat({1.0}, 10, false);
+  std::printf("A/A, 10 repeats: %d of 100 accepted (goal <= 5)\n", aa10.accepted);
+  EXPECT_LE(aa10.accepted, 5);
+}
+
+TEST(VerdictTest, ATrueTenPercentGainIsAcceptedWithFiveRepeats) {
+  const Rates ab = Repeat({0.9}, 5, false);
+  std::printf("10%% gain, 5 repeats: %d of 100 accepted (goal >= 90)\n", ab.accepted);
+  EXPECT_GE(ab.accepted, 90);
+}
+
+TEST(VerdictTest, SequentialStoppingReachesTheSameErrorRatesWithFewerTrials) {
+  const Rates fixed_aa = Repeat({1.0}, 10, false), fixed_ab = Repeat({0.9}, 10, false);
+  const Rates seq_aa = Repeat({1.0}, 10, true), seq_ab = Repeat({0.9}, 10, true);
+  const double fixed = (fixed_aa.mean_trials + fixed_ab.mean_trials) / 2;
+  const double seq = (seq_aa.mean_trials + seq_ab.mean_trials) / 2;
+  std::printf(
+      "fixed 10 repeats: A/A %d accepted, 10%% gain %d accepted, %.1f trials per experiment\n"
+      "sequential (3 to 10): A/A %d accepted (%.1f trials), 10%% gain %d accepted (%.1f "
+      "trials); mean %.1f trials = %.0f%% of the fixed design (goal <= 60%%)\n",
+      fixed_aa.accepted, fixed_ab.accepted, fixed, seq_aa.accepted, seq_aa.mean_trials,
+      seq_ab.accepted, seq_ab.mean_trials, seq, 100 * seq / fixed);
+  EXPECT_LE(seq_aa.accepted, 5);
+  EXPECT_GE(seq_ab.accepted, 90);
+  EXPECT_LE(seq, 0.6 * fixed);
+}
+
+VariantOutcomes Trials(const std::string& name, std::vector<double> values,
+                       std::vector<bool> failed = {}) {
+  VariantOutcomes v{name, {}};
+  for (size_t i = 0; i < values.size(); ++i) {
+    TrialOutcome t;
+    t.objective = values[i];
+    t.failed = i < failed.size() && failed[i];
+    t.resource_hours = values[i] / 3600;
+    v.trials.push_back(t);
+  }
+  return v;
+}
+
+TEST(VerdictTest, AFasterVariantWithMoreFailuresIsRolledBack) {
+  const Verdict v =
+      Decide({Trials("fp32", {100, 101, 99, 102, 100, 98}),
+              Trials("fp16", {80, 81, 79, 80, 82, 80}, {false, true, false, false, false, false})},
+             {});
+  EXPECT_FALSE(v.accepted.has_value()) << v.reason;
+  ASSERT_EQ(v.comparisons.size(), 1u);
+  EXPECT_NE(v.comparisons[0].reason.find("failure rate rose from 0 of 6 to 1 of 6"),
+            std::string::npos)
+      << v.reason;
+}
+
+TEST(VerdictTest, AFasterVariantThatMissesTheTargetIsRejected) {
+  // Throughput is the objective here; the variant's runs are faster but
+  // never reach the quality target, so every one of them failed.
+  VerdictOptions options;
+  options.lower_is_better = false;
+  options.objective_name = "steady samples/s";
+  const Verdict v =
+      Decide({Trials("bs64", {1000, 1010, 990, 1005, 995}),
+              Trials("bs512", {1900, 1910, 1890, 1905, 1895}, {true, true, true, true, true})},
+             options);
+  EXPECT_FALSE(v.accepted.has_value());
+  EXPECT_NE(v.reason.find("bs512 failed every trial (5 of 5)"), std::string::npos) << v.reason;
+  // Missing it in some runs: a worse failure rate.
+  const Verdict some =
+      Decide({Trials("bs64", {1000, 1010, 990, 1005, 995}),
+              Trials("bs512", {1900, 1910, 1890, 1905, 1895}, {false, true, false, true, false})},
+             options);
+  EXPECT_FALSE(some.accepted.has_value());
+  EXPECT_NE(some.reason.find("failure rate rose"), std::string::npos) << some.reason;
+}
+
+TEST(VerdictTest, AVariantThatFailsEveryTrialIsRejectedWithThatReason) {
+  const Verdict v =
+      Decide({Trials("base", {100, 101, 99}), Trials("broken", {0, 0, 0}, {true, true, true})}, {});
+  EXPECT_FALSE(v.accepted.has_value());
+  EXPECT_EQ(v.comparisons[0].reason, "broken failed every trial (3 of 3)");
+  EXPECT_EQ(v.comparisons[0].ratio, kInf);
+}
+
+TEST(VerdictTest, TheBestOfSeveralAcceptedVariantsWinsAndTheReasonSaysWhy) {
+  const Verdict v = Decide(
+      {Trials("fp32", {100, 101, 99, 102, 100, 98, 100}),
+       Trials("bf16", {80, 81, 79, 80, 82, 80, 81}), Trials("tf32", {90, 91, 89, 90, 92, 90, 91}),
+       Trials("same", {100, 99, 101, 100, 98, 102, 100})},
+      {});
+  ASSERT_TRUE(v.accepted.has_value()) << v.reason;
+  EXPECT_EQ(*v.accepted, "bf16");
+  EXPECT_TRUE(v.comparisons[1].accepted) << v.comparisons[1].reason;
+  EXPECT_FALSE(v.comparisons[2].accepted);
+  EXPECT_NE(v.reason.find("time to target 20% lower than fp32's"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("after Holm"), std::string::npos) << v.reason;
+  EXPECT_NE(v.comparisons[2].reason.find("no gain beyond the noise"), std::string::npos)
+      << v.comparisons[2].reason;
+  std::printf("%s\n", v.reason.c_str());
+}
+
+TEST(VerdictTest, MorePeakMemoryOrAWorseTailRollsBack) {
+  VariantOutcomes base = Trials("base", {100, 101, 99, 102, 100});
+  VariantOutcomes fast = Trials("fast", {80, 81, 79, 80, 82});
+  for (TrialOutcome& t : base.trials) t.peak_memory_bytes = 1e9, t.p99_step_ms = 20;
+  for (TrialOutcome& t : fast.trials) t.peak_memory_bytes = 1.5e9, t.p99_step_ms = 30;
+  const Verdict v = Decide({base, fast}, {});
+  EXPECT_FALSE(v.accepted.has_value());
+  EXPECT_NE(v.reason.find("peak memory rose 50% (1e+03 to 1.5e+03 MB)"), std::string::npos)
+      << v.reason;
+  EXPECT_NE(v.reason.find("the p99 step time rose 50%"), std::string::npos) << v.reason;
+}
+
+}  // namespace
+}  // namespace trainscope::tuning
