@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 
@@ -31,6 +32,43 @@ Report RunSample(const testing::TempDir& dir, int delay_ms) {
   absl::StatusOr<Report> report = exporter::ReadReportFile(out + "/report.json");
   EXPECT_TRUE(report.ok()) << report.status();
   return report.ok() ? *report : Report{};
+}
+
+// `trainscope experiment run` on train_mlp itself: time to eval_mse 0.1
+// (--stop_at_target), fresh processes in randomised blocks.
+std::string RunExperimentOn(const testing::TempDir& dir, const std::string& name,
+                            const std::string& baseline_args, const std::string& variant_args) {
+  const std::string spec_path = dir.File(name + "-spec.json");
+  std::ofstream(spec_path) << R"({"hypothesis": ")" << name << R"(",
+    "command": [")" << TRAIN_MLP_PATH
+                           << R"(", "--out={out}", "--stop_at_target", "--steps=1000"],
+    "variants": [{"name": "base", "args": [)"
+                           << baseline_args << R"(]},
+                 {"name": "variant", "args": [)"
+                           << variant_args << R"(]}],
+    "repeats": 4})";
+  const std::string output = dir.File(name + ".json");
+  const testing::ProcessResult run =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "experiment", "run", spec_path, "-o", output});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("trial 8 of 8"), std::string::npos) << run.err;
+  return testing::ReadAll(output);
+}
+
+TEST(ExperimentSampleTest, AAgainstItselfIsNotAccepted) {
+  testing::TempDir dir;
+  const std::string json = RunExperimentOn(dir, "aa", "", "");
+  EXPECT_NE(json.find("\"accepted\": null"), std::string::npos) << json;
+  EXPECT_NE(json.find("no gain beyond the noise"), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"failed\": true"), std::string::npos) << json;
+}
+
+TEST(ExperimentSampleTest, RemovingALoaderDelayIsAccepted) {
+  testing::TempDir dir;
+  const std::string json =
+      RunExperimentOn(dir, "ab", R"("--loader_delay_ms=4")", R"("--loader_delay_ms=0")");
+  EXPECT_NE(json.find("\"accepted\": \"variant\""), std::string::npos) << json;
+  EXPECT_NE(json.find("accepted variant: time to target"), std::string::npos) << json;
 }
 
 TEST(TrainMlpSampleTest, IdleShareRisesWithLoaderDelay) {

@@ -4,15 +4,24 @@
 // without sequential stopping.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "sdk/tuning/experiment.h"
 #include "sdk/tuning/statistics.h"
 #include "sdk/tuning/verdict.h"
+#include "tests/test_util.h"
 
 namespace trainscope::tuning {
 namespace {
@@ -134,7 +143,7 @@ struct Scenario {
   double fail_probability = 0;  // the variant's
 };
 
-TrialOutcome Trial(std::mt19937_64& rng, double median) {
+TrialOutcome SyntheticTrial(std::mt19937_64& rng, double median) {
   std::lognormal_distribution<double> noise(0, 0.03);
   TrialOutcome t;
   t.objective = median * noise(rng);
@@ -161,8 +170,8 @@ Run Experiment(uint64_t seed, const Scenario& s, int repeats, bool sequential) {
   SequentialOptions stop;
   stop.max_repeats = repeats;
   while (true) {
-    variants[0].trials.push_back(Trial(rng, 100));
-    TrialOutcome b = Trial(rng, 100 * s.factor);
+    variants[0].trials.push_back(SyntheticTrial(rng, 100));
+    TrialOutcome b = SyntheticTrial(rng, 100 * s.factor);
     b.failed = fails(rng);
     if (b.failed) b.objective = 0;
     variants[1].trials.push_back(b);
@@ -302,6 +311,157 @@ TEST(VerdictTest, MorePeakMemoryOrAWorseTailRollsBack) {
   EXPECT_NE(v.reason.find("peak memory rose 50% (1e+03 to 1.5e+03 MB)"), std::string::npos)
       << v.reason;
   EXPECT_NE(v.reason.find("the p99 step time rose 50%"), std::string::npos) << v.reason;
+}
+
+// --- Specs and the engine ------------------------------------------------
+
+TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
+  auto error = [](const std::string& json) {
+    absl::StatusOr<ExperimentSpec> spec = ParseSpec(json, "spec.json");
+    return spec.ok() ? std::string("ok") : std::string(spec.status().message());
+  };
+  const std::string command = R"("command": ["prog", "--out={out}"])";
+  const std::string variants = R"("variants": [{"name": "a"}, {"name": "b", "args": ["-x"]}])";
+  EXPECT_EQ(error(R"({"hypothesis": "h", )" + command + ", " + variants + "}"), "ok");
+  EXPECT_EQ(error(R"({"hypothesis": "h", "repeat": 3, )" + command + ", " + variants + "}"),
+            "spec.json: repeat: unknown key");
+  EXPECT_EQ(error(R"({"hypothesis": "h", )" + command +
+                  R"(, "variants": [{"name": "a"}, {"name": "b", "argz": []}]})"),
+            "spec.json: variants[1].argz: unknown key");
+  EXPECT_EQ(error(R"({"hypothesis": "h", )" + command +
+                  R"(, "variants": [{"name": "a"}, {"name": "a"}]})"),
+            "spec.json: variants[1].name: \"a\" is used twice");
+  EXPECT_EQ(error("{" + command + ", " + variants + "}"),
+            "spec.json: hypothesis: required: a non-empty string saying what should improve");
+  EXPECT_EQ(error(R"({"hypothesis": "h", "repeats": 0, )" + command + ", " + variants + "}"),
+            "spec.json: repeats: must be >= 1");
+  EXPECT_EQ(error(R"({"hypothesis": "h", "objective": "loss", )" + command + ", " + variants + "}"),
+            "spec.json: objective: must be \"time_to_target\", \"steady_samples_per_s\" or "
+            "\"median_step_ms\"");
+  EXPECT_EQ(
+      error(R"({"hypothesis": "h", "rollback": {"memory": 1}, )" + command + ", " + variants + "}"),
+      "spec.json: rollback.memory: unknown key");
+  EXPECT_EQ(error(R"({"hypothesis": "h", )" + command + R"(, "variants": [{"name": "a"}]})"),
+            "spec.json: variants: needs a baseline and at least one variant");
+  EXPECT_NE(error("{"), "ok");
+}
+
+// Crashes and timeouts are failures and the experiment goes on; variants
+// run in randomised blocks, each round every variant once; each trial gets
+// its own directory through {out} and TRAINSCOPE_OUTPUT_DIR.
+TEST(ExperimentTest, FailuresCountAndTheExperimentGoesOnInterleaved) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "synthetic";
+  spec.command = {"/bin/sh", "-c",
+                  "echo \"$TRAINSCOPE_OUTPUT_DIR\" > {out}/seen; case \"$MODE\" in crash) exit 3;; "
+                  "hang) sleep 30;; esac; exit 0"};
+  spec.variants = {
+      {"ok", {}, {}}, {"crash", {}, {{"MODE", "crash"}}}, {"hang", {}, {{"MODE", "hang"}}}};
+  spec.repeats = 3;
+  spec.trial_timeout_s = 0.5;
+  RunOptions options;
+  options.output = dir.File("experiment.json");
+  options.progress = nullptr;
+  absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->trials.size(), 9u);
+  EXPECT_TRUE(result->complete);
+  std::vector<std::vector<int>> rounds(3);
+  for (const Trial& t : result->trials) {
+    rounds[static_cast<size_t>(t.round)].push_back(t.variant);
+    EXPECT_TRUE(t.failed) << t.order;  // no report.json: even "ok" failed
+    EXPECT_EQ(testing::ReadAll(t.output_dir + "/seen"), t.output_dir + "\n");
+    if (t.variant == 1) {
+      EXPECT_EQ(t.exit_code, 3);
+      EXPECT_EQ(t.failure, "exit code 3");
+    }
+    if (t.variant == 2) {
+      EXPECT_TRUE(t.timed_out);
+      EXPECT_EQ(t.failure, "timed out after 0.5 s");
+    }
+    if (t.variant == 0) {
+      EXPECT_EQ(t.failure.rfind("no readable report: ", 0), 0u) << t.failure;
+    }
+  }
+  std::set<std::vector<int>> orders;
+  for (std::vector<int> r : rounds) {
+    orders.insert(r);
+    std::sort(r.begin(), r.end());
+    EXPECT_EQ(r, (std::vector<int>{0, 1, 2}));
+  }
+  EXPECT_GT(orders.size(), 1u);  // the blocks are shuffled, not A B C every time
+  const std::string json = testing::ReadAll(options.output);
+  EXPECT_NE(json.find("\"schema_version\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"accepted\": null"), std::string::npos);
+  EXPECT_NE(json.find("crash failed every trial (3 of 3)"), std::string::npos);
+}
+
+// Ctrl-C: the running trial is killed and not counted; what was measured
+// is written, marked incomplete.
+TEST(ExperimentTest, AStoppedExperimentWritesWhatItHasMarkedIncomplete) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "stopped";
+  spec.command = {"/bin/sh", "-c", "sleep 30"};
+  spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop.store(true);
+  });
+  RunOptions options;
+  options.output = dir.File("experiment.json");
+  options.progress = nullptr;
+  options.stop = &stop;
+  const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
+  stopper.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->complete);
+  EXPECT_TRUE(result->trials.empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  EXPECT_NE(testing::ReadAll(options.output).find("\"complete\": false"), std::string::npos);
+}
+
+// --resume: the trials read back from experiment.json are skipped and the
+// schedule goes on exactly where it stopped; another spec is refused.
+TEST(ExperimentTest, AResumedExperimentContinuesTheSameSchedule) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "resume";
+  spec.command = {"/bin/sh", "-c", "exit $CODE"};
+  spec.variants = {{"a", {}, {{"CODE", "0"}}}, {"b", {}, {{"CODE", "4"}}}};
+  spec.repeats = 3;
+  RunOptions options;
+  options.output = dir.File("whole.json");
+  options.progress = nullptr;
+  absl::StatusOr<ExperimentResult> whole = RunExperiment(spec, options);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<std::vector<Trial>> read = ReadExperimentTrials(options.output, spec);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 6u);
+  EXPECT_EQ((*read)[3].exit_code, whole->trials[3].exit_code);
+  EXPECT_EQ((*read)[3].failure, whole->trials[3].failure);
+
+  options.output = dir.File("resumed.json");
+  options.done.assign(read->begin(), read->begin() + 3);
+  absl::StatusOr<ExperimentResult> resumed = RunExperiment(spec, options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->trials.size(), 6u);
+  for (size_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(resumed->trials[k].order, static_cast<int>(k));
+    EXPECT_EQ(resumed->trials[k].variant, whole->trials[k].variant) << k;
+    EXPECT_EQ(resumed->trials[k].exit_code, whole->trials[k].exit_code) << k;
+  }
+  EXPECT_EQ(resumed->trials[3].output_dir.find(dir.File("resumed-trials/003-")), 0u)
+      << resumed->trials[3].output_dir;
+
+  ExperimentSpec other = spec;
+  other.hypothesis = "something else";
+  absl::StatusOr<std::vector<Trial>> refused = ReadExperimentTrials(dir.File("whole.json"), other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("another spec"), std::string::npos);
 }
 
 }  // namespace

@@ -23,6 +23,9 @@ int RunSummary(const std::vector<std::string>& args);
 int RunAnalyze(const std::vector<std::string>& args, const std::string& format);
 // `trainscope ranks DIR`: the straggler report of the per-rank reports in DIR.
 int RunRanks(const std::vector<std::string>& args, const std::string& format);
+// `trainscope experiment run SPEC.json`: runs a tuning experiment; 130 when
+// interrupted (experiment.json then marked incomplete).
+int RunExperimentCommand(const std::vector<std::string>& args);
 
 }  // namespace trainscope::cli
 

@@ -36,6 +36,10 @@ constexpr char kUsage[] =
     "  ranks DIR             straggler report of a distributed run from its\n"
     "                        per-rank reports: the slowest rank, its lag, the\n"
     "                        sync wait it causes, missing ranks (--format=text|json)\n"
+    "  experiment run SPEC   a tuning experiment: a baseline and variants of one\n"
+    "                        command, fresh processes in randomised blocks, time to\n"
+    "                        the required result compared beyond the noise\n"
+    "                        (-o experiment.json; docs/experiments.md)\n"
     "\n"
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
     "Run 'trainscope --help' for the flags.";
@@ -125,7 +129,19 @@ int main(int argc, char** argv) {
     return path.find("sdk/cli/") != absl::string_view::npos;
   };
   absl::SetFlagsUsageConfig(config);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // "-o FILE" is --output=FILE.
+  std::vector<std::string> rewritten;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+      rewritten.push_back(std::string("--output=") + argv[++i]);
+    } else {
+      rewritten.emplace_back(argv[i]);
+    }
+  }
+  std::vector<char*> rewritten_argv;
+  for (std::string& a : rewritten) rewritten_argv.push_back(a.data());
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(rewritten_argv.size()), rewritten_argv.data());
   if (positional.size() < 2) {
     std::fprintf(stderr, "%s\n", kUsage);
     return trainscope::cli::kExitUsage;
@@ -135,6 +151,7 @@ int main(int argc, char** argv) {
   if (command == "summary") return trainscope::cli::RunSummary(args);
   if (command == "analyze") return trainscope::cli::RunAnalyze(args, absl::GetFlag(FLAGS_format));
   if (command == "ranks") return trainscope::cli::RunRanks(args, absl::GetFlag(FLAGS_format));
+  if (command == "experiment") return trainscope::cli::RunExperimentCommand(args);
   std::fprintf(stderr, "trainscope: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return trainscope::cli::kExitUsage;
 }

@@ -15,14 +15,14 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The median of the known (not NaN) values of one metric; NaN if none.
+// The known (not NaN) values of one metric.
 template <typename Field>
-double MedianOf(const VariantOutcomes& v, Field field) {
+std::vector<double> Known(const VariantOutcomes& v, Field field) {
   std::vector<double> known;
   for (const TrialOutcome& t : v.trials) {
     if (!std::isnan(t.*field)) known.push_back(t.*field);
   }
-  return Median(std::move(known));
+  return known;
 }
 
 int Failures(const VariantOutcomes& v) {
@@ -55,7 +55,7 @@ std::string Ratio(double r) { return std::isinf(r) ? "inf" : fmt::format("{:.3f}
 
 // What got worse in `v` against the baseline `b`, a phrase each.
 std::vector<std::string> Rollbacks(const VariantOutcomes& b, const VariantOutcomes& v,
-                                   const RollbackLimits& limits) {
+                                   const RollbackLimits& limits, double alpha) {
   std::vector<std::string> worse;
   const int fb = Failures(b), fv = Failures(v);
   const double rate_b = b.trials.empty() ? 0 : static_cast<double>(fb) / b.trials.size();
@@ -64,9 +64,14 @@ std::vector<std::string> Rollbacks(const VariantOutcomes& b, const VariantOutcom
     worse.push_back(fmt::format("its failure rate rose from {} of {} to {} of {} trials", fb,
                                 b.trials.size(), fv, v.trials.size()));
   }
+  // Worse by more than the limit; for per-trial metrics also beyond the
+  // noise (the rank test at alpha), so an A/A is never rolled back on its
+  // tail.
   auto relative = [&](double base, double value, double limit, const char* what, const char* unit,
-                      double scale) {
-    if (std::isnan(base) || std::isnan(value) || !(value > base * (1 + limit))) return;
+                      double scale, double p) {
+    if (std::isnan(base) || std::isnan(value) || !(value > base * (1 + limit)) || !(p < alpha)) {
+      return;
+    }
     if (std::isinf(value)) {
       worse.push_back(fmt::format("{} is unbounded (no trial reached the result)", what));
       return;
@@ -75,13 +80,15 @@ std::vector<std::string> Rollbacks(const VariantOutcomes& b, const VariantOutcom
                                 base > 0 ? Percent(value / base - 1) : std::string("from 0"),
                                 base / scale, value / scale, unit));
   };
-  relative(MedianOf(b, &TrialOutcome::p99_step_ms), MedianOf(v, &TrialOutcome::p99_step_ms),
-           limits.p99_step_time, "the p99 step time", "ms", 1);
+  auto per_trial = [&](double TrialOutcome::*field, double limit, const char* what,
+                       const char* unit, double scale) {
+    const std::vector<double> kb = Known(b, field), kv = Known(v, field);
+    relative(Median(kb), Median(kv), limit, what, unit, scale, MannWhitneyP(kb, kv));
+  };
+  per_trial(&TrialOutcome::p99_step_ms, limits.p99_step_time, "the p99 step time", "ms", 1);
   relative(ResourceHoursPerAccepted(b), ResourceHoursPerAccepted(v),
-           limits.resource_hours_per_accepted, "resource-hours per accepted result", "h", 1);
-  relative(MedianOf(b, &TrialOutcome::peak_memory_bytes),
-           MedianOf(v, &TrialOutcome::peak_memory_bytes), limits.peak_memory, "peak memory", "MB",
-           1e6);
+           limits.resource_hours_per_accepted, "resource-hours per accepted result", "h", 1, 0);
+  per_trial(&TrialOutcome::peak_memory_bytes, limits.peak_memory, "peak memory", "MB", 1e6);
   return worse;
 }
 
@@ -123,7 +130,7 @@ Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOption
     c.ci_high = ci.high;
     c.p_value = MannWhitneyP(base_values, values);
     c.clears_threshold = Better(o.lower_is_better ? c.ci_high : c.ci_low, o, o.threshold);
-    c.rollbacks = Rollbacks(base, v, o.rollback);
+    c.rollbacks = Rollbacks(base, v, o.rollback, o.alpha);
     p_values.push_back(c.p_value);
     verdict.comparisons.push_back(std::move(c));
   }
@@ -148,10 +155,6 @@ Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOption
       c.reason = fmt::format("{} has no trials", c.variant);
     } else if (c.failures == c.trials) {
       c.reason = fmt::format("{} failed every trial ({} of {})", c.variant, c.failures, c.trials);
-    } else if (!c.rollbacks.empty()) {
-      std::string what;
-      for (const std::string& r : c.rollbacks) what += (what.empty() ? "" : ", and ") + r;
-      c.reason = fmt::format("{} is rolled back: {} ({}: {})", c.variant, what, moved, numbers);
     } else if (!c.clears_threshold) {
       const bool worse =
           o.lower_is_better ? c.ci_low >= 1 + o.threshold : c.ci_high <= 1 - o.threshold;
@@ -161,6 +164,11 @@ Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOption
                 : fmt::format("the interval does not lie wholly beyond the {} threshold in the "
                               "better direction: no gain beyond the noise",
                               threshold));
+      for (const std::string& r : c.rollbacks) c.reason += "; also " + r;
+    } else if (!c.rollbacks.empty()) {
+      std::string what;
+      for (const std::string& r : c.rollbacks) what += (what.empty() ? "" : ", and ") + r;
+      c.reason = fmt::format("{} is rolled back: {} ({}: {})", c.variant, what, moved, numbers);
     } else if (!(c.p_adjusted < o.alpha)) {
       c.reason = fmt::format("{}: {} ({}), but the rank test does not reach p < {:g}", c.variant,
                              moved, numbers, o.alpha);

@@ -46,7 +46,10 @@ struct VariantOutcomes {
 
 // How much worse a rollback metric may get, relative to the baseline's,
 // before the variant is rolled back. Failure rate: an absolute increase of
-// the share of failed trials.
+// the share of failed trials. The per-trial metrics (p99 step time, peak
+// memory) compare medians and must also differ beyond the noise (the rank
+// test at alpha); resource-hours per accepted result is one figure per
+// variant (all trials' resource-hours over those that reached the result).
 struct RollbackLimits {
   double failure_rate = 0.0;    // any more failures than the baseline
   double p99_step_time = 0.05;  // median over trials of the p99 step time

@@ -1,0 +1,778 @@
+// The experiment engine. See experiment.h.
+#include "sdk/tuning/experiment.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "fmt/format.h"
+#include "sdk/analysis/quantile_sketch.h"
+#include "sdk/core/files.h"
+#include "sdk/export/json_writer.h"
+#include "sdk/export/report_json.h"
+#include "sdk/export/steps_file.h"
+#include "sdk/tuning/statistics.h"
+#include "simdjson.h"
+
+extern char** environ;
+
+namespace trainscope::tuning {
+namespace {
+
+using simdjson::dom::element;
+
+absl::Status Bad(std::string_view where, std::string_view key, std::string_view what) {
+  return absl::InvalidArgumentError(fmt::format("{}: {}: {}", where, key, what));
+}
+
+// Every key of `object` must be in `known`.
+absl::Status OnlyKnownKeys(simdjson::dom::object object, std::string_view where,
+                           const std::string& path, std::initializer_list<std::string_view> known) {
+  for (auto field : object) {
+    if (std::find(known.begin(), known.end(), field.key) == known.end()) {
+      return Bad(where, path + std::string(field.key), "unknown key");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> Strings(element e, std::string_view where,
+                                                 const std::string& key) {
+  simdjson::dom::array array;
+  if (e.get_array().get(array) != simdjson::SUCCESS) {
+    return Bad(where, key, "must be an array of strings");
+  }
+  std::vector<std::string> out;
+  for (element item : array) {
+    std::string_view text;
+    if (item.get_string().get(text) != simdjson::SUCCESS) {
+      return Bad(where, key, "must be an array of strings");
+    }
+    out.emplace_back(text);
+  }
+  return out;
+}
+
+template <typename T>
+absl::Status NumberField(simdjson::dom::object object, std::string_view key, std::string_view where,
+                         const std::string& path, T* out) {
+  element e;
+  if (object[key].get(e) != simdjson::SUCCESS) return absl::OkStatus();  // default stays
+  double value = 0;
+  if (e.is_int64()) {
+    value = static_cast<double>(int64_t(e));
+  } else if (e.is_uint64()) {
+    value = static_cast<double>(uint64_t(e));
+  } else if (e.get_double().get(value) != simdjson::SUCCESS) {
+    return Bad(where, path + std::string(key), "must be a number");
+  }
+  if constexpr (std::is_integral_v<T>) {
+    if (value != std::floor(value))
+      return Bad(where, path + std::string(key), "must be an integer");
+  }
+  *out = static_cast<T>(value);
+  return absl::OkStatus();
+}
+
+std::string TrialsDir(const RunOptions& options) {
+  if (!options.trials_dir.empty()) return options.trials_dir;
+  std::string base = options.output;
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0)
+    base.resize(base.size() - 5);
+  return base + "-trials";
+}
+
+// The randomised blocks: round r runs every variant once, in an order
+// drawn from the seed.
+std::vector<int> RoundOrder(const ExperimentSpec& spec, int round) {
+  std::vector<int> order(spec.variants.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::seed_seq seeds{static_cast<uint32_t>(spec.seed), static_cast<uint32_t>(spec.seed >> 32),
+                      static_cast<uint32_t>(round)};
+  std::mt19937_64 rng(seeds);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+std::optional<double> ReadCpuMhz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  double sum = 0;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu MHz", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    sum += std::strtod(line.c_str() + colon + 1, nullptr);
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+std::optional<double> ReadLoad() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  if (in >> load) return load;
+  return std::nullopt;
+}
+
+// Runs argv with `env` added, stdout and stderr to `log`, in its own
+// process group; kills the group at `timeout_s` or when `stop` is set.
+struct Exit {
+  int code = 0;
+  bool timed_out = false;
+  bool stopped = false;
+  std::string error;  // could not start
+};
+
+Exit Spawn(const std::vector<std::string>& argv,
+           const std::vector<std::pair<std::string, std::string>>& env, const std::string& log,
+           double timeout_s, const std::atomic<bool>* stop) {
+  Exit exit;
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    const bool replaced =
+        std::any_of(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+    if (!replaced) env_strings.emplace_back(entry);
+  }
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (std::string& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+  const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    exit.error = fmt::format("cannot create {}: {}", log, std::strerror(errno));
+    return exit;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(log_fd);
+    exit.error = fmt::format("fork failed: {}", std::strerror(errno));
+    return exit;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    execvpe(args[0], args.data(), envp.data());
+    const std::string message =
+        fmt::format("trainscope experiment: cannot run {}: {}\n", args[0], std::strerror(errno));
+    (void)!write(STDERR_FILENO, message.data(), message.size());
+    _exit(127);
+  }
+  close(log_fd);
+  setpgid(pid, pid);  // also here: no race with the kill below
+  int status = 0;
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const bool stopping = stop != nullptr && stop->load();
+    if (elapsed > timeout_s || stopping) {
+      exit.timed_out = !stopping;
+      exit.stopped = stopping;
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  exit.code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255);
+  return exit;
+}
+
+// The p99 step time of a steps file, streamed (constant memory).
+std::optional<double> StepP99(const std::string& steps_path) {
+  std::ifstream in(steps_path);
+  if (!in) return std::nullopt;
+  analysis::QuantileSketch sketch;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    absl::StatusOr<Report::Step> row = exporter::ParseStepRow(line, steps_path);
+    if (row.ok()) sketch.Add(row->duration_ms);
+  }
+  if (sketch.count() == 0) return std::nullopt;
+  return sketch.Percentile(99);
+}
+
+std::optional<double> ObjectiveOf(const ExperimentSpec& spec, const Trial& t) {
+  if (spec.objective == "time_to_target") return t.time_to_target_s;
+  if (spec.objective == "steady_samples_per_s") return t.steady_samples_per_s;
+  return t.median_step_ms;
+}
+
+// Reads the trial's report and decides whether it failed.
+void Assess(const ExperimentSpec& spec, const Exit& exit, Trial* t) {
+  t->exit_code = exit.code;
+  t->timed_out = exit.timed_out;
+  const std::string report_path = t->output_dir + "/report.json";
+  absl::StatusOr<Report> report = exporter::ReadReportFile(report_path);
+  if (report.ok()) {
+    const Report& r = *report;
+    t->time_to_target_s = r.acceptance.time_to_target_s;
+    if (r.throughput.steady_steps > 0) {
+      t->steady_samples_per_s = r.throughput.steady_samples_per_s;
+      t->median_step_ms = r.throughput.median_step_ms;
+    }
+    t->idle_share = r.idle.share;
+    t->idle_top_cause = r.idle.top_cause;
+    t->resource_hours = r.resource_hours;
+    if (r.memory.peak_bytes >= 0) t->peak_memory_bytes = static_cast<double>(r.memory.peak_bytes);
+    t->p99_step_ms = StepP99(exporter::StepsFileForReport(report_path));
+  }
+  if (!exit.error.empty()) {
+    t->failure = exit.error;
+  } else if (exit.timed_out) {
+    t->failure = fmt::format("timed out after {:g} s", spec.trial_timeout_s);
+  } else if (exit.code != 0) {
+    t->failure = exit.code > 128 ? fmt::format("killed by signal {}", exit.code - 128)
+                                 : fmt::format("exit code {}", exit.code);
+  } else if (!report.ok()) {
+    t->failure = fmt::format("no readable report: {}", std::string(report.status().message()));
+  } else if (report->acceptance.passed == false ||
+             (spec.objective == "time_to_target" && !t->time_to_target_s)) {
+    t->failure = report->acceptance.metric.empty()
+                     ? std::string("no quality target recorded (Session::SetQualityTarget)")
+                     : fmt::format("did not reach {} {} {:g}", report->acceptance.metric,
+                                   report->acceptance.higher_is_better ? ">=" : "<=",
+                                   report->acceptance.target.value_or(NAN));
+  } else if (!ObjectiveOf(spec, *t)) {
+    t->failure = fmt::format("the report has no {}", spec.objective);
+  }
+  t->failed = !t->failure.empty();
+}
+
+std::string Seconds(double s) {
+  if (s >= 3600)
+    return fmt::format("{}h{:02d}m", static_cast<int>(s / 3600),
+                       static_cast<int>(std::fmod(s, 3600) / 60));
+  if (s >= 60)
+    return fmt::format("{}m{:02d}s", static_cast<int>(s / 60), static_cast<int>(std::fmod(s, 60)));
+  return fmt::format("{:.1f}s", s);
+}
+
+std::string ObjectiveText(const ExperimentSpec& spec, std::optional<double> v) {
+  if (!v) return "-";
+  if (spec.objective == "time_to_target") return fmt::format("{:.3f} s", *v);
+  if (spec.objective == "steady_samples_per_s") return fmt::format("{:.1f} samples/s", *v);
+  return fmt::format("{:.3f} ms", *v);
+}
+
+}  // namespace
+
+absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view where) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not valid JSON: {}", where, simdjson::error_message(error)));
+  }
+  simdjson::dom::object object;
+  if (root.get_object().get(object) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: must be a JSON object", where));
+  }
+  if (absl::Status s = OnlyKnownKeys(object, where, "",
+                                     {"hypothesis", "command", "variants", "repeats", "objective",
+                                      "threshold", "trial_timeout_s", "seed", "sequential",
+                                      "min_repeats", "level", "resamples", "rollback"});
+      !s.ok()) {
+    return s;
+  }
+  ExperimentSpec spec;
+  std::string_view text;
+  if (object["hypothesis"].get_string().get(text) != simdjson::SUCCESS || text.empty()) {
+    return Bad(where, "hypothesis", "required: a non-empty string saying what should improve");
+  }
+  spec.hypothesis = std::string(text);
+  element e;
+  if (object["command"].get(e) != simdjson::SUCCESS) {
+    return Bad(where, "command", "required: the program and its arguments, an array of strings");
+  }
+  absl::StatusOr<std::vector<std::string>> command = Strings(e, where, "command");
+  if (!command.ok()) return command.status();
+  if (command->empty()) return Bad(where, "command", "must name a program");
+  spec.command = *std::move(command);
+  simdjson::dom::array variants;
+  if (object["variants"].get_array().get(variants) != simdjson::SUCCESS) {
+    return Bad(where, "variants", "required: an array of {\"name\", \"args\", \"env\"}");
+  }
+  std::set<std::string> names;
+  int index = 0;
+  for (element v : variants) {
+    const std::string path = fmt::format("variants[{}].", index++);
+    simdjson::dom::object vo;
+    if (v.get_object().get(vo) != simdjson::SUCCESS) {
+      return Bad(where, path.substr(0, path.size() - 1), "must be an object");
+    }
+    if (absl::Status s = OnlyKnownKeys(vo, where, path, {"name", "args", "env"}); !s.ok()) return s;
+    VariantSpec variant;
+    if (vo["name"].get_string().get(text) != simdjson::SUCCESS || text.empty()) {
+      return Bad(where, path + "name", "required: a non-empty string");
+    }
+    variant.name = std::string(text);
+    if (!names.insert(variant.name).second) {
+      return Bad(where, path + "name", fmt::format("\"{}\" is used twice", variant.name));
+    }
+    if (vo["args"].get(e) == simdjson::SUCCESS) {
+      absl::StatusOr<std::vector<std::string>> args = Strings(e, where, path + "args");
+      if (!args.ok()) return args.status();
+      variant.args = *std::move(args);
+    }
+    simdjson::dom::object env;
+    if (vo["env"].get(e) == simdjson::SUCCESS) {
+      if (e.get_object().get(env) != simdjson::SUCCESS) {
+        return Bad(where, path + "env", "must be an object of strings");
+      }
+      for (auto field : env) {
+        if (field.value.get_string().get(text) != simdjson::SUCCESS) {
+          return Bad(where, path + "env." + std::string(field.key), "must be a string");
+        }
+        variant.env.emplace_back(std::string(field.key), std::string(text));
+      }
+    }
+    spec.variants.push_back(std::move(variant));
+  }
+  if (spec.variants.size() < 2) {
+    return Bad(where, "variants", "needs a baseline and at least one variant");
+  }
+  if (object["objective"].get(e) == simdjson::SUCCESS) {
+    if (e.get_string().get(text) != simdjson::SUCCESS ||
+        (text != "time_to_target" && text != "steady_samples_per_s" && text != "median_step_ms")) {
+      return Bad(where, "objective",
+                 "must be \"time_to_target\", \"steady_samples_per_s\" or \"median_step_ms\"");
+    }
+    spec.objective = std::string(text);
+  }
+  if (object["sequential"].get(e) == simdjson::SUCCESS &&
+      e.get_bool().get(spec.sequential) != simdjson::SUCCESS) {
+    return Bad(where, "sequential", "must be true or false");
+  }
+  for (const auto& [key, out] : std::initializer_list<std::pair<std::string_view, double*>>{
+           {"threshold", &spec.threshold},
+           {"trial_timeout_s", &spec.trial_timeout_s},
+           {"level", &spec.level}}) {
+    if (absl::Status s = NumberField(object, key, where, "", out); !s.ok()) return s;
+  }
+  for (const auto& [key, out] :
+       std::initializer_list<std::pair<std::string_view, int*>>{{"repeats", &spec.repeats},
+                                                                {"min_repeats", &spec.min_repeats},
+                                                                {"resamples", &spec.resamples}}) {
+    if (absl::Status s = NumberField(object, key, where, "", out); !s.ok()) return s;
+  }
+  if (absl::Status s = NumberField(object, "seed", where, "", &spec.seed); !s.ok()) return s;
+  if (object["rollback"].get(e) == simdjson::SUCCESS) {
+    simdjson::dom::object ro;
+    if (e.get_object().get(ro) != simdjson::SUCCESS) {
+      return Bad(where, "rollback", "must be an object");
+    }
+    if (absl::Status s = OnlyKnownKeys(
+            ro, where, "rollback.",
+            {"failure_rate", "p99_step_time", "resource_hours_per_accepted", "peak_memory"});
+        !s.ok()) {
+      return s;
+    }
+    RollbackLimits& r = spec.rollback;
+    for (const auto& [key, out] : std::initializer_list<std::pair<std::string_view, double*>>{
+             {"failure_rate", &r.failure_rate},
+             {"p99_step_time", &r.p99_step_time},
+             {"resource_hours_per_accepted", &r.resource_hours_per_accepted},
+             {"peak_memory", &r.peak_memory}}) {
+      if (absl::Status s = NumberField(ro, key, where, "rollback.", out); !s.ok()) return s;
+      if (*out < 0) return Bad(where, "rollback." + std::string(key), "must be >= 0");
+    }
+  }
+  if (spec.repeats < 1) return Bad(where, "repeats", "must be >= 1");
+  if (spec.min_repeats < 2 || spec.min_repeats > spec.repeats) {
+    if (spec.sequential) return Bad(where, "min_repeats", "must be from 2 to repeats");
+  }
+  if (!(spec.threshold >= 0 && spec.threshold < 1)) {
+    return Bad(where, "threshold", "must be from 0 to 1 (a relative difference)");
+  }
+  if (!(spec.trial_timeout_s > 0)) return Bad(where, "trial_timeout_s", "must be > 0");
+  if (!(spec.level > 0.5 && spec.level < 1)) return Bad(where, "level", "must be in (0.5, 1)");
+  if (spec.resamples < 100) return Bad(where, "resamples", "must be >= 100");
+  return spec;
+}
+
+VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec) {
+  VerdictOptions o;
+  o.lower_is_better = spec.lower_is_better();
+  o.threshold = spec.threshold;
+  o.level = spec.level;
+  o.resamples = spec.resamples;
+  o.seed = spec.seed;
+  o.rollback = spec.rollback;
+  o.objective_name = spec.objective == "time_to_target"         ? "time to target"
+                     : spec.objective == "steady_samples_per_s" ? "steady samples/s"
+                                                                : "median step time";
+  return o;
+}
+
+std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec,
+                                      const std::vector<Trial>& trials) {
+  std::vector<VariantOutcomes> out;
+  for (const VariantSpec& v : spec.variants) out.push_back({v.name, {}});
+  for (const Trial& t : trials) {
+    TrialOutcome o;
+    o.failed = t.failed;
+    o.objective = ObjectiveOf(spec, t).value_or(0);
+    o.p99_step_ms = t.p99_step_ms.value_or(NAN);
+    o.resource_hours = t.resource_hours.value_or(NAN);
+    o.peak_memory_bytes = t.peak_memory_bytes.value_or(NAN);
+    out[static_cast<size_t>(t.variant)].trials.push_back(o);
+  }
+  return out;
+}
+
+absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
+                                               const RunOptions& options) {
+  ExperimentResult result;
+  const std::string trials_dir = TrialsDir(options);
+  if (absl::Status s = core::EnsureWritableDirectory(trials_dir); !s.ok()) return s;
+  const int n = static_cast<int>(spec.variants.size());
+  const int planned = spec.repeats * n;
+  const VerdictOptions verdict_options = VerdictOptionsOf(spec);
+  SequentialOptions sequential;
+  sequential.min_repeats = spec.min_repeats;
+  sequential.max_repeats = spec.repeats;
+  const auto started = std::chrono::steady_clock::now();
+  auto write = [&]() -> absl::Status {
+    result.verdict = Decide(Outcomes(spec, result.trials), verdict_options);
+    return core::WriteFileAtomically(options.output, ExperimentJson(spec, result));
+  };
+  bool stopped = false;
+  result.trials = options.done;
+  std::sort(result.trials.begin(), result.trials.end(),
+            [](const Trial& a, const Trial& b) { return a.order < b.order; });
+  size_t slot = 0;  // the schedule's position; resumed trials take the first
+  for (int round = 0; round < spec.repeats && !stopped; ++round) {
+    for (int variant : RoundOrder(spec, round)) {
+      if (slot++ < options.done.size()) continue;
+      if (options.stop != nullptr && options.stop->load()) {
+        stopped = true;
+        break;
+      }
+      Trial t;
+      t.order = static_cast<int>(result.trials.size());
+      t.round = round;
+      t.variant = variant;
+      const VariantSpec& v = spec.variants[static_cast<size_t>(variant)];
+      t.output_dir = fmt::format("{}/{:03d}-{}", trials_dir, t.order, v.name);
+      if (absl::Status s = core::EnsureWritableDirectory(t.output_dir); !s.ok()) return s;
+      std::vector<std::string> argv;
+      for (const std::string& arg : spec.command) {
+        std::string a = arg;
+        for (size_t at = a.find("{out}"); at != std::string::npos; at = a.find("{out}", at)) {
+          a.replace(at, 5, t.output_dir);
+          at += t.output_dir.size();
+        }
+        argv.push_back(std::move(a));
+      }
+      argv.insert(argv.end(), v.args.begin(), v.args.end());
+      std::vector<std::pair<std::string, std::string>> env = v.env;
+      env.emplace_back("TRAINSCOPE_OUTPUT_DIR", t.output_dir);
+      t.cpu_mhz = ReadCpuMhz();
+      t.load_1m = ReadLoad();
+      const auto trial_start = std::chrono::steady_clock::now();
+      const Exit exit =
+          Spawn(argv, env, t.output_dir + "/trial.log", spec.trial_timeout_s, options.stop);
+      t.wall_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count();
+      if (exit.stopped) {
+        stopped = true;  // the interrupted trial is not counted
+        break;
+      }
+      Assess(spec, exit, &t);
+      result.trials.push_back(t);
+      if (options.progress != nullptr) {
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const int done = static_cast<int>(result.trials.size());
+        const int here = done - static_cast<int>(options.done.size());  // run by this process
+        std::fprintf(options.progress, "trial %d of %d  %-12s %s  (%.1f s wall)  ~%s left\n", done,
+                     planned, v.name.c_str(),
+                     t.failed ? fmt::format("FAILED: {}", t.failure).c_str()
+                              : ObjectiveText(spec, ObjectiveOf(spec, t)).c_str(),
+                     t.wall_s, Seconds(elapsed / here * (planned - done)).c_str());
+        std::fflush(options.progress);
+      }
+      if (absl::Status s = write(); !s.ok()) return s;
+    }
+    if (!stopped && spec.sequential &&
+        ShouldContinue(Outcomes(spec, result.trials), verdict_options, sequential) ==
+            Continue::kStopDecided) {
+      if (options.progress != nullptr) {
+        std::fprintf(options.progress, "sequential: the answer is clear after %d rounds\n",
+                     round + 1);
+      }
+      break;
+    }
+  }
+  result.complete = !stopped;
+  if (absl::Status s = write(); !s.ok()) return s;
+  if (options.progress != nullptr) {
+    std::fputs(ExperimentTable(spec, result).c_str(), options.progress);
+    std::fflush(options.progress);
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
+                                                        const ExperimentSpec& spec) {
+  absl::StatusOr<std::string> text = core::ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(*text);
+  element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not valid JSON: {}", path, simdjson::error_message(error)));
+  }
+  std::string_view hypothesis;
+  simdjson::dom::array variants, command;
+  if (root["hypothesis"].get_string().get(hypothesis) != simdjson::SUCCESS ||
+      root["variants"].get_array().get(variants) != simdjson::SUCCESS ||
+      root["spec"]["command"].get_array().get(command) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: not an experiment.json", path));
+  }
+  std::vector<std::string> recorded_command;
+  for (element c : command) {
+    std::string_view arg;
+    if (c.get_string().get(arg) == simdjson::SUCCESS) recorded_command.emplace_back(arg);
+  }
+  if (hypothesis != spec.hypothesis || recorded_command != spec.command ||
+      variants.size() != spec.variants.size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: an experiment of another spec (hypothesis, command or variants differ); resume "
+        "needs the same spec, or start a new experiment with -o",
+        path));
+  }
+  std::vector<Trial> trials;
+  int index = 0;
+  for (element v : variants) {
+    std::string_view name;
+    if (v["name"].get_string().get(name) != simdjson::SUCCESS ||
+        name != spec.variants[static_cast<size_t>(index)].name) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: variants[{}] is not \"{}\" of the spec", path, index,
+                      spec.variants[static_cast<size_t>(index)].name));
+    }
+    simdjson::dom::array list;
+    if (v["trials"].get_array().get(list) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: variants[{}].trials missing", path, index));
+    }
+    for (element e : list) {
+      Trial t;
+      t.variant = index;
+      auto integer = [&](const char* key, int* out) {
+        int64_t value = 0;
+        if (e[key].get_int64().get(value) == simdjson::SUCCESS) *out = static_cast<int>(value);
+      };
+      auto number = [&](const char* key, std::optional<double>* out) {
+        double value = 0;
+        if (e[key].get_double().get(value) == simdjson::SUCCESS) *out = value;
+      };
+      auto string = [&](const char* key, std::string* out) {
+        std::string_view value;
+        if (e[key].get_string().get(value) == simdjson::SUCCESS) *out = std::string(value);
+      };
+      integer("order", &t.order);
+      integer("round", &t.round);
+      integer("exit_code", &t.exit_code);
+      auto flag = [&](const char* key, bool* out) {
+        bool value = false;
+        if (e[key].get_bool().get(value) == simdjson::SUCCESS) *out = value;
+      };
+      flag("failed", &t.failed);
+      flag("timed_out", &t.timed_out);
+      string("failure", &t.failure);
+      number("time_to_target_s", &t.time_to_target_s);
+      number("steady_samples_per_s", &t.steady_samples_per_s);
+      number("median_step_ms", &t.median_step_ms);
+      number("p99_step_ms", &t.p99_step_ms);
+      number("idle_share", &t.idle_share);
+      string("idle_top_cause", &t.idle_top_cause);
+      number("resource_hours", &t.resource_hours);
+      number("peak_memory_bytes", &t.peak_memory_bytes);
+      std::optional<double> wall;
+      number("wall_s", &wall);
+      t.wall_s = wall.value_or(0);
+      number("cpu_mhz", &t.cpu_mhz);
+      number("load_1m", &t.load_1m);
+      string("output_dir", &t.output_dir);
+      trials.push_back(std::move(t));
+    }
+    ++index;
+  }
+  std::sort(trials.begin(), trials.end(),
+            [](const Trial& a, const Trial& b) { return a.order < b.order; });
+  for (size_t k = 0; k < trials.size(); ++k) {
+    if (trials[k].order != static_cast<int>(k)) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: trial orders are not 0 to {}", path, trials.size() - 1));
+    }
+  }
+  return trials;
+}
+
+std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& result) {
+  exporter::JsonWriter j(exporter::JsonWriter::kPretty);
+  j.BeginObject();
+  j.Key("schema_version").Int(1);
+  j.Key("hypothesis").String(spec.hypothesis);
+  j.Key("complete").Bool(result.complete);
+  j.Key("spec").BeginObject();
+  j.Key("command").BeginArray();
+  for (const std::string& a : spec.command) j.String(a);
+  j.EndArray();
+  j.Key("objective").String(spec.objective);
+  j.Key("lower_is_better").Bool(spec.lower_is_better());
+  j.Key("repeats").Int(spec.repeats);
+  j.Key("sequential").Bool(spec.sequential);
+  j.Key("min_repeats").Int(spec.min_repeats);
+  j.Key("threshold").Number(spec.threshold);
+  j.Key("level").Number(spec.level);
+  j.Key("resamples").Int(spec.resamples);
+  j.Key("trial_timeout_s").Number(spec.trial_timeout_s);
+  j.Key("seed").Int(static_cast<int64_t>(spec.seed));
+  j.Key("rollback").BeginObject();
+  j.Key("failure_rate").Number(spec.rollback.failure_rate);
+  j.Key("p99_step_time").Number(spec.rollback.p99_step_time);
+  j.Key("resource_hours_per_accepted").Number(spec.rollback.resource_hours_per_accepted);
+  j.Key("peak_memory").Number(spec.rollback.peak_memory);
+  j.EndObject();
+  j.EndObject();
+  j.Key("variants").BeginArray();
+  for (size_t v = 0; v < spec.variants.size(); ++v) {
+    const VariantSpec& variant = spec.variants[v];
+    j.BeginObject();
+    j.Key("name").String(variant.name);
+    j.Key("baseline").Bool(v == 0);
+    j.Key("args").BeginArray();
+    for (const std::string& a : variant.args) j.String(a);
+    j.EndArray();
+    j.Key("env").BeginObject();
+    for (const auto& [k, value] : variant.env) j.Key(k).String(value);
+    j.EndObject();
+    j.Key("trials").BeginArray();
+    for (const Trial& t : result.trials) {
+      if (t.variant != static_cast<int>(v)) continue;
+      j.BeginObject();
+      j.Key("order").Int(t.order);
+      j.Key("round").Int(t.round);
+      j.Key("failed").Bool(t.failed);
+      j.Key("failure").String(t.failure);
+      j.Key("exit_code").Int(t.exit_code);
+      j.Key("timed_out").Bool(t.timed_out);
+      j.Key("time_to_target_s").Number(t.time_to_target_s);
+      j.Key("steady_samples_per_s").Number(t.steady_samples_per_s);
+      j.Key("median_step_ms").Number(t.median_step_ms);
+      j.Key("p99_step_ms").Number(t.p99_step_ms);
+      j.Key("idle_share").Number(t.idle_share);
+      j.Key("idle_top_cause").String(t.idle_top_cause);
+      j.Key("resource_hours").Number(t.resource_hours);
+      j.Key("peak_memory_bytes").Number(t.peak_memory_bytes);
+      j.Key("wall_s").Number(t.wall_s);
+      j.Key("cpu_mhz").Number(t.cpu_mhz);
+      j.Key("load_1m").Number(t.load_1m);
+      j.Key("output_dir").String(t.output_dir);
+      j.EndObject();
+    }
+    j.EndArray();
+    j.EndObject();
+  }
+  j.EndArray();
+  const Verdict& verdict = result.verdict;
+  j.Key("verdict").BeginObject();
+  if (verdict.accepted) {
+    j.Key("accepted").String(*verdict.accepted);
+  } else {
+    j.Key("accepted").Null();
+  }
+  j.Key("reason").String(verdict.reason);
+  j.Key("comparisons").BeginArray();
+  for (const Comparison& c : verdict.comparisons) {
+    j.BeginObject();
+    j.Key("variant").String(c.variant);
+    j.Key("ratio").Number(c.ratio);
+    j.Key("ci_low").Number(c.ci_low);
+    j.Key("ci_high").Number(c.ci_high);
+    j.Key("p_value").Number(c.p_value);
+    j.Key("p_adjusted").Number(c.p_adjusted);
+    j.Key("trials").Int(c.trials);
+    j.Key("failures").Int(c.failures);
+    j.Key("clears_threshold").Bool(c.clears_threshold);
+    j.Key("rollbacks").BeginArray();
+    for (const std::string& r : c.rollbacks) j.String(r);
+    j.EndArray();
+    j.Key("accepted").Bool(c.accepted);
+    j.Key("reason").String(c.reason);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  j.EndObject();
+  std::string out = j.Take();
+  out.push_back('\n');
+  return out;
+}
+
+std::string ExperimentTable(const ExperimentSpec& spec, const ExperimentResult& result) {
+  const std::vector<VariantOutcomes> outcomes = Outcomes(spec, result.trials);
+  std::string out = fmt::format("\n{:<14} {:>7} {:>16} {:>22} {:>9}  {}\n", "variant", "trials",
+                                "median", "ratio [interval]", "failures", "verdict");
+  for (size_t v = 0; v < outcomes.size(); ++v) {
+    std::vector<double> ok;
+    for (const Trial& t : result.trials) {
+      if (t.variant == static_cast<int>(v) && !t.failed) {
+        if (std::optional<double> value = ObjectiveOf(spec, t)) ok.push_back(*value);
+      }
+    }
+    const std::optional<double> median =
+        ok.empty() ? std::nullopt : std::optional<double>(Median(ok));
+    std::string ratio = "baseline", verdict = "";
+    if (v > 0 && v - 1 < result.verdict.comparisons.size()) {
+      const Comparison& c = result.verdict.comparisons[v - 1];
+      ratio = fmt::format("{:.3f} [{:.3f}, {:.3f}]", c.ratio, c.ci_low, c.ci_high);
+      verdict = c.accepted                                     ? "accepted"
+                : (c.clears_threshold && !c.rollbacks.empty()) ? "rolled back"
+                                                               : "not accepted";
+    }
+    int failures = 0;
+    for (const TrialOutcome& t : outcomes[v].trials) failures += t.failed;
+    out += fmt::format("{:<14} {:>7} {:>16} {:>22} {:>9}  {}\n", outcomes[v].name,
+                       outcomes[v].trials.size(), ObjectiveText(spec, median), ratio,
+                       fmt::format("{}/{}", failures, outcomes[v].trials.size()), verdict);
+  }
+  out += fmt::format("\n{}{}\n",
+                     result.complete ? "" : "INCOMPLETE (interrupted): ", result.verdict.reason);
+  return out;
+}
+
+}  // namespace trainscope::tuning

@@ -1,0 +1,137 @@
+// Tuning experiments: run an unchanged, trainscope-instrumented program as
+// a baseline and variants, each trial a fresh process, interleaved in
+// randomised blocks, and decide with verdict.h whether a variant reaches
+// the required result sooner beyond the noise. `trainscope experiment run
+// SPEC.json` is the command; docs/experiments.md the guide.
+//
+// SPEC (JSON; unknown keys are an error naming the key):
+//   {"hypothesis": "bf16 autocast reaches eval_mse 0.1 sooner",
+//    "command": ["build/bin/train_mlp", "--out={out}"],
+//    "variants": [{"name": "fp32", "args": ["--amp=off"]},
+//                 {"name": "bf16", "args": ["--amp=bf16"], "env": {"K": "V"}}],
+//    "repeats": 5, "objective": "time_to_target", "threshold": 0.02,
+//    "trial_timeout_s": 600, "seed": 1, "sequential": false, "min_repeats": 3,
+//    "level": 0.95, "resamples": 10000,
+//    "rollback": {"failure_rate": 0, "p99_step_time": 0.05,
+//                 "resource_hours_per_accepted": 0.02, "peak_memory": 0.1}}
+// `{out}` in the command becomes the trial's output directory, which the
+// engine also passes as TRAINSCOPE_OUTPUT_DIR (Session honours it). The
+// first variant is the baseline. Objectives: time_to_target (report
+// acceptance.time_to_target_s; lower is better), steady_samples_per_s
+// (higher), median_step_ms (lower).
+//
+// A trial fails (MLPerf's rule: infinite time to target) when it exits
+// non-zero, is killed by a signal or the per-trial timeout, writes no
+// readable report, or does not reach its quality target.
+//
+// Memory: O(variants x repeats) trial records; a trial's steps file is
+// streamed through a quantile sketch (its p99 step time), never held.
+#ifndef TRAINSCOPE_SDK_TUNING_EXPERIMENT_H_
+#define TRAINSCOPE_SDK_TUNING_EXPERIMENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sdk/tuning/verdict.h"
+
+namespace trainscope::tuning {
+
+struct VariantSpec {
+  std::string name;
+  std::vector<std::string> args;                         // appended to the command
+  std::vector<std::pair<std::string, std::string>> env;  // added to the environment
+};
+
+struct ExperimentSpec {
+  std::string hypothesis;
+  std::vector<std::string> command;
+  std::vector<VariantSpec> variants;  // [0] is the baseline
+  int repeats = 5;                    // per variant (the budget when sequential)
+  std::string objective = "time_to_target";
+  double threshold = 0.02;
+  double trial_timeout_s = 600;
+  uint64_t seed = 1;
+  bool sequential = false;
+  int min_repeats = 3;
+  double level = 0.95;
+  int resamples = 10000;
+  RollbackLimits rollback;
+
+  bool lower_is_better() const { return objective != "steady_samples_per_s"; }
+};
+
+// Parses and checks a spec. `where` names it in errors ("spec.json").
+// Errors: InvalidArgument naming the key and what is wrong
+// ("spec.json: variants[1].argz: unknown key"; "...: repeats: must be >= 1").
+absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view where);
+
+// One trial. Optional metrics are empty when the report lacked them.
+struct Trial {
+  int order = 0;      // its place in the run order, from 0
+  int round = 0;      // the randomised block it belongs to
+  int variant = 0;    // index into spec.variants
+  int exit_code = 0;  // 128 + N when killed by signal N
+  bool timed_out = false;
+  bool failed = false;
+  std::string failure;  // why it failed, a phrase; "" if it did not
+  std::optional<double> time_to_target_s, steady_samples_per_s, median_step_ms, p99_step_ms,
+      idle_share, resource_hours, peak_memory_bytes;
+  std::string idle_top_cause;
+  double wall_s = 0;
+  // Covariates that explain noise, read just before the trial started.
+  std::optional<double> cpu_mhz, load_1m;
+  std::string output_dir;
+};
+
+struct ExperimentResult {
+  std::vector<Trial> trials;  // in run order
+  Verdict verdict;
+  bool complete = false;  // false: interrupted (or a resumable error)
+};
+
+struct RunOptions {
+  std::string output = "experiment.json";
+  std::string trials_dir;   // "" -> OUTPUT without ".json" + "-trials"
+  FILE* progress = stderr;  // a line per trial and the final table; nullptr: quiet
+  // Checked between trials and while one runs (then it is killed): set it
+  // from a SIGINT/SIGTERM handler.
+  const std::atomic<bool>* stop = nullptr;
+  // Trials of an interrupted run of the same spec (ReadExperimentTrials):
+  // the schedule skips them and goes on where it stopped (--resume).
+  std::vector<Trial> done;
+};
+
+// The trials recorded in an experiment.json written for `spec`, in run
+// order. Errors: InvalidArgument naming `where` when it is not an
+// experiment of this spec (another hypothesis, command or variants) or a
+// field is malformed; the read error naming the path.
+absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
+                                                        const ExperimentSpec& spec);
+
+// Runs the experiment and writes OUTPUT (also when stopped: marked
+// incomplete). Errors: the first trial's output directory or OUTPUT cannot
+// be written (naming it); a trial's own failure is never an error.
+absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
+                                               const RunOptions& options);
+
+// The trials' outcomes as the verdict reads them, per variant.
+std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec, const std::vector<Trial>& trials);
+// The verdict's options from the spec.
+VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec);
+
+// experiment.json (docs/experiments.md; schema_version 1).
+std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& result);
+
+// The table per variant and the reason, as printed at the end.
+std::string ExperimentTable(const ExperimentSpec& spec, const ExperimentResult& result);
+
+}  // namespace trainscope::tuning
+
+#endif  // TRAINSCOPE_SDK_TUNING_EXPERIMENT_H_
