@@ -69,6 +69,16 @@ TEST(ExperimentSampleTest, RemovingALoaderDelayIsAccepted) {
       RunExperimentOn(dir, "ab", R"("--loader_delay_ms=4")", R"("--loader_delay_ms=0")");
   EXPECT_NE(json.find("\"accepted\": \"variant\""), std::string::npos) << json;
   EXPECT_NE(json.find("accepted variant: time to target"), std::string::npos) << json;
+  // The configuration kept, with its workload boundary and as a Polyaxon preset.
+  EXPECT_NE(json.find(R"("variant": "variant",
+    "changed": true)"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"("batch_size": "64")"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"x("data_version": "synthetic-regression-v1 (seed 1)")x"),
+            std::string::npos);
+  EXPECT_NE(json.find(R"(isPreset: true\npatchStrategy: post_merge)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"(\"--out={{ globals.run_outputs_path }}\")"), std::string::npos) << json;
 }
 
 TEST(TrainMlpSampleTest, IdleShareRisesWithLoaderDelay) {

@@ -282,7 +282,134 @@ std::string ObjectiveText(const ExperimentSpec& spec, std::optional<double> v) {
   return fmt::format("{:.3f} ms", *v);
 }
 
+// The workload of variant `v`'s first successful trial, if any.
+std::optional<Workload> WorkloadOf(const std::vector<Trial>& trials, int v) {
+  for (const Trial& t : trials) {
+    if (t.variant != v || t.failed) continue;
+    absl::StatusOr<Report> r = exporter::ReadReportFile(t.output_dir + "/report.json");
+    if (!r.ok()) continue;
+    Workload w;
+    w.model = r->run.name;
+    w.code_version = r->run.code_version;
+    w.data_version = r->run.data_version;
+    w.host = r->run.host;
+    w.world_size = r->run.world_size;
+    w.accelerator = r->environment.accelerator;
+    w.accelerator_count = r->environment.accelerator_count;
+    w.cpu_model = r->environment.cpu_model;
+    w.os = r->environment.os;
+    w.container_image = r->environment.container_image;
+    w.trainscope_version = r->environment.trainscope_version;
+    w.quality_metric = r->acceptance.metric;
+    w.quality_target = r->acceptance.target;
+    w.higher_is_better = r->acceptance.higher_is_better;
+    w.config = r->config;
+    for (const auto& [k, value] : r->config) {
+      if (k == "batch_size") w.batch_size = value;
+    }
+    return w;
+  }
+  return std::nullopt;
+}
+
+void WriteWorkload(exporter::JsonWriter& j, const std::optional<Workload>& w) {
+  if (!w) {
+    j.Null();
+    return;
+  }
+  j.BeginObject();
+  j.Key("model").String(w->model);
+  j.Key("code_version").String(w->code_version);
+  j.Key("data_version").String(w->data_version);
+  j.Key("host").String(w->host);
+  j.Key("accelerator").String(w->accelerator);
+  j.Key("accelerator_count").Int(w->accelerator_count);
+  j.Key("world_size").Int(w->world_size);
+  j.Key("cpu_model").String(w->cpu_model);
+  j.Key("os").String(w->os);
+  j.Key("container_image").String(w->container_image);
+  j.Key("trainscope_version").String(w->trainscope_version);
+  if (w->batch_size.empty()) {
+    j.Key("batch_size").Null();
+  } else {
+    j.Key("batch_size").String(w->batch_size);
+  }
+  j.Key("quality").BeginObject();
+  j.Key("metric").String(w->quality_metric);
+  j.Key("target").Number(w->quality_target);
+  j.Key("higher_is_better").Bool(w->higher_is_better);
+  j.EndObject();
+  j.Key("config").BeginObject();
+  for (const auto& [k, value] : w->config) j.Key(k).String(value);
+  j.EndObject();
+  j.EndObject();
+}
+
+// A YAML double-quoted scalar (JSON string syntax is valid YAML).
+std::string Yaml(std::string_view text) {
+  std::string out;
+  exporter::AppendJsonString(&out, text);
+  return out;
+}
+
 }  // namespace
+
+Preset MakePreset(const ExperimentSpec& spec, const std::vector<Trial>& trials,
+                  const Verdict& verdict) {
+  Preset p;
+  int chosen = 0;
+  for (size_t v = 0; v < spec.variants.size(); ++v) {
+    if (verdict.accepted && spec.variants[v].name == *verdict.accepted) {
+      chosen = static_cast<int>(v);
+    }
+  }
+  const VariantSpec& v = spec.variants[static_cast<size_t>(chosen)];
+  p.variant = v.name;
+  p.changed = chosen != 0;
+  p.justified_by = verdict.reason;
+  p.argv = spec.command;
+  p.argv.insert(p.argv.end(), v.args.begin(), v.args.end());
+  p.env = v.env;
+  p.workload = WorkloadOf(trials, chosen);
+  p.polyaxon = PolyaxonPreset(spec, p);
+  return p;
+}
+
+std::string PolyaxonPreset(const ExperimentSpec& spec, const Preset& preset) {
+  auto polyaxon_arg = [](std::string arg) {
+    for (size_t at = arg.find("{out}"); at != std::string::npos; at = arg.find("{out}", at)) {
+      arg.replace(at, 5, "{{ globals.run_outputs_path }}");
+    }
+    return Yaml(arg);
+  };
+  std::string y = fmt::format("# trainscope experiment preset: {}\n# hypothesis: {}\n",
+                              preset.variant, spec.hypothesis);
+  y += "# " + preset.justified_by + "\n";
+  if (preset.workload) {
+    const Workload& w = *preset.workload;
+    const std::string on = w.accelerator_count > 0
+                               ? fmt::format("{} x {}", w.accelerator_count, w.accelerator)
+                               : fmt::format("CPU only ({})", w.accelerator);
+    y += fmt::format("# workload: {} ({}), data {}, {}, batch size {}, world size {}\n", w.model,
+                     w.code_version, w.data_version, on,
+                     w.batch_size.empty() ? "unstated" : w.batch_size, w.world_size);
+  }
+  y += "version: 1.1\nkind: operation\nisPreset: true\npatchStrategy: post_merge\n";
+  y += "runPatch:\n  container:\n";
+  if (!preset.argv.empty()) y += "    command: [" + Yaml(preset.argv[0]) + "]\n";
+  y += "    args: [";
+  for (size_t i = 1; i < preset.argv.size(); ++i) {
+    y += (i > 1 ? ", " : "") + polyaxon_arg(preset.argv[i]);
+  }
+  y += "]\n";
+  if (!preset.env.empty()) {
+    y += "    env:\n";
+    for (const auto& [k, value] : preset.env) {
+      y += "      - name: " + Yaml(k) + "\n        value: " + Yaml(value) + "\n";
+    }
+  }
+  return y;
+}
 
 absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view where) {
   simdjson::dom::parser parser;
@@ -463,6 +590,8 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
   const auto started = std::chrono::steady_clock::now();
   auto write = [&]() -> absl::Status {
     result.verdict = Decide(Outcomes(spec, result.trials), verdict_options);
+    if (!result.baseline) result.baseline = WorkloadOf(result.trials, 0);
+    result.preset = MakePreset(spec, result.trials, result.verdict);
     return core::WriteFileAtomically(options.output, ExperimentJson(spec, result));
   };
   bool stopped = false;
@@ -647,6 +776,8 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
   j.Key("schema_version").Int(1);
   j.Key("hypothesis").String(spec.hypothesis);
   j.Key("complete").Bool(result.complete);
+  j.Key("environment");  // the baseline record of the baseline's first successful trial
+  WriteWorkload(j, result.baseline);
   j.Key("spec").BeginObject();
   j.Key("command").BeginArray();
   for (const std::string& a : spec.command) j.String(a);
@@ -736,6 +867,21 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
     j.EndObject();
   }
   j.EndArray();
+  j.EndObject();
+  const Preset& p = result.preset;
+  j.Key("preset").BeginObject();
+  j.Key("variant").String(p.variant);
+  j.Key("changed").Bool(p.changed);
+  j.Key("justified_by").String(p.justified_by);
+  j.Key("argv").BeginArray();
+  for (const std::string& a : p.argv) j.String(a);
+  j.EndArray();
+  j.Key("env").BeginObject();
+  for (const auto& [k, value] : p.env) j.Key(k).String(value);
+  j.EndObject();
+  j.Key("workload");
+  WriteWorkload(j, p.workload);
+  j.Key("polyaxon").String(p.polyaxon);
   j.EndObject();
   j.EndObject();
   std::string out = j.Take();

@@ -90,11 +90,50 @@ struct Trial {
   std::string output_dir;
 };
 
+// Where a result was measured, from a trial's report.json: a preset that
+// carries it says for which workload it holds (the guide: "a reusable
+// preset should carry a known workload boundary").
+struct Workload {
+  std::string model;  // report run.name
+  std::string code_version, data_version, host;
+  std::string accelerator;
+  int accelerator_count = 0;
+  int world_size = 1;
+  std::string cpu_model, os, container_image, trainscope_version;
+  std::string batch_size;  // config "batch_size", "" if the program did not say
+  std::string quality_metric;
+  std::optional<double> quality_target;
+  bool higher_is_better = false;
+  std::vector<std::pair<std::string, std::string>> config;  // the report's, whole
+};
+
+// The configuration to keep, with the experiment that justified it: the
+// accepted variant, or the baseline when none was.
+struct Preset {
+  std::string variant;
+  bool changed = false;           // a variant was accepted over the baseline
+  std::string justified_by;       // the verdict's reason
+  std::vector<std::string> argv;  // command and args; {out} kept
+  std::vector<std::pair<std::string, std::string>> env;
+  std::optional<Workload> workload;  // empty if no trial of it succeeded
+  std::string polyaxon;              // the same as a Polyaxon preset (YAML)
+};
+
 struct ExperimentResult {
   std::vector<Trial> trials;  // in run order
   Verdict verdict;
   bool complete = false;  // false: interrupted (or a resumable error)
+  std::optional<Workload> baseline;  // the environment: the baseline's first successful trial
+  Preset preset;
 };
+
+// The preset for `verdict`, from the trials' reports.
+Preset MakePreset(const ExperimentSpec& spec, const std::vector<Trial>& trials,
+                  const Verdict& verdict);
+// The Polyaxon preset fragment for `preset` (kind: operation, isPreset:
+// true, runPatch.container command/args/env; {out} becomes
+// {{ globals.run_outputs_path }}).
+std::string PolyaxonPreset(const ExperimentSpec& spec, const Preset& preset);
 
 struct RunOptions {
   std::string output = "experiment.json";
