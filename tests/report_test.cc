@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -219,6 +220,76 @@ TEST(CliTest, HelpDescribesTheCommandsAndTheirFlags) {
   const auto version = RunProcess({TRAINSCOPE_CLI_PATH, "--version"});
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_EQ(version.out.rfind("trainscope ", 0), 0u) << version.out;
+}
+
+// `trainscope compare`: run against run.
+Report TimedRun(double time_to_target_s, const std::string& amp) {
+  Report r = SampleReport();
+  r.config = {{"amp", amp}, {"batch", "256"}};
+  r.acceptance.time_to_target_s = time_to_target_s;
+  r.acceptance.passed = true;
+  return r;
+}
+
+TEST(CompareTest, OneRunASideIsASideBySideWithWhatDiffers) {
+  TempDir dir;
+  testing::WriteAll(dir.File("a.json"), exporter::ReportToJson(TimedRun(10, "off")));
+  testing::WriteAll(dir.File("b.json"), exporter::ReportToJson(TimedRun(8, "bf16")));
+  const testing::ProcessResult run =
+      RunProcess({TRAINSCOPE_CLI_PATH, "compare", dir.File("a.json"), dir.File("b.json")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("time to target (s)               10.000            8.000    0.800"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("One run on a side: a side-by-side, no verdict."), std::string::npos);
+  EXPECT_NE(run.out.find("  config.amp: off -> bf16\n"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("config.batch"), std::string::npos) << run.out;  // the same
+}
+
+TEST(CompareTest, RepeatsOnBothSidesGetTheExperimentsVerdict) {
+  TempDir dir;
+  for (int k = 0; k < 5; ++k) {
+    const std::string a = dir.File("a/run" + std::to_string(k)),
+                      b = dir.File("b/run" + std::to_string(k));
+    std::filesystem::create_directories(a);
+    std::filesystem::create_directories(b);
+    testing::WriteAll(a + "/report.json", exporter::ReportToJson(TimedRun(10 + 0.1 * k, "off")));
+    testing::WriteAll(b + "/report.json", exporter::ReportToJson(TimedRun(8 + 0.1 * k, "bf16")));
+  }
+  testing::ProcessResult run =
+      RunProcess({TRAINSCOPE_CLI_PATH, "compare", dir.File("a"), dir.File("b")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("(5 runs), B = "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("accepted B: time to target 20% lower than A's"), std::string::npos)
+      << run.out;
+  // The same runs on both sides: no verdict for either.
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "compare", dir.File("a"), dir.File("a")});
+  EXPECT_NE(run.out.find("no variant accepted"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("the same on both sides"), std::string::npos) << run.out;
+}
+
+TEST(CompareTest, BadInputsAreNamed) {
+  TempDir dir;
+  testing::WriteAll(dir.File("a.json"), exporter::ReportToJson(TimedRun(10, "off")));
+  testing::WriteAll(dir.File("broken.json"), "{\"schema_version\": 1,");
+  testing::WriteAll(dir.File("experiment.json"), "{\"schema_version\": 1, \"hypothesis\": \"h\"}");
+  testing::ProcessResult run =
+      RunProcess({TRAINSCOPE_CLI_PATH, "compare", dir.File("a.json"), dir.File("none.json")});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(dir.File("none.json") + ": no such file or directory"), std::string::npos)
+      << run.err;
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "compare", dir.File("a.json"), dir.File("broken.json")});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("broken.json: not valid JSON"), std::string::npos) << run.err;
+  run =
+      RunProcess({TRAINSCOPE_CLI_PATH, "compare", dir.File("a.json"), dir.File("experiment.json")});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("compare needs two of a kind"), std::string::npos) << run.err;
+  run = RunProcess(
+      {TRAINSCOPE_CLI_PATH, "compare", dir.File("experiment.json"), dir.File("experiment.json")});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("experiment.json: not an experiment.json"), std::string::npos) << run.err;
+  EXPECT_EQ(RunProcess({TRAINSCOPE_CLI_PATH, "compare", dir.File("a.json")}).exit_code, 2);
 }
 
 TEST(StepsFileTest, RowsRoundTripAndACutLastLineIsNotARow) {

@@ -81,6 +81,43 @@ TEST(ExperimentSampleTest, RemovingALoaderDelayIsAccepted) {
   EXPECT_NE(json.find(R"(\"--out={{ globals.run_outputs_path }}\")"), std::string::npos) << json;
 }
 
+// The AMP harness (samples/tune_amp) on the real training program: the
+// injected numeric bug (a zeroed gradient) is rejected, and its loss curve
+// is what says so; bf16's curve stays inside the fp32 seeds' band.
+TEST(TuneAmpSampleTest, TheInjectedGradientBugIsRejectedByItsLossCurve) {
+  testing::TempDir dir;
+  const testing::ProcessResult run = testing::RunProcess(
+      {TUNE_AMP_PATH, "--out=" + dir.path(), "--repeats=2", "--steps=120", "--inject_bug"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string json = testing::ReadAll(dir.File("experiment.json"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(json).get(root), simdjson::SUCCESS) << json;
+  std::map<std::string, bool> flagged;
+  for (simdjson::dom::element c : root["curves"].get_array()) {
+    flagged[std::string(std::string_view(c["variant"].get_string()))] = bool(c["flagged"]);
+    EXPECT_EQ(int64_t(c["trials"]), 2);
+    EXPECT_EQ(int64_t(c["nonfinite"]), 0);
+  }
+  EXPECT_EQ(flagged,
+            (std::map<std::string, bool>{{"fp32", false}, {"bf16", false}, {"bf16_bug", true}}))
+      << json;
+  std::string_view bug_reason;
+  for (simdjson::dom::element c : root["verdict"]["comparisons"].get_array()) {
+    if (std::string_view(c["variant"].get_string()) != "bf16_bug") continue;
+    EXPECT_FALSE(bool(c["accepted"]));
+    bug_reason = c["reason"].get_string();
+  }
+  EXPECT_NE(bug_reason.find("its loss curve left the baseline's noise band"), std::string::npos)
+      << bug_reason;
+  std::string_view accepted = "null";
+  if (root["verdict"]["accepted"].get_string().get(accepted) != simdjson::SUCCESS)
+    accepted = "null";
+  EXPECT_NE(accepted, "bf16_bug");
+  EXPECT_NE(run.err.find("bf16_bug       2 trials, "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("- FLAGGED"), std::string::npos) << run.err;
+}
+
 TEST(TrainMlpSampleTest, IdleShareRisesWithLoaderDelay) {
   testing::TempDir dir;
   const Report fast = RunSample(dir, 0);

@@ -164,7 +164,7 @@ struct Run {
 Run Experiment(uint64_t seed, const Scenario& s, int repeats, bool sequential) {
   std::mt19937_64 rng(seed);
   std::bernoulli_distribution fails(s.fail_probability);
-  std::vector<VariantOutcomes> variants = {{"A", {}}, {"B", {}}};
+  std::vector<VariantOutcomes> variants = {{"A", {}, {}}, {"B", {}, {}}};
   VerdictOptions options;
   options.seed = seed;
   SequentialOptions stop;
@@ -232,7 +232,7 @@ TEST(VerdictTest, SequentialStoppingReachesTheSameErrorRatesWithFewerTrials) {
 
 VariantOutcomes Trials(const std::string& name, std::vector<double> values,
                        std::vector<bool> failed = {}) {
-  VariantOutcomes v{name, {}};
+  VariantOutcomes v{name, {}, {}};
   for (size_t i = 0; i < values.size(); ++i) {
     TrialOutcome t;
     t.objective = values[i];
@@ -315,6 +315,124 @@ TEST(VerdictTest, MorePeakMemoryOrAWorseTailRollsBack) {
 
 // --- Specs and the engine ------------------------------------------------
 
+// Training curves (curves.h): the file format, and the band.
+void WriteLines(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+TEST(CurveTest, WindowMeansNonFiniteValuesAndSkippedStepsAreRead) {
+  testing::TempDir dir;
+  CurveSpec spec;
+  spec.file = "loss.jsonl";
+  spec.window_steps = 2;
+  WriteLines(dir.File("loss.jsonl"),
+             "{\"step\": 0, \"loss\": 4}\n{\"step\": 1, \"loss\": 2}\n"
+             "{\"step\": 2, \"loss\": null, \"skipped\": true}\n{\"step\": 3, \"loss\": 1}\n"
+             "{\"step\": 4, \"loss\": null}\n{\"step\": 5, \"loss\": null}\n"
+             "{\"step\": 6, \"lo");  // cut short by a crash: ignored
+  absl::StatusOr<TrialCurve> curve = ReadCurve(dir.File("loss.jsonl"), spec);
+  ASSERT_TRUE(curve.ok()) << curve.status();
+  ASSERT_EQ(curve->means.size(), 3u);
+  EXPECT_EQ(curve->means[0], 3);
+  EXPECT_EQ(curve->means[1], 1);
+  EXPECT_TRUE(std::isnan(curve->means[2]));  // steps 4 and 5: nothing finite
+  EXPECT_EQ(curve->points, 6);
+  EXPECT_EQ(curve->nonfinite, 3);
+  EXPECT_EQ(curve->skipped, 1);
+  EXPECT_EQ(curve->last_step, 5);
+
+  WriteLines(dir.File("bad.jsonl"),
+             "{\"step\": 0, \"loss\": 1}\n{\"step\": 1, \"loss\": \"x\"}\n"
+             "{\"step\": 2, \"loss\": 1}\n");
+  absl::StatusOr<TrialCurve> bad = ReadCurve(dir.File("bad.jsonl"), spec);
+  EXPECT_EQ(bad.status().message(),
+            dir.File("bad.jsonl") + ":2: \"loss\" must be a number or null");
+  WriteLines(dir.File("nostep.jsonl"), "{\"loss\": 1}\n");
+  EXPECT_EQ(ReadCurve(dir.File("nostep.jsonl"), spec).status().message(),
+            dir.File("nostep.jsonl") + ":1: \"step\" must be an integer >= 0");
+  EXPECT_EQ(ReadCurve(dir.File("none.jsonl"), spec).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A loss curve: exponential decay to a floor, per-step noise, and a seed
+// effect; `rate` < 1 trains slower (a corrupted gradient), `diverge_at`
+// turns it NaN from that step.
+TrialCurve SyntheticCurve(std::mt19937_64& rng, int steps, double rate, int diverge_at,
+                          const CurveSpec& spec) {
+  std::normal_distribution<double> noise(0, 0.05), seed_effect(0, 0.05);
+  const double offset = seed_effect(rng);
+  std::vector<double> sums(static_cast<size_t>(steps / spec.window_steps + 1), 0);
+  std::vector<int> counts(sums.size(), 0);
+  TrialCurve c;
+  for (int s = 0; s < steps; ++s) {
+    ++c.points;
+    c.last_step = s;
+    if (diverge_at >= 0 && s >= diverge_at) {
+      ++c.nonfinite;
+      continue;
+    }
+    const double loss = 0.1 + (1 + offset) * std::exp(-rate * s / 50.0) + noise(rng);
+    sums[static_cast<size_t>(s / spec.window_steps)] += loss;
+    ++counts[static_cast<size_t>(s / spec.window_steps)];
+  }
+  c.means.assign(static_cast<size_t>((steps - 1) / spec.window_steps + 1),
+                 std::numeric_limits<double>::quiet_NaN());
+  for (size_t w = 0; w < c.means.size(); ++w) {
+    if (counts[w] > 0) c.means[w] = sums[w] / counts[w];
+  }
+  return c;
+}
+
+TEST(CurveTest, SeedNoiseStaysInsideTheBandAndABrokenCurveIsFlagged) {
+  CurveSpec spec;
+  spec.file = "loss.jsonl";
+  int same_flagged = 0, slow_flagged = 0, nan_flagged = 0;
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::vector<TrialCurve>> curves(4);
+    for (int k = 0; k < 4; ++k) {
+      curves[0].push_back(SyntheticCurve(rng, 300, 1.0, -1, spec));   // fp32
+      curves[1].push_back(SyntheticCurve(rng, 300, 1.0, -1, spec));   // the same training
+      curves[2].push_back(SyntheticCurve(rng, 300, 0.6, -1, spec));   // trains slower
+      curves[3].push_back(SyntheticCurve(rng, 300, 1.0, 150, spec));  // NaN from step 150
+    }
+    const std::vector<CurveCheck> checks =
+        CheckCurves({"fp32", "same", "slow", "nan"}, curves, spec);
+    ASSERT_EQ(checks.size(), 4u);
+    EXPECT_FALSE(checks[0].flagged);
+    EXPECT_EQ(checks[1].windows, 30);
+    same_flagged += checks[1].flagged;
+    slow_flagged += checks[2].flagged;
+    nan_flagged += checks[3].flagged;
+    if (seed == 0) {
+      EXPECT_EQ(checks[3].nonfinite, 4 * 150);
+      EXPECT_EQ(checks[3].first_outside_step, 150);
+      EXPECT_NE(checks[2].phrase.find("its loss curve left the baseline's noise band in "),
+                std::string::npos)
+          << checks[2].phrase;
+    }
+  }
+  std::printf(
+      "curve check, 100 seeded experiments of 4 seeds a variant: the same training "
+      "flagged %d, 40%% slower training %d, NaN from half-way %d\n",
+      same_flagged, slow_flagged, nan_flagged);
+  EXPECT_LE(same_flagged, 5);
+  EXPECT_GE(slow_flagged, 95);
+  EXPECT_EQ(nan_flagged, 100);
+}
+
+TEST(VerdictTest, AFasterVariantWhoseCurveLeftTheBandIsRolledBack) {
+  VariantOutcomes fast = Trials("bf16_bug", {80, 81, 79, 80, 82, 80});
+  fast.vetoes.push_back("its loss curve left the baseline's noise band in 20 of 30 windows");
+  const Verdict v = Decide({Trials("fp32", {100, 101, 99, 102, 100, 98}), fast}, {});
+  EXPECT_FALSE(v.accepted.has_value()) << v.reason;
+  ASSERT_EQ(v.comparisons.size(), 1u);
+  EXPECT_TRUE(v.comparisons[0].clears_threshold);  // faster beyond the noise
+  EXPECT_NE(v.comparisons[0].reason.find("bf16_bug is rolled back: its loss curve left"),
+            std::string::npos)
+      << v.comparisons[0].reason;
+}
+
 TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
   auto error = [](const std::string& json) {
     absl::StatusOr<ExperimentSpec> spec = ParseSpec(json, "spec.json");
@@ -341,6 +459,16 @@ TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
   EXPECT_EQ(
       error(R"({"hypothesis": "h", "rollback": {"memory": 1}, )" + command + ", " + variants + "}"),
       "spec.json: rollback.memory: unknown key");
+  EXPECT_EQ(error(R"({"hypothesis": "h", "curve": {"file": "loss.jsonl", "window": 5}, )" +
+                  command + ", " + variants + "}"),
+            "spec.json: curve.window: unknown key");
+  EXPECT_EQ(error(R"({"hypothesis": "h", "curve": {"window_steps": 5}, )" + command + ", " +
+                  variants + "}"),
+            "spec.json: curve.file: required: the curve's file name in each trial's output "
+            "directory");
+  EXPECT_EQ(error(R"({"hypothesis": "h", "curve": {"file": "l", "max_outside": 1}, )" + command +
+                  ", " + variants + "}"),
+            "spec.json: curve.max_outside: must be below 1 (a share)");
   EXPECT_EQ(error(R"({"hypothesis": "h", )" + command + R"(, "variants": [{"name": "a"}]})"),
             "spec.json: variants: needs a baseline and at least one variant");
   EXPECT_NE(error("{"), "ok");
@@ -462,6 +590,58 @@ TEST(ExperimentTest, AResumedExperimentContinuesTheSameSchedule) {
   absl::StatusOr<std::vector<Trial>> refused = ReadExperimentTrials(dir.File("whole.json"), other);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("another spec"), std::string::npos);
+}
+
+// {repeat} is the round (a seed shared by the variants), and each trial's
+// curve file is read and checked against the baseline's band.
+TEST(ExperimentTest, CurvesAreCheckedAgainstTheBaselinesBandAndRepeatIsTheRound) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "curves";
+  spec.command = {"/bin/sh", "-c",
+                  "echo {repeat} > {out}/repeat; awk -v r={repeat} -v k=\"$SLOW\" 'BEGIN { for "
+                  "(s = 0; s < 100; s++) printf \"{\\\"step\\\": %d, \\\"loss\\\": %.6f}\\n\", s, "
+                  "0.1 + exp(-s / (20 * (1 + k))) + 0.01 * r }' > {out}/loss.jsonl"};
+  spec.variants = {
+      {"base", {}, {{"SLOW", "0"}}}, {"same", {}, {{"SLOW", "0"}}}, {"slow", {}, {{"SLOW", "2"}}}};
+  spec.repeats = 3;
+  spec.curve.file = "loss.jsonl";
+  RunOptions options;
+  options.output = dir.File("experiment.json");
+  options.progress = nullptr;
+  absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->trials.size(), 9u);
+  for (const Trial& t : result->trials) {
+    EXPECT_EQ(testing::ReadAll(t.output_dir + "/repeat"), std::to_string(t.round) + "\n");
+    EXPECT_EQ(t.curve_points, 100) << t.output_dir;
+    EXPECT_EQ(t.curve_nonfinite, 0);
+  }
+  ASSERT_EQ(result->curves.size(), 3u);
+  EXPECT_EQ(result->curves[1].windows, 10);
+  EXPECT_FALSE(result->curves[1].flagged);
+  EXPECT_TRUE(result->curves[2].flagged);
+  EXPECT_EQ(result->curves[2].first_outside_step, 0);  // the first window already
+  const std::string json = testing::ReadAll(options.output);
+  EXPECT_NE(json.find("\"first_outside_step\": 0"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"points\": 100"), std::string::npos);
+  EXPECT_NE(json.find("its loss curve left the baseline's noise band"), std::string::npos);
+
+  // Read back whole (trainscope compare): the spec, the trials, the verdict.
+  absl::StatusOr<ExperimentRecord> record = ReadExperiment(options.output);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->spec.hypothesis, "curves");
+  EXPECT_EQ(record->spec.command, spec.command);
+  ASSERT_EQ(record->spec.variants.size(), 3u);
+  EXPECT_EQ(record->spec.variants[2].name, "slow");
+  EXPECT_EQ(record->spec.curve.file, "loss.jsonl");
+  EXPECT_EQ(record->trials.size(), 9u);
+  EXPECT_TRUE(record->complete);
+  EXPECT_FALSE(record->accepted.has_value());
+  EXPECT_EQ(record->reason, result->verdict.reason);
+  testing::WriteAll(dir.File("not.json"), "{\"schema_version\": 2, \"verdict\": {}}");
+  EXPECT_EQ(ReadExperiment(dir.File("not.json")).status().message(),
+            dir.File("not.json") + ": schema_version 2: this trainscope reads 1");
 }
 
 }  // namespace

@@ -190,6 +190,11 @@ class Session {
   // Adds or replaces a configuration key/value in the report.
   void SetConfig(std::string_view key, std::string_view value);
 
+  // The directory the run writes to: Options::output_dir, or
+  // $TRAINSCOPE_OUTPUT_DIR when set (as `trainscope experiment` does), for
+  // a program's own files beside the report. Cost: none.
+  const std::string& output_dir() const;
+
   // Declares the quality target: `metric` must reach `target` (at least, or
   // at most when !higher_is_better). Call it before the first evaluation so
   // that RecordQuality can time when the target is first met. Replaces an

@@ -23,15 +23,17 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <filesystem>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -81,6 +83,13 @@ ABSL_FLAG(int, slow_rank_ms, 0, "how much --slow_rank's forward is slowed, per s
 ABSL_FLAG(int, dist_timeout_s, 30, "how long a collective waits for the other ranks");
 ABSL_FLAG(int, die_rank, -1, "fault injection: this rank kills itself (SIGKILL) ...");
 ABSL_FLAG(int64_t, die_at_step, -1, "... at the start of this step");
+ABSL_FLAG(bool, loss_curve, false,
+          "write the training loss of every step to loss.jsonl beside the report ({\"step\", "
+          "\"loss\", \"skipped\"} lines; loss null when not finite), read at each sync point "
+          "so that it adds no sync: `trainscope experiment`'s curve check reads it");
+ABSL_FLAG(bool, corrupt_grad, false,
+          "fault injection: a numeric bug that silently flips the sign of the first layer's "
+          "weight gradient every step (the AMP harness must reject it)");
 ABSL_FLAG(bool, die_in_save, false,
           "fault injection: --die_rank dies inside its part of the first checkpoint save at or "
           "after --die_at_step instead (while its files are being synced)");
@@ -242,6 +251,7 @@ int main(int argc, char** argv) {
                     {"hidden", std::to_string(absl::GetFlag(FLAGS_hidden))},
                     {"lr", std::to_string(absl::GetFlag(FLAGS_lr))},
                     {"amp", amp},
+                    {"seed", std::to_string(absl::GetFlag(FLAGS_seed))},
                     {"world_size", std::to_string(world_size)},
                     {"threads", std::to_string(absl::GetFlag(FLAGS_threads))}};
   if (absl::GetFlag(FLAGS_slow_rank) >= 0) {
@@ -409,6 +419,43 @@ int main(int argc, char** argv) {
 
   double last_loss = 0;
   int exit_code = 0;
+  // The loss curve: each step's loss stays on the device until the next
+  // sync point, then is written in one read (no sync of its own).
+  std::FILE* curve = nullptr;
+  if (absl::GetFlag(FLAGS_loss_curve)) {
+    const std::string path = session->output_dir() +
+                             (world_size > 1 ? "/loss-rank" + std::to_string(rank) : "/loss") +
+                             ".jsonl";
+    curve = std::fopen(path.c_str(), "w");
+    if (curve == nullptr) {
+      std::fprintf(stderr, "train_mlp: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
+  std::vector<torch::Tensor> pending_losses;
+  std::vector<bool> pending_skipped;
+  int64_t curve_first = 0;  // the step of pending_losses[0]
+  int64_t nonfinite_losses = 0;
+  auto write_curve = [&]() {
+    if (curve == nullptr || pending_losses.empty()) return;
+    const torch::Tensor values = torch::stack(pending_losses).to(torch::kCPU, torch::kDouble);
+    const double* v = values.data_ptr<double>();
+    for (size_t k = 0; k < pending_losses.size(); ++k) {
+      const auto step = static_cast<long long>(curve_first + static_cast<int64_t>(k));
+      const char* skipped = pending_skipped[k] ? ", \"skipped\": true" : "";
+      if (std::isfinite(v[k])) {
+        std::fprintf(curve, "{\"step\": %lld, \"loss\": %.9g%s}\n", step, v[k], skipped);
+      } else {
+        ++nonfinite_losses;
+        std::fprintf(curve, "{\"step\": %lld, \"loss\": null%s}\n", step, skipped);
+      }
+    }
+    std::fflush(curve);
+    curve_first += static_cast<int64_t>(pending_losses.size());
+    pending_losses.clear();
+    pending_skipped.clear();
+  };
+  const bool corrupt_grad = absl::GetFlag(FLAGS_corrupt_grad);
   to_device.Submit(next_batch(0));
   for (int64_t i = 0; i < steps; ++i) {
     if (rank == absl::GetFlag(FLAGS_die_rank) && i == absl::GetFlag(FLAGS_die_at_step) &&
@@ -436,6 +483,11 @@ int main(int argc, char** argv) {
       TRAINSCOPE_PHASE(kBackward);
       optimizer.zero_grad();
       scaler.Scale(loss).backward();
+      if (corrupt_grad) {
+        // The injected bug: a sign error in one layer's gradient.
+        torch::NoGradGuard no_grad;
+        model->parameters()[0].mutable_grad().zero_();
+      }
     }
     if (group) {
       if (absl::Status synced = group->AverageGradients(*model); !synced.ok()) {
@@ -446,15 +498,21 @@ int main(int argc, char** argv) {
     }
     {
       TRAINSCOPE_PHASE(kOptimizer);
-      if (absl::StatusOr<bool> stepped = scaler.Step(optimizer); !stepped.ok()) {
+      absl::StatusOr<bool> stepped = scaler.Step(optimizer);
+      if (!stepped.ok()) {
         std::fprintf(stderr, "train_mlp: %s\n", stepped.status().ToString().c_str());
         return 1;
+      }
+      if (curve != nullptr) {
+        pending_losses.push_back(loss.detach().to(torch::kFloat));
+        pending_skipped.push_back(!*stepped);
       }
       scaler.Update();
     }
     if ((i + 1) % absl::GetFlag(FLAGS_sync_every) == 0 || i + 1 == steps) {
       TRAINSCOPE_PHASE(kSync);
       last_loss = loss.item<double>();
+      write_curve();
     }
     evaluated_last = eval_every > 0 && (i + 1) % eval_every == 0;
     if (evaluated_last) eval_mse = evaluate();
@@ -479,6 +537,11 @@ int main(int argc, char** argv) {
   }
   if (!evaluated_last) eval_mse = evaluate();
   session->SetConfig("final_train_loss", std::to_string(last_loss));
+  if (curve != nullptr) {
+    write_curve();
+    std::fclose(curve);
+    session->SetConfig("nonfinite_losses", std::to_string(nonfinite_losses));
+  }
   if (amp == "fp16") {
     session->SetConfig("amp.final_scale", std::to_string(scaler.scale()));
     session->SetConfig("amp.skipped_steps", std::to_string(scaler.skipped_steps()));

@@ -27,6 +27,11 @@ int RunRanks(const std::vector<std::string>& args, const std::string& format);
 // interrupted (experiment.json then marked incomplete).
 int RunExperimentCommand(const std::vector<std::string>& args);
 
+// `trainscope compare A B`: two reports (files, or directories of runs:
+// with repeats on both sides the experiment's rules give a verdict), or two
+// experiment.json files (variant by variant, and their environments).
+int RunCompare(const std::vector<std::string>& args);
+
 }  // namespace trainscope::cli
 
 #endif  // TRAINSCOPE_SDK_CLI_COMMANDS_H_

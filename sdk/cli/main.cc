@@ -40,6 +40,10 @@ constexpr char kUsage[] =
     "                        command, fresh processes in randomised blocks, time to\n"
     "                        the required result compared beyond the noise\n"
     "                        (-o experiment.json; docs/experiments.md)\n"
+    "  compare A B           two runs side by side (report.json files, or\n"
+    "                        directories of runs: with repeats on both sides, a\n"
+    "                        verdict by the experiment's rules), or two\n"
+    "                        experiment.json files variant by variant\n"
     "\n"
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
     "Run 'trainscope --help' for the flags.";
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
   if (command == "analyze") return trainscope::cli::RunAnalyze(args, absl::GetFlag(FLAGS_format));
   if (command == "ranks") return trainscope::cli::RunRanks(args, absl::GetFlag(FLAGS_format));
   if (command == "experiment") return trainscope::cli::RunExperimentCommand(args);
+  if (command == "compare") return trainscope::cli::RunCompare(args);
   std::fprintf(stderr, "trainscope: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return trainscope::cli::kExitUsage;
 }

@@ -807,6 +807,8 @@ void Session::Impl::SummarizeCountersAndCheckpoints() {
             [](const Report::Counter& a, const Report::Counter& b) { return a.name < b.name; });
 }
 
+const std::string& Session::output_dir() const { return impl_->options.output_dir; }
+
 void Session::SetConfig(std::string_view key, std::string_view value) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (auto& [k, v] : impl_->report.config) {

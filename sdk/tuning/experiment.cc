@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <set>
@@ -225,6 +226,14 @@ std::optional<double> ObjectiveOf(const ExperimentSpec& spec, const Trial& t) {
   return t.median_step_ms;
 }
 
+// Replaces every `placeholder` in `arg` with `value`.
+void Substitute(std::string* arg, std::string_view placeholder, const std::string& value) {
+  for (size_t at = arg->find(placeholder); at != std::string::npos;
+       at = arg->find(placeholder, at + value.size())) {
+    arg->replace(at, placeholder.size(), value);
+  }
+}
+
 // Reads the trial's report and decides whether it failed.
 void Assess(const ExperimentSpec& spec, const Exit& exit, Trial* t) {
   t->exit_code = exit.code;
@@ -369,6 +378,7 @@ Preset MakePreset(const ExperimentSpec& spec, const std::vector<Trial>& trials,
   p.justified_by = verdict.reason;
   p.argv = spec.command;
   p.argv.insert(p.argv.end(), v.args.begin(), v.args.end());
+  for (std::string& a : p.argv) Substitute(&a, "{repeat}", "0");  // a seed: the first round's
   p.env = v.env;
   p.workload = WorkloadOf(trials, chosen);
   p.polyaxon = PolyaxonPreset(spec, p);
@@ -426,7 +436,7 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
   if (absl::Status s = OnlyKnownKeys(object, where, "",
                                      {"hypothesis", "command", "variants", "repeats", "objective",
                                       "threshold", "trial_timeout_s", "seed", "sequential",
-                                      "min_repeats", "level", "resamples", "rollback"});
+                                      "min_repeats", "level", "resamples", "rollback", "curve"});
       !s.ok()) {
     return s;
   }
@@ -533,6 +543,41 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
       if (*out < 0) return Bad(where, "rollback." + std::string(key), "must be >= 0");
     }
   }
+  if (object["curve"].get(e) == simdjson::SUCCESS) {
+    simdjson::dom::object co;
+    if (e.get_object().get(co) != simdjson::SUCCESS)
+      return Bad(where, "curve", "must be an object");
+    if (absl::Status s =
+            OnlyKnownKeys(co, where, "curve.",
+                          {"file", "value", "window_steps", "widen", "floor", "max_outside"});
+        !s.ok()) {
+      return s;
+    }
+    CurveSpec& c = spec.curve;
+    if (co["file"].get_string().get(text) != simdjson::SUCCESS || text.empty() ||
+        text.find('/') != std::string_view::npos) {
+      return Bad(where, "curve.file",
+                 "required: the curve's file name in each trial's output directory");
+    }
+    c.file = std::string(text);
+    if (co["value"].get(e) == simdjson::SUCCESS) {
+      if (e.get_string().get(text) != simdjson::SUCCESS || text.empty()) {
+        return Bad(where, "curve.value", "must be a non-empty string (the key of the value)");
+      }
+      c.value = std::string(text);
+    }
+    if (absl::Status s = NumberField(co, "window_steps", where, "curve.", &c.window_steps);
+        !s.ok()) {
+      return s;
+    }
+    if (c.window_steps < 1) return Bad(where, "curve.window_steps", "must be >= 1");
+    for (const auto& [key, out] : std::initializer_list<std::pair<std::string_view, double*>>{
+             {"widen", &c.widen}, {"floor", &c.floor}, {"max_outside", &c.max_outside}}) {
+      if (absl::Status s = NumberField(co, key, where, "curve.", out); !s.ok()) return s;
+      if (!(*out >= 0)) return Bad(where, "curve." + std::string(key), "must be >= 0");
+    }
+    if (c.max_outside >= 1) return Bad(where, "curve.max_outside", "must be below 1 (a share)");
+  }
   if (spec.repeats < 1) return Bad(where, "repeats", "must be >= 1");
   if (spec.min_repeats < 2 || spec.min_repeats > spec.repeats) {
     if (spec.sequential) return Bad(where, "min_repeats", "must be from 2 to repeats");
@@ -563,7 +608,7 @@ VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec) {
 std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec,
                                       const std::vector<Trial>& trials) {
   std::vector<VariantOutcomes> out;
-  for (const VariantSpec& v : spec.variants) out.push_back({v.name, {}});
+  for (const VariantSpec& v : spec.variants) out.push_back({v.name, {}, {}});
   for (const Trial& t : trials) {
     TrialOutcome o;
     o.failed = t.failed;
@@ -574,6 +619,30 @@ std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec,
     out[static_cast<size_t>(t.variant)].trials.push_back(o);
   }
   return out;
+}
+
+std::vector<CurveCheck> CheckTrialCurves(const ExperimentSpec& spec, std::vector<Trial>* trials,
+                                         std::vector<VariantOutcomes>* outcomes) {
+  if (spec.curve.file.empty()) return {};
+  std::vector<std::vector<TrialCurve>> curves(spec.variants.size());
+  for (Trial& t : *trials) {
+    absl::StatusOr<TrialCurve> curve = ReadCurve(t.output_dir + "/" + spec.curve.file, spec.curve);
+    if (!curve.ok()) {
+      t.curve_points = -1;
+      continue;
+    }
+    t.curve_points = curve->points;
+    t.curve_nonfinite = curve->nonfinite;
+    t.curve_skipped = curve->skipped;
+    curves[static_cast<size_t>(t.variant)].push_back(*std::move(curve));
+  }
+  std::vector<std::string> names;
+  for (const VariantSpec& v : spec.variants) names.push_back(v.name);
+  std::vector<CurveCheck> checks = CheckCurves(names, curves, spec.curve);
+  for (size_t v = 0; v < checks.size() && v < outcomes->size(); ++v) {
+    if (checks[v].flagged) (*outcomes)[v].vetoes.push_back(checks[v].phrase);
+  }
+  return checks;
 }
 
 absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
@@ -589,7 +658,9 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
   sequential.max_repeats = spec.repeats;
   const auto started = std::chrono::steady_clock::now();
   auto write = [&]() -> absl::Status {
-    result.verdict = Decide(Outcomes(spec, result.trials), verdict_options);
+    std::vector<VariantOutcomes> outcomes = Outcomes(spec, result.trials);
+    result.curves = CheckTrialCurves(spec, &result.trials, &outcomes);
+    result.verdict = Decide(outcomes, verdict_options);
     if (!result.baseline) result.baseline = WorkloadOf(result.trials, 0);
     result.preset = MakePreset(spec, result.trials, result.verdict);
     return core::WriteFileAtomically(options.output, ExperimentJson(spec, result));
@@ -613,16 +684,12 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       const VariantSpec& v = spec.variants[static_cast<size_t>(variant)];
       t.output_dir = fmt::format("{}/{:03d}-{}", trials_dir, t.order, v.name);
       if (absl::Status s = core::EnsureWritableDirectory(t.output_dir); !s.ok()) return s;
-      std::vector<std::string> argv;
-      for (const std::string& arg : spec.command) {
-        std::string a = arg;
-        for (size_t at = a.find("{out}"); at != std::string::npos; at = a.find("{out}", at)) {
-          a.replace(at, 5, t.output_dir);
-          at += t.output_dir.size();
-        }
-        argv.push_back(std::move(a));
-      }
+      std::vector<std::string> argv = spec.command;
       argv.insert(argv.end(), v.args.begin(), v.args.end());
+      for (std::string& a : argv) {
+        Substitute(&a, "{out}", t.output_dir);
+        Substitute(&a, "{repeat}", std::to_string(round));
+      }
       std::vector<std::pair<std::string, std::string>> env = v.env;
       env.emplace_back("TRAINSCOPE_OUTPUT_DIR", t.output_dir);
       t.cpu_mhz = ReadCpuMhz();
@@ -770,6 +837,127 @@ absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
   return trials;
 }
 
+absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
+  absl::StatusOr<std::string> text = core::ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(*text);
+  element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not valid JSON: {}", path, simdjson::error_message(error)));
+  }
+  int64_t schema = 0;
+  simdjson::dom::object verdict;
+  if (root["schema_version"].get_int64().get(schema) != simdjson::SUCCESS ||
+      root["verdict"].get_object().get(verdict) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: not an experiment.json", path));
+  }
+  if (schema != 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: schema_version {}: this trainscope reads 1", path, schema));
+  }
+  ExperimentRecord record;
+  ExperimentSpec& spec = record.spec;
+  auto bad = [&](std::string_view field) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}: missing or malformed", path, field));
+  };
+  std::string_view text_value;
+  if (root["hypothesis"].get_string().get(text_value) != simdjson::SUCCESS)
+    return bad("hypothesis");
+  spec.hypothesis = std::string(text_value);
+  element s;
+  if (root["spec"].get(s) != simdjson::SUCCESS || !s.is_object()) return bad("spec");
+  simdjson::dom::array list;
+  if (s["command"].get_array().get(list) != simdjson::SUCCESS) return bad("spec.command");
+  for (element a : list) {
+    if (a.get_string().get(text_value) != simdjson::SUCCESS) return bad("spec.command");
+    spec.command.emplace_back(text_value);
+  }
+  if (s["objective"].get_string().get(text_value) != simdjson::SUCCESS)
+    return bad("spec.objective");
+  spec.objective = std::string(text_value);
+  auto number = [&](std::string_view key, double* out) {
+    double v = 0;
+    if (s[key].get_double().get(v) == simdjson::SUCCESS) *out = v;
+  };
+  number("threshold", &spec.threshold);
+  number("level", &spec.level);
+  number("trial_timeout_s", &spec.trial_timeout_s);
+  int64_t integer = 0;
+  if (s["repeats"].get_int64().get(integer) == simdjson::SUCCESS)
+    spec.repeats = static_cast<int>(integer);
+  if (s["resamples"].get_int64().get(integer) == simdjson::SUCCESS) {
+    spec.resamples = static_cast<int>(integer);
+  }
+  if (s["seed"].get_int64().get(integer) == simdjson::SUCCESS) {
+    spec.seed = static_cast<uint64_t>(integer);
+  }
+  element rollback;
+  if (s["rollback"].get(rollback) != simdjson::SUCCESS) return bad("spec.rollback");
+  for (const auto& [key, out] : std::initializer_list<std::pair<std::string_view, double*>>{
+           {"failure_rate", &spec.rollback.failure_rate},
+           {"p99_step_time", &spec.rollback.p99_step_time},
+           {"resource_hours_per_accepted", &spec.rollback.resource_hours_per_accepted},
+           {"peak_memory", &spec.rollback.peak_memory}}) {
+    double v = 0;
+    if (rollback[key].get_double().get(v) == simdjson::SUCCESS) *out = v;
+  }
+  if (s["curve"]["file"].get_string().get(text_value) == simdjson::SUCCESS) {
+    spec.curve.file = std::string(text_value);
+  }
+  if (root["variants"].get_array().get(list) != simdjson::SUCCESS) return bad("variants");
+  for (element v : list) {
+    VariantSpec variant;
+    if (v["name"].get_string().get(text_value) != simdjson::SUCCESS) return bad("variants[].name");
+    variant.name = std::string(text_value);
+    simdjson::dom::array args;
+    if (v["args"].get_array().get(args) == simdjson::SUCCESS) {
+      for (element a : args) {
+        if (a.get_string().get(text_value) == simdjson::SUCCESS)
+          variant.args.emplace_back(text_value);
+      }
+    }
+    spec.variants.push_back(std::move(variant));
+  }
+  bool complete = false;
+  if (root["complete"].get_bool().get(complete) == simdjson::SUCCESS) record.complete = complete;
+  if (verdict["accepted"].get_string().get(text_value) == simdjson::SUCCESS) {
+    record.accepted = std::string(text_value);
+  }
+  if (verdict["reason"].get_string().get(text_value) == simdjson::SUCCESS) {
+    record.reason = std::string(text_value);
+  }
+  // The environment, flattened one level deep ("quality.target", "config.k").
+  std::function<void(element, const std::string&)> flatten = [&](element e,
+                                                                 const std::string& prefix) {
+    simdjson::dom::object object;
+    if (e.get_object().get(object) != simdjson::SUCCESS) return;
+    for (auto field : object) {
+      const std::string key = prefix + std::string(field.key);
+      switch (field.value.type()) {
+        case simdjson::dom::element_type::OBJECT:
+          flatten(field.value, key + ".");
+          break;
+        case simdjson::dom::element_type::STRING:
+          record.environment.emplace_back(key, std::string(std::string_view(field.value)));
+          break;
+        case simdjson::dom::element_type::NULL_VALUE:
+          record.environment.emplace_back(key, "null");
+          break;
+        default:
+          record.environment.emplace_back(key, simdjson::minify(field.value));
+      }
+    }
+  };
+  element environment;
+  if (root["environment"].get(environment) == simdjson::SUCCESS) flatten(environment, "");
+  absl::StatusOr<std::vector<Trial>> trials = ReadExperimentTrials(path, spec);
+  if (!trials.ok()) return trials.status();
+  record.trials = *std::move(trials);
+  return record;
+}
+
 std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& result) {
   exporter::JsonWriter j(exporter::JsonWriter::kPretty);
   j.BeginObject();
@@ -798,6 +986,19 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
   j.Key("resource_hours_per_accepted").Number(spec.rollback.resource_hours_per_accepted);
   j.Key("peak_memory").Number(spec.rollback.peak_memory);
   j.EndObject();
+  j.Key("curve");
+  if (spec.curve.file.empty()) {
+    j.Null();
+  } else {
+    j.BeginObject();
+    j.Key("file").String(spec.curve.file);
+    j.Key("value").String(spec.curve.value);
+    j.Key("window_steps").Int(spec.curve.window_steps);
+    j.Key("widen").Number(spec.curve.widen);
+    j.Key("floor").Number(spec.curve.floor);
+    j.Key("max_outside").Number(spec.curve.max_outside);
+    j.EndObject();
+  }
   j.EndObject();
   j.Key("variants").BeginArray();
   for (size_t v = 0; v < spec.variants.size(); ++v) {
@@ -833,6 +1034,16 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
       j.Key("cpu_mhz").Number(t.cpu_mhz);
       j.Key("load_1m").Number(t.load_1m);
       j.Key("output_dir").String(t.output_dir);
+      j.Key("curve");
+      if (t.curve_points < 0) {
+        j.Null();
+      } else {
+        j.BeginObject();
+        j.Key("points").Int(t.curve_points);
+        j.Key("nonfinite").Int(t.curve_nonfinite);
+        j.Key("skipped").Int(t.curve_skipped);
+        j.EndObject();
+      }
       j.EndObject();
     }
     j.EndArray();
@@ -868,6 +1079,30 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
   }
   j.EndArray();
   j.EndObject();
+  j.Key("curves");  // the training-curve check, per variant
+  if (spec.curve.file.empty()) {
+    j.Null();
+  } else {
+    j.BeginArray();
+    for (const CurveCheck& c : result.curves) {
+      j.BeginObject();
+      j.Key("variant").String(c.variant);
+      j.Key("trials").Int(c.trials);
+      j.Key("windows").Int(c.windows);
+      j.Key("outside").Int(c.outside);
+      j.Key("first_outside_step");
+      if (c.first_outside_step < 0) {
+        j.Null();
+      } else {
+        j.Int(c.first_outside_step);
+      }
+      j.Key("nonfinite").Int(c.nonfinite);
+      j.Key("skipped").Int(c.skipped);
+      j.Key("flagged").Bool(c.flagged);
+      j.EndObject();
+    }
+    j.EndArray();
+  }
   const Preset& p = result.preset;
   j.Key("preset").BeginObject();
   j.Key("variant").String(p.variant);
@@ -915,6 +1150,19 @@ std::string ExperimentTable(const ExperimentSpec& spec, const ExperimentResult& 
     out += fmt::format("{:<14} {:>7} {:>16} {:>22} {:>9}  {}\n", outcomes[v].name,
                        outcomes[v].trials.size(), ObjectiveText(spec, median), ratio,
                        fmt::format("{}/{}", failures, outcomes[v].trials.size()), verdict);
+  }
+  if (!result.curves.empty()) {
+    out += fmt::format(
+        "\n{} curves (window {} steps; band: the {} trials' range, widened {:g}x):\n",
+        spec.curve.value, spec.curve.window_steps, spec.variants[0].name, spec.curve.widen);
+    for (const CurveCheck& c : result.curves) {
+      const std::string where = &c == &result.curves.front()
+                                    ? std::string("the band")
+                                    : fmt::format("{} of {} windows outside{}", c.outside,
+                                                  c.windows, c.flagged ? " - FLAGGED" : "");
+      out += fmt::format("  {:<14} {} trials, {}; {} non-finite values, {} skipped steps\n",
+                         c.variant, c.trials, where, c.nonfinite, c.skipped);
+    }
   }
   out += fmt::format("\n{}{}\n",
                      result.complete ? "" : "INCOMPLETE (interrupted): ", result.verdict.reason);

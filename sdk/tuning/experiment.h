@@ -13,19 +13,27 @@
 //    "trial_timeout_s": 600, "seed": 1, "sequential": false, "min_repeats": 3,
 //    "level": 0.95, "resamples": 10000,
 //    "rollback": {"failure_rate": 0, "p99_step_time": 0.05,
-//                 "resource_hours_per_accepted": 0.02, "peak_memory": 0.1}}
-// `{out}` in the command becomes the trial's output directory, which the
-// engine also passes as TRAINSCOPE_OUTPUT_DIR (Session honours it). The
-// first variant is the baseline. Objectives: time_to_target (report
-// acceptance.time_to_target_s; lower is better), steady_samples_per_s
-// (higher), median_step_ms (lower).
+//                 "resource_hours_per_accepted": 0.02, "peak_memory": 0.1},
+//    "curve": {"file": "loss.jsonl", "value": "loss", "window_steps": 10,
+//              "widen": 0.5, "floor": 0.01, "max_outside": 0.2}}
+// `{out}` in the command or a variant's args becomes the trial's output
+// directory, which the engine also passes as TRAINSCOPE_OUTPUT_DIR (Session
+// honours it); `{repeat}` becomes the trial's round, from 0, the same for
+// every variant (a seed: repeat k of each variant sees the same seed). The
+// first variant is the baseline. With "curve", each trial's training curve
+// is checked against the baseline's noise band (curves.h), and a variant
+// whose curve leaves it is rolled back even when it is faster.
+// Objectives: time_to_target (report acceptance.time_to_target_s; lower is
+// better), steady_samples_per_s (higher), median_step_ms (lower).
 //
 // A trial fails (MLPerf's rule: infinite time to target) when it exits
 // non-zero, is killed by a signal or the per-trial timeout, writes no
 // readable report, or does not reach its quality target.
 //
 // Memory: O(variants x repeats) trial records; a trial's steps file is
-// streamed through a quantile sketch (its p99 step time), never held.
+// streamed through a quantile sketch (its p99 step time), never held; with
+// a curve check, O(variants x repeats x steps / curve.window_steps) window
+// means while the verdict is made.
 #ifndef TRAINSCOPE_SDK_TUNING_EXPERIMENT_H_
 #define TRAINSCOPE_SDK_TUNING_EXPERIMENT_H_
 
@@ -39,6 +47,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sdk/tuning/curves.h"
 #include "sdk/tuning/verdict.h"
 
 namespace trainscope::tuning {
@@ -63,6 +72,7 @@ struct ExperimentSpec {
   double level = 0.95;
   int resamples = 10000;
   RollbackLimits rollback;
+  CurveSpec curve;  // curve.file "" = no curve check
 
   bool lower_is_better() const { return objective != "steady_samples_per_s"; }
 };
@@ -88,6 +98,9 @@ struct Trial {
   // Covariates that explain noise, read just before the trial started.
   std::optional<double> cpu_mhz, load_1m;
   std::string output_dir;
+  // Its training curve (spec.curve): lines read, -1 when none was readable;
+  // non-finite values; skipped optimizer steps.
+  int64_t curve_points = -1, curve_nonfinite = 0, curve_skipped = 0;
 };
 
 // Where a result was measured, from a trial's report.json: a preset that
@@ -125,6 +138,7 @@ struct ExperimentResult {
   bool complete = false;  // false: interrupted (or a resumable error)
   std::optional<Workload> baseline;  // the environment: the baseline's first successful trial
   Preset preset;
+  std::vector<CurveCheck> curves;  // per variant when spec.curve is set
 };
 
 // The preset for `verdict`, from the trials' reports.
@@ -154,6 +168,25 @@ struct RunOptions {
 absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
                                                         const ExperimentSpec& spec);
 
+// An experiment.json read back whole (`trainscope compare`).
+struct ExperimentRecord {
+  // The spec as recorded: hypothesis, command, variants, objective, the
+  // verdict's options and the curve check.
+  ExperimentSpec spec;
+  std::vector<Trial> trials;  // in run order
+  std::optional<std::string> accepted;
+  std::string reason;
+  bool complete = false;
+  // The environment (the baseline record), flattened: "accelerator",
+  // "quality.target", "config.batch_size"; values as text.
+  std::vector<std::pair<std::string, std::string>> environment;
+};
+
+// Reads an experiment.json. Errors: the read error naming the path;
+// InvalidArgument naming the path and field when it is not an
+// experiment.json of schema_version 1 or a field is malformed.
+absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path);
+
 // Runs the experiment and writes OUTPUT (also when stopped: marked
 // incomplete). Errors: the first trial's output directory or OUTPUT cannot
 // be written (naming it); a trial's own failure is never an error.
@@ -162,6 +195,14 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
 
 // The trials' outcomes as the verdict reads them, per variant.
 std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec, const std::vector<Trial>& trials);
+
+// Reads every trial's curve file (spec.curve), sets the trials' curve
+// counts, checks the variants against the baseline's band and adds a veto
+// to each flagged variant's outcomes. A trial without a readable curve is
+// left out of the check (its curve_points stay -1). Cost: one pass over
+// each curve file.
+std::vector<CurveCheck> CheckTrialCurves(const ExperimentSpec& spec, std::vector<Trial>* trials,
+                                         std::vector<VariantOutcomes>* outcomes);
 // The verdict's options from the spec.
 VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec);
 

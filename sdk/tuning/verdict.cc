@@ -131,6 +131,7 @@ Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOption
     c.p_value = MannWhitneyP(base_values, values);
     c.clears_threshold = Better(o.lower_is_better ? c.ci_high : c.ci_low, o, o.threshold);
     c.rollbacks = Rollbacks(base, v, o.rollback, o.alpha);
+    c.rollbacks.insert(c.rollbacks.end(), v.vetoes.begin(), v.vetoes.end());
     p_values.push_back(c.p_value);
     verdict.comparisons.push_back(std::move(c));
   }
@@ -155,6 +156,8 @@ Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOption
       c.reason = fmt::format("{} has no trials", c.variant);
     } else if (c.failures == c.trials) {
       c.reason = fmt::format("{} failed every trial ({} of {})", c.variant, c.failures, c.trials);
+      const VariantOutcomes& v = variants[i + 1];
+      for (const std::string& r : v.vetoes) c.reason += "; also " + r;
     } else if (!c.clears_threshold) {
       const bool worse =
           o.lower_is_better ? c.ci_low >= 1 + o.threshold : c.ci_high <= 1 - o.threshold;

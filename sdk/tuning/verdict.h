@@ -11,7 +11,8 @@
 //   2. the Mann-Whitney test, Holm-adjusted across the variants, gives
 //      p < alpha;
 //   3. no rollback condition is worse: failure rate, p99 step time,
-//      resource-hours per accepted result, peak memory (RollbackLimits);
+//      resource-hours per accepted result, peak memory (RollbackLimits),
+//      and no veto (VariantOutcomes::vetoes: its training curve);
 //   4. at least one of its trials succeeded.
 // Among accepted variants the one with the best ratio wins.
 //
@@ -42,6 +43,9 @@ struct TrialOutcome {
 struct VariantOutcomes {
   std::string name;
   std::vector<TrialOutcome> trials;
+  // Conditions found worse outside the trials' metrics (the training-curve
+  // check, curves.h), a phrase each: each rolls the variant back.
+  std::vector<std::string> vetoes;
 };
 
 // How much worse a rollback metric may get, relative to the baseline's,
