@@ -54,6 +54,13 @@ Report SampleReport() {
   r.acceptance.value = 0.7;
   r.acceptance.higher_is_better = true;
   r.acceptance.passed = false;
+  r.serving.emplace();
+  r.serving->requests = 4000;
+  r.serving->p50_ms = 1.5;
+  r.serving->p90_ms = 3.25;
+  r.serving->p99_ms = 9.5;
+  r.serving->max_ms = 21;
+  r.serving->requests_per_s = 1998.5;
   r.recommendation = "42% of step time waits on input";
   return r;
 }
@@ -79,7 +86,27 @@ TEST(ReportJsonTest, RoundTripsEveryDocumentedField) {
   EXPECT_EQ(out->events.clock_max_error_ns, 58);
   EXPECT_EQ(out->acceptance.passed, false);
   EXPECT_EQ(out->acceptance.target, 0.75);
+  ASSERT_TRUE(out->serving.has_value());
+  EXPECT_EQ(out->serving->requests, 4000);
+  EXPECT_EQ(out->serving->p99_ms, 9.5);
+  EXPECT_EQ(out->serving->requests_per_s, 1998.5);
   EXPECT_EQ(exporter::ReportToJson(*out), exporter::ReportToJson(in));
+}
+
+TEST(ReportJsonTest, ARunThatServedNothingHasNullServing) {
+  Report r = SampleReport();
+  r.serving.reset();
+  const std::string json = exporter::ReportToJson(r);
+  EXPECT_NE(json.find("\"serving\": null"), std::string::npos);
+  const absl::StatusOr<Report> out = exporter::ParseReportJson(json, "mem");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE(out->serving.has_value());
+  // Reports written before the section existed read the same.
+  std::string old = json;
+  old.erase(old.find("  \"serving\": null,\n"), std::string("  \"serving\": null,\n").size());
+  const absl::StatusOr<Report> before = exporter::ParseReportJson(old, "old");
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_FALSE(before->serving.has_value());
 }
 
 TEST(ReportJsonTest, MissingQueueDelayIsNull) {

@@ -118,6 +118,97 @@ TEST(TuneAmpSampleTest, TheInjectedGradientBugIsRejectedByItsLossCurve) {
   EXPECT_NE(run.err.find("- FLAGGED"), std::string::npos) << run.err;
 }
 
+// The probe meets a batch that does not fit (the CPU budget refuses it with
+// c10::OutOfMemoryError, train_mlp exits 4), goes on with a binary search,
+// and the experiment then compares the sizes that fit with the learning
+// rate scaled by the rule, recorded in the spec's notes.
+TEST(TuneBatchSampleTest, TheSearchGoesOnAfterAnOutOfMemoryAndTheSizesAreRanked) {
+  testing::TempDir dir;
+  const testing::ProcessResult run = testing::RunProcess(
+      {TUNE_BATCH_PATH, "--out=" + dir.path(), "--budget_mb=24", "--min_batch=512",
+       "--base_batch=256", "--sizes=2", "--repeats=2", "--lr_rule=linear", "--max_steps=200"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("out of memory (c10::OutOfMemoryError), going on"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("ranked by time to target, then resource-hours per accepted result"),
+            std::string::npos)
+      << run.err;
+  const std::string json = testing::ReadAll(dir.File("experiment.json"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(json).get(root), simdjson::SUCCESS) << json;
+  simdjson::dom::element notes = root["spec"]["notes"];
+  EXPECT_EQ(std::string_view(notes["lr_rule"].get_string()), "linear");
+  EXPECT_NE(std::string_view(notes["lr_rule_source"].get_string()).find("Goyal"),
+            std::string_view::npos);
+  const std::string_view probes = notes["probes"].get_string();
+  EXPECT_NE(probes.find("out of memory"), std::string_view::npos) << probes;
+  const int64_t largest =
+      std::stoll(std::string(std::string_view(notes["largest_batch_that_fits"].get_string())));
+  EXPECT_GE(largest, 512);
+  // Every size after the first out-of-memory is probed again, and the one
+  // reported fits while the next power of two does not.
+  EXPECT_NE(probes.find(std::to_string(largest) + " fits"), std::string_view::npos) << probes;
+  // The refused probe says why, by type.
+  bool refused_log = false;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.File("probes"))) {
+    if (entry.path().filename() != "probe.log") continue;
+    const std::string log = testing::ReadAll(entry.path().string());
+    refused_log |=
+        log.find("train_mlp: out of memory: trainscope CPU memory budget") != std::string::npos;
+  }
+  EXPECT_TRUE(refused_log);
+  std::map<std::string, std::string> lr;
+  for (simdjson::dom::element v : root["variants"].get_array()) {
+    const std::string name(std::string_view(v["name"].get_string()));
+    for (simdjson::dom::element a : v["args"].get_array()) {
+      const std::string_view arg = a.get_string();
+      if (arg.rfind("--lr=", 0) == 0) lr[name] = std::string(arg.substr(5));
+    }
+    EXPECT_GE(v["trials"].get_array().size(), 2u) << name;
+  }
+  EXPECT_EQ(lr, (std::map<std::string, std::string>{{"b256", "0.003"}, {"b512", "0.006"}}));
+  const std::string_view reason = root["verdict"]["reason"].get_string();
+  EXPECT_FALSE(reason.empty());
+}
+
+// Serving: each maximum batch answers Poisson arrivals; the trials' reports
+// carry latency percentiles and their rate, and the engine compares p99.
+TEST(TuneBatchSampleTest, ServingReportsLatencyPercentilesPerMaximumBatch) {
+  testing::TempDir dir;
+  const testing::ProcessResult run =
+      testing::RunProcess({TUNE_BATCH_PATH, "--serve", "--out=" + dir.path(), "--repeats=2",
+                           "--rate=500", "--serve_seconds=0.5", "--serve_sizes=1,16"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("p50 ms   p90 ms   p99 ms   requests/s"), std::string::npos) << run.err;
+  const std::string json = testing::ReadAll(dir.File("experiment.json"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(json).get(root), simdjson::SUCCESS) << json;
+  EXPECT_EQ(std::string_view(root["spec"]["objective"].get_string()), "latency_p99_ms");
+  int trials = 0;
+  for (simdjson::dom::element v : root["variants"].get_array()) {
+    for (simdjson::dom::element t : v["trials"].get_array()) {
+      ++trials;
+      EXPECT_FALSE(bool(t["failed"])) << std::string_view(t["failure"].get_string());
+      const double p50 = t["latency_p50_ms"].get_double();
+      const double p99 = t["latency_p99_ms"].get_double();
+      const double rate = t["requests_per_s"].get_double();
+      EXPECT_GT(p50, 0);
+      EXPECT_GE(p99, p50);
+      EXPECT_GT(rate, 250);  // 500/s asked; about 250 requests each
+      EXPECT_LT(rate, 1000);
+      const absl::StatusOr<Report> report = exporter::ReadReportFile(
+          std::string(std::string_view(t["output_dir"].get_string())) + "/report.json");
+      ASSERT_TRUE(report.ok()) << report.status();
+      ASSERT_TRUE(report->serving.has_value());
+      EXPECT_EQ(report->serving->p99_ms, p99);
+      EXPECT_GT(report->serving->requests, 100);
+    }
+  }
+  EXPECT_EQ(trials, 4);
+}
+
 TEST(TrainMlpSampleTest, IdleShareRisesWithLoaderDelay) {
   testing::TempDir dir;
   const Report fast = RunSample(dir, 0);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 #include <thread>
@@ -480,6 +481,37 @@ TEST(SessionTest, TimeToTargetIsTheFirstEvaluationThatMeetsIt) {
   ASSERT_TRUE(a.time_to_target_from_first_step_s.has_value());
   EXPECT_NEAR(*a.time_to_target_from_first_step_s, *a.time_to_target_s - r->timing.startup_s, 1e-9);
   EXPECT_GT(*a.time_to_target_from_first_step_s, 0.03);  // after steps 0 to 3
+}
+
+// 1000 requests of 1..1000 us arriving over about 0.1 s: the report's
+// percentiles are the nearest-rank ones and the rate is requests over the
+// span from the first arrival to the last answer.
+TEST(SessionTest, RequestLatenciesGiveServingPercentilesAndTheirRate) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  const TimestampNs begin = NowNs();
+  for (int i = 1; i <= 1000; ++i) {
+    ASSERT_TRUE(session->RecordLatency(((i * 7919) % 1000 + 1) * 1e-6).ok());
+    if (i % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const TimestampNs end = NowNs();
+  EXPECT_EQ(session->RecordLatency(-1e-3).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->RecordLatency(std::nan("")).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(session->RecordLatency(INFINITY).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(session->Finish().ok());
+
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->serving.has_value());
+  EXPECT_EQ(r->serving->requests, 1000) << "the refused values are not counted";
+  EXPECT_NEAR(r->serving->p50_ms, 0.5, 1e-9);
+  EXPECT_NEAR(r->serving->p90_ms, 0.9, 1e-9);
+  EXPECT_NEAR(r->serving->p99_ms, 0.99, 1e-9);
+  EXPECT_NEAR(r->serving->max_ms, 1.0, 1e-9);
+  const double span_s = (end - begin) / 1e9;
+  EXPECT_GE(r->serving->requests_per_s, 1000 / (span_s + 0.001));
+  EXPECT_LE(r->serving->requests_per_s, 1000 / 0.09);
 }
 
 TEST(SessionTest, ATargetNeverMetHasNoTimeToTarget) {

@@ -433,6 +433,48 @@ TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {
   EXPECT_GE(report->memory.peak_bytes, (*steps)[1].peak_memory_bytes);
 }
 
+// The CPU budget stands in for a device's memory: Adam's first step, which
+// allocates two moments per parameter, is refused with LibTorch's typed
+// out-of-memory error when they do not fit, and fits once the cap is lifted.
+TEST(CpuMemoryBudgetTest, AllocationsPastTheBudgetThrowTheTypedOutOfMemoryError) {
+  ASSERT_TRUE(libtorch::LimitMemory(::torch::kCPU, 0).ok());  // counting, no cap
+  const libtorch::CpuTensorMemory before = libtorch::CpuTensorMemoryNow();
+  {
+    ::torch::Tensor block = ::torch::empty({1 << 18}, ::torch::kFloat);  // 1 MiB
+    EXPECT_GE(libtorch::CpuTensorMemoryNow().live_bytes - before.live_bytes, 1 << 20);
+  }
+  EXPECT_EQ(libtorch::CpuTensorMemoryNow().live_bytes, before.live_bytes) << "frees are counted";
+
+  ::torch::manual_seed(1);
+  ::torch::nn::Sequential model(::torch::nn::Linear(32, 512), ::torch::nn::ReLU(),
+                                ::torch::nn::Linear(512, 512), ::torch::nn::ReLU(),
+                                ::torch::nn::Linear(512, 1));
+  int64_t parameter_bytes = 0;
+  for (const ::torch::Tensor& p : model->parameters()) parameter_bytes += p.nbytes();
+  ::torch::optim::Adam adam(model->parameters(), ::torch::optim::AdamOptions(1e-3));
+  ::torch::Tensor loss = model->forward(::torch::randn({8, 32})).pow(2).mean();
+  loss.backward();
+  const int64_t live = libtorch::CpuTensorMemoryNow().live_bytes;
+  // Room for one moment per parameter, not two.
+  ASSERT_TRUE(libtorch::LimitMemory(::torch::kCPU, live + parameter_bytes).ok());
+  EXPECT_THROW(adam.step(), c10::OutOfMemoryError);
+  const libtorch::CpuTensorMemory refused = libtorch::CpuTensorMemoryNow();
+  EXPECT_GE(refused.refused, 1);
+  EXPECT_EQ(refused.limit_bytes, live + parameter_bytes);
+  EXPECT_LE(refused.peak_bytes, live + parameter_bytes);
+
+  ASSERT_TRUE(libtorch::LimitMemory(::torch::kCPU, 0).ok());
+  adam.zero_grad();
+  model->forward(::torch::randn({8, 32})).pow(2).mean().backward();
+  EXPECT_NO_THROW(adam.step());
+  EXPECT_GE(libtorch::CpuTensorMemoryNow().peak_bytes, live + 2 * parameter_bytes);
+
+  EXPECT_EQ(libtorch::LimitMemory(::torch::kCPU, -1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(libtorch::LimitMemory(::torch::kCPU, int64_t{1} << 62).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_GT(libtorch::DeviceMemoryBytes(::torch::kCPU), int64_t{1} << 28);
+}
+
 // Save a trained model, Adam (with a changed lr), the scaler and the RNG;
 // restore into freshly built objects: tensors bit-identical, the same lr
 // (not restored before pytorch#125215), the same next random numbers.

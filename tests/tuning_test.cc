@@ -454,8 +454,11 @@ TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
   EXPECT_EQ(error(R"({"hypothesis": "h", "repeats": 0, )" + command + ", " + variants + "}"),
             "spec.json: repeats: must be >= 1");
   EXPECT_EQ(error(R"({"hypothesis": "h", "objective": "loss", )" + command + ", " + variants + "}"),
-            "spec.json: objective: must be \"time_to_target\", \"steady_samples_per_s\" or "
-            "\"median_step_ms\"");
+            "spec.json: objective: must be \"time_to_target\", \"steady_samples_per_s\", "
+            "\"median_step_ms\", \"latency_p50_ms\", \"latency_p90_ms\" or \"latency_p99_ms\"");
+  EXPECT_EQ(
+      error(R"({"hypothesis": "h", "notes": {"lr_rule": 1}, )" + command + ", " + variants + "}"),
+      "spec.json: notes.lr_rule: must be a string");
   EXPECT_EQ(
       error(R"({"hypothesis": "h", "rollback": {"memory": 1}, )" + command + ", " + variants + "}"),
       "spec.json: rollback.memory: unknown key");
@@ -477,6 +480,39 @@ TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
 // Crashes and timeouts are failures and the experiment goes on; variants
 // run in randomised blocks, each round every variant once; each trial gets
 // its own directory through {out} and TRAINSCOPE_OUTPUT_DIR.
+// Serving objectives: the rollback watches the requests' p99 latency, not
+// the p99 time of a step (a larger batch's step takes longer by design).
+TEST(ExperimentTest, ServingObjectivesRollBackOnTheRequestsTailNotTheBatches) {
+  ExperimentSpec spec;
+  spec.objective = "latency_p50_ms";
+  spec.variants = {{"max1", {}, {}}, {"max8", {}, {}}};
+  std::vector<Trial> trials;
+  for (int k = 0; k < 6; ++k) {
+    for (int v = 0; v < 2; ++v) {
+      Trial t;
+      t.variant = v;
+      t.round = k;
+      t.latency_p50_ms = v == 0 ? 2.0 + 0.01 * k : 1.0 + 0.01 * k;  // max8 halves the median
+      t.latency_p99_ms = v == 0 ? 10.0 + 0.1 * k : 30.0 + 0.1 * k;  // and triples the tail
+      t.p99_step_ms = 0.3;                                          // steps alike
+      trials.push_back(t);
+    }
+  }
+  const std::vector<VariantOutcomes> outcomes = Outcomes(spec, trials);
+  EXPECT_EQ(outcomes[1].trials[0].objective, 1.0);
+  EXPECT_EQ(outcomes[1].trials[0].p99_step_ms, 30.0);
+  const VerdictOptions options = VerdictOptionsOf(spec);
+  EXPECT_EQ(options.objective_name, "p50 latency");
+  const Verdict v = Decide(outcomes, options);
+  EXPECT_FALSE(v.accepted.has_value()) << v.reason;
+  ASSERT_EQ(v.comparisons.size(), 1u);
+  EXPECT_TRUE(v.comparisons[0].clears_threshold);
+  ASSERT_EQ(v.comparisons[0].rollbacks.size(), 1u) << v.reason;
+  EXPECT_EQ(v.comparisons[0].rollbacks[0].rfind("the p99 latency rose 195% (10.2 to 30.2 ms)", 0),
+            0u)
+      << v.comparisons[0].rollbacks[0];
+}
+
 TEST(ExperimentTest, FailuresCountAndTheExperimentGoesOnInterleaved) {
   testing::TempDir dir;
   ExperimentSpec spec;

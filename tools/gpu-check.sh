@@ -53,7 +53,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINSCOPE_TORCH=ON \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" >"$out/configure.log" 2>&1 ||
   { tail -40 "$out/configure.log"; exit 1; }
 grep -E "^-- trainscope:" "$out/configure.log" || true
-cmake --build build-gpu -j "$jobs" --target train_mlp tune_amp trainscope_cli cupti_test torch_test >"$out/build.log" 2>&1 ||
+cmake --build build-gpu -j "$jobs" --target train_mlp tune_amp tune_batch trainscope_cli cupti_test torch_test >"$out/build.log" 2>&1 ||
   { tail -40 "$out/build.log"; exit 1; }
 echo "built in $((SECONDS - start)) s"
 
@@ -156,6 +156,10 @@ build-gpu/bin/trainscope ranks "$out/dead" | tail -3 || true
 say "AMP harness on CUDA: fp32 against fp16 (GradScaler) and bf16, loss curves (issue 17)"
 timeout 240 build-gpu/bin/tune_amp --device=cuda --repeats=3 --out="$out/tune_amp" 2>&1 |
   tail -12 || true
+
+say "batch harness on CUDA: the largest batch under a 2 GiB cap (OOM typed), sizes ranked (issue 17)"
+timeout 240 build-gpu/bin/tune_batch --device=cuda --budget_mb=2048 --hidden=4096 --min_batch=1024 \
+  --base_batch=1024 --repeats=3 --out="$out/tune_batch" 2>&1 | grep -E "probe|largest|rank|  [0-9]+  b|wrote" || true
 
 say "trainscope analyze on the PyTorch profiler's trace"
 build-gpu/bin/trainscope analyze "$out/torch_profiler_trace.json" | head -20

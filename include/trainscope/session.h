@@ -215,6 +215,15 @@ class Session {
   void SetAcceptance(std::string_view metric, double target, double value,
                      bool higher_is_better);
 
+  // Records one served request's latency (seconds from its arrival to its
+  // answer), now: report.serving gets the count, p50/p90/p99 and maximum,
+  // and the rate of requests served. For serving runs and batching
+  // experiments (`trainscope experiment`'s latency_p99_ms objective).
+  // Errors: InvalidArgument, nothing recorded, for a negative or non-finite
+  // value. Cost: a lock and a sketch update; memory bounded by the sketch
+  // (at most 64 KiB), never by the number of requests.
+  absl::Status RecordLatency(double seconds);
+
   // Records the memory in use at the end of step `step` and its peak during
   // the step (bytes; `source` says what was measured, e.g.
   // "cuda_caching_allocator" or "process_rss"). trainscope::libtorch's

@@ -1,14 +1,25 @@
-// DevicePrefetcher and RecordStepMemory. See trainscope/torch/device.h.
+// DevicePrefetcher, RecordStepMemory and the memory budgets. See
+// trainscope/torch/device.h.
 #include "trainscope/torch/device.h"
 
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 #if TRAINSCOPE_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -145,6 +156,168 @@ void RecordStepMemory(Session& session, int64_t step, const at::Device& device) 
   static_cast<void>(device);
   session.RecordStepMemory(step, StatusBytes("VmRSS"), StatusBytes("VmHWM"), "process_rss");
   ResetPeakRss();
+}
+
+namespace {
+
+// The CPU budget: LibTorch's CPU allocator behind a count of live bytes.
+// Each allocation gets a small context (the inner DataPtr and its size) so
+// that its free is counted too. Lives for the process, never destroyed:
+// tensors it allocated may outlive any owner.
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit CountingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
+
+  c10::DataPtr allocate(size_t n) override {
+    const auto bytes = static_cast<int64_t>(n);
+    const int64_t live = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    const int64_t limit = limit_.load(std::memory_order_relaxed);
+    if (limit > 0 && live > limit) {
+      live_.fetch_sub(bytes, std::memory_order_relaxed);
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "trainscope CPU memory budget: ", n,
+                       " bytes more would make ", live,
+                       " bytes of CPU tensors, over the budget of ", limit,
+                       " bytes (trainscope::libtorch::LimitMemory)");
+    }
+    int64_t peak = peak_.load(std::memory_order_relaxed);
+    while (live > peak && !peak_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
+    auto* context = new Context{c10::DataPtr(), bytes, this};
+    try {
+      context->inner = inner_->allocate(n);
+    } catch (...) {
+      live_.fetch_sub(bytes, std::memory_order_relaxed);
+      delete context;
+      throw;
+    }
+    void* data = context->inner.get();
+    const c10::Device device = context->inner.device();
+    return c10::DataPtr(data, context, &Free, device);
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  void set_limit(int64_t bytes) { limit_.store(bytes, std::memory_order_relaxed); }
+  CpuTensorMemory counts() const {
+    CpuTensorMemory m;
+    m.live_bytes = live_.load(std::memory_order_relaxed);
+    m.peak_bytes = peak_.load(std::memory_order_relaxed);
+    m.limit_bytes = limit_.load(std::memory_order_relaxed);
+    m.refused = refused_.load(std::memory_order_relaxed);
+    return m;
+  }
+
+ private:
+  struct Context {
+    c10::DataPtr inner;
+    int64_t bytes;
+    CountingCpuAllocator* owner;
+  };
+  static void Free(void* p) {
+    auto* context = static_cast<Context*>(p);
+    context->owner->live_.fetch_sub(context->bytes, std::memory_order_relaxed);
+    delete context;  // frees the inner allocation through its own deleter
+  }
+
+  c10::Allocator* inner_;
+  std::atomic<int64_t> live_{0}, peak_{0}, limit_{0}, refused_{0};
+};
+
+std::atomic<CountingCpuAllocator*> g_cpu_budget{nullptr};
+
+CountingCpuAllocator* InstallCpuBudget() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto* counting = new CountingCpuAllocator(c10::GetCPUAllocator());
+    // The highest priority: nothing set later at a lower one replaces it.
+    c10::SetCPUAllocator(counting, /*priority=*/255);
+    g_cpu_budget.store(counting, std::memory_order_release);
+  });
+  return g_cpu_budget.load(std::memory_order_acquire);
+}
+
+int64_t CgroupLimitBytes() {
+  std::ifstream in("/sys/fs/cgroup/memory.max");  // cgroup v2; "max" when unlimited
+  std::string text;
+  if (!(in >> text) || text == "max") return 0;
+  try {
+    return std::stoll(text);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+absl::Status LimitMemory(const at::Device& device, int64_t bytes) {
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LimitMemory: ", bytes, " bytes: the budget cannot be negative"));
+  }
+  if (device.is_cpu()) {
+    const int64_t total = DeviceMemoryBytes(device);
+    if (total > 0 && bytes > total) {
+      return absl::OutOfRangeError(
+          absl::StrCat("LimitMemory: ", bytes, " bytes is more than this machine's ", total));
+    }
+    InstallCpuBudget()->set_limit(bytes);
+    return absl::OkStatus();
+  }
+  if (!device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LimitMemory: ", device.str(), ": only cpu and cuda devices are supported"));
+  }
+#if TRAINSCOPE_TORCH_CUDA
+  try {
+    const int64_t total = DeviceMemoryBytes(device);
+    if (total <= 0)
+      return absl::InternalError("LimitMemory: cannot read " + device.str() + "'s memory");
+    if (bytes > total) {
+      return absl::OutOfRangeError(
+          absl::StrCat("LimitMemory: ", bytes, " bytes is more than ", device.str(), "'s ", total));
+    }
+    const double fraction =
+        bytes == 0 ? 1.0 : static_cast<double>(bytes) / static_cast<double>(total);
+    const c10::DeviceIndex index =
+        device.has_index() ? device.index() : c10::cuda::current_device();
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index);
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("LimitMemory(", device.str(), "): ", e.what()));
+  }
+#else
+  return absl::FailedPreconditionError(
+      "LimitMemory: this build of trainscope::torch has no CUDA paths");
+#endif
+}
+
+CpuTensorMemory CpuTensorMemoryNow() {
+  const CountingCpuAllocator* budget = g_cpu_budget.load(std::memory_order_acquire);
+  return budget == nullptr ? CpuTensorMemory{} : budget->counts();
+}
+
+int64_t DeviceMemoryBytes(const at::Device& device) {
+#if TRAINSCOPE_TORCH_CUDA
+  if (device.is_cuda()) {
+    try {
+      const c10::DeviceIndex index =
+          device.has_index() ? device.index() : c10::cuda::current_device();
+      return static_cast<int64_t>(at::cuda::getDeviceProperties(index)->totalGlobalMem);
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+#endif
+  if (!device.is_cpu()) return 0;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  int64_t total = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+  const int64_t cgroup = CgroupLimitBytes();
+  if (cgroup > 0 && (total == 0 || cgroup < total)) total = cgroup;
+  return total;
 }
 
 }  // namespace trainscope::libtorch

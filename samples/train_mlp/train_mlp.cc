@@ -18,6 +18,11 @@
 // averaged with one all-reduce per step. A rank whose collective fails (a
 // peer died or timed out) stops, writes its report naming the missing ranks
 // and exits with 3.
+//
+// --memory_budget_mb caps what LibTorch may allocate on the device
+// (trainscope::libtorch::LimitMemory; on CPU a budget for tensor memory
+// allocated after the data set is made): a batch that does not fit ends the
+// run with LibTorch's typed c10::OutOfMemoryError, reported and exit 4.
 #include <signal.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -93,12 +98,16 @@ ABSL_FLAG(bool, corrupt_grad, false,
 ABSL_FLAG(bool, die_in_save, false,
           "fault injection: --die_rank dies inside its part of the first checkpoint save at or "
           "after --die_at_step instead (while its files are being synced)");
+ABSL_FLAG(int64_t, memory_budget_mb, 0,
+          "cap LibTorch's allocations on the device at this many MiB (0: none); past it the "
+          "run stops with c10::OutOfMemoryError and exit code 4 (samples/tune_batch's probe)");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "save checkpoints here (with --world_size, every rank writes its shard and rank 0 "
           "commits once all have: CheckpointStore::SaveSharded)");
 ABSL_FLAG(int64_t, save_every, 0, "with --checkpoint_dir: commit a checkpoint every N steps");
 
 constexpr int kExitCollectiveFailed = 3;
+constexpr int kExitOutOfMemory = 4;
 
 namespace {
 
@@ -193,9 +202,7 @@ torch::nn::Sequential MakeModel(int64_t hidden) {
                                torch::nn::Linear(hidden, 1));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "train_mlp: an instrumented LibTorch training loop.\n"
       "usage: train_mlp [--steps=N] [--batch_size=N] [--loader_delay_ms=MS] [--out=DIR]\n"
@@ -325,6 +332,18 @@ int main(int argc, char** argv) {
   // Host-to-device copies run one batch ahead (a kHostToDevice range each);
   // on CPU the batches pass through.
   trainscope::libtorch::DevicePrefetcher to_device(device);
+
+  // The budget counts what training allocates from here: the model, its
+  // gradients and optimizer state, activations, batches in flight.
+  if (const int64_t budget_mb = absl::GetFlag(FLAGS_memory_budget_mb); budget_mb > 0) {
+    if (absl::Status limited = trainscope::libtorch::LimitMemory(device, budget_mb << 20);
+        !limited.ok()) {
+      std::fprintf(stderr, "train_mlp: --memory_budget_mb=%lld: %s\n",
+                   static_cast<long long>(budget_mb), limited.ToString().c_str());
+      return 2;
+    }
+    session->SetConfig("memory_budget_mb", std::to_string(budget_mb));
+  }
 
   torch::manual_seed(absl::GetFlag(FLAGS_seed));  // the same initial model on every rank
   torch::nn::Sequential model = MakeModel(absl::GetFlag(FLAGS_hidden));
@@ -542,6 +561,10 @@ int main(int argc, char** argv) {
     std::fclose(curve);
     session->SetConfig("nonfinite_losses", std::to_string(nonfinite_losses));
   }
+  if (const trainscope::libtorch::CpuTensorMemory cpu = trainscope::libtorch::CpuTensorMemoryNow();
+      cpu.limit_bytes > 0) {
+    session->SetConfig("cpu_tensor_peak_bytes", std::to_string(cpu.peak_bytes));
+  }
   if (amp == "fp16") {
     session->SetConfig("amp.final_scale", std::to_string(scaler.scale()));
     session->SetConfig("amp.skipped_steps", std::to_string(scaler.skipped_steps()));
@@ -552,4 +575,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const c10::OutOfMemoryError& e) {
+    // Typed, never matched by its text: the batch does not fit the device
+    // (or --memory_budget_mb). What the session had is written as it unwound.
+    std::fprintf(stderr, "train_mlp: out of memory: %s\n", e.what_without_backtrace());
+    return kExitOutOfMemory;
+  }
 }

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "fmt/format.h"
+#include "sdk/analysis/quantile_sketch.h"
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/run_fold.h"
 #include "sdk/analysis/timeline.h"
@@ -186,8 +187,11 @@ struct Session::Impl {
   double intervals_per_ns = 0;    // drained, smoothed over drains
 
   TimestampNs target_met_ns = 0;  // the first evaluation meeting the target; 0: none yet
+  // RecordLatency's milliseconds, and the span they were recorded over.
+  analysis::QuantileSketch latency_ms;
+  TimestampNs first_arrival_ns = 0, last_latency_ns = 0;
   std::mutex mu;  // guards report.config, report.acceptance, target_met_ns, memory, report.memory,
-                  // report.distributed, report.checkpoint, stop
+                  // report.distributed, report.checkpoint, stop, latency_ms and its span
   struct MemorySample {
     int64_t current = -1, peak = -1;
   };
@@ -854,6 +858,22 @@ absl::Status Session::RecordQuality(std::string_view metric, double value) {
   return absl::OkStatus();
 }
 
+absl::Status Session::RecordLatency(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "RecordLatency({}): a latency is a finite, non-negative number of seconds", seconds));
+  }
+  const TimestampNs now = NowNs();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const auto arrival = now - static_cast<TimestampNs>(seconds * 1e9);
+  if (impl_->latency_ms.count() == 0 || arrival < impl_->first_arrival_ns) {
+    impl_->first_arrival_ns = arrival;
+  }
+  impl_->last_latency_ns = now;
+  impl_->latency_ms.Add(seconds * 1e3);
+  return absl::OkStatus();
+}
+
 void Session::SetAcceptance(std::string_view metric, double target, double value,
                             bool higher_is_better) {
   SetQualityTarget(metric, target, higher_is_better);
@@ -955,6 +975,16 @@ absl::StatusOr<Report> Session::Finish() {
     if (s.report.timing.steps > 0) {
       a.time_to_target_from_first_step_s = *a.time_to_target_s - s.report.timing.startup_s;
     }
+  }
+  if (s.latency_ms.count() > 0) {
+    Report::Serving& serving = s.report.serving.emplace();
+    serving.requests = s.latency_ms.count();
+    serving.p50_ms = s.latency_ms.Percentile(50);
+    serving.p90_ms = s.latency_ms.Percentile(90);
+    serving.p99_ms = s.latency_ms.Percentile(99);
+    serving.max_ms = s.latency_ms.max();
+    const double span_s = (s.last_latency_ns - s.first_arrival_ns) / 1e9;
+    serving.requests_per_s = span_s > 0 ? serving.requests / span_s : 0;
   }
   s.report.overhead.per_scope_ns = s.scope_cost_ns;
   s.report.overhead.estimated_share =

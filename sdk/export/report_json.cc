@@ -191,6 +191,20 @@ std::string ReportToJson(const Report& r) {
   j.Key("device_sync_late").Int(r.distributed.device_sync_late);
   j.EndObject();
 
+  if (r.serving) {
+    const Report::Serving& v = *r.serving;
+    j.Key("serving").BeginObject();
+    j.Key("requests").Int(v.requests);
+    j.Key("p50_ms").Number(v.p50_ms);
+    j.Key("p90_ms").Number(v.p90_ms);
+    j.Key("p99_ms").Number(v.p99_ms);
+    j.Key("max_ms").Number(v.max_ms);
+    j.Key("requests_per_s").Number(v.requests_per_s);
+    j.EndObject();
+  } else {
+    j.Key("serving").Null();
+  }
+
   j.Key("acceptance").BeginObject();
   if (r.acceptance.metric.empty()) {
     j.Key("metric").Null();
@@ -567,6 +581,16 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
         r.distributed.missing_ranks.push_back(static_cast<int>(rank));
       }
     }
+  }
+  FieldReader serving = doc.OptionalChild("serving");  // written since 2026-12-05; null: none
+  if (serving.valid()) {
+    Report::Serving& v = r.serving.emplace();
+    serving.Integer("requests", &v.requests);
+    serving.Number("p50_ms", &v.p50_ms);
+    serving.Number("p90_ms", &v.p90_ms);
+    serving.Number("p99_ms", &v.p99_ms);
+    serving.Number("max_ms", &v.max_ms);
+    serving.Number("requests_per_s", &v.requests_per_s);
   }
   FieldReader acceptance = doc.Child("acceptance");
   if (!acceptance.IsNull("metric")) acceptance.String("metric", &r.acceptance.metric);

@@ -63,6 +63,13 @@ std::string FormatSummary(const Report& r) {
            c.interval_s, c.optimal_interval_s, c.mtbf_hours, 100 * c.expected_overhead_share);
     }
   }
+  if (r.serving) {
+    line(
+        "serving: {} requests at {:.1f}/s; latency p50 {:.2f} ms, p90 {:.2f} ms, p99 {:.2f} ms, "
+        "max {:.2f} ms",
+        r.serving->requests, r.serving->requests_per_s, r.serving->p50_ms, r.serving->p90_ms,
+        r.serving->p99_ms, r.serving->max_ms);
+  }
   if (!r.acceptance.metric.empty()) {
     const char* verdict = !r.acceptance.passed ? "not judged" : *r.acceptance.passed ? "PASS" : "FAIL";
     line("acceptance: {} = {} (target {} {}) {}", r.acceptance.metric,

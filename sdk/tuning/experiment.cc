@@ -223,7 +223,18 @@ std::optional<double> StepP99(const std::string& steps_path) {
 std::optional<double> ObjectiveOf(const ExperimentSpec& spec, const Trial& t) {
   if (spec.objective == "time_to_target") return t.time_to_target_s;
   if (spec.objective == "steady_samples_per_s") return t.steady_samples_per_s;
+  if (spec.objective == "latency_p50_ms") return t.latency_p50_ms;
+  if (spec.objective == "latency_p90_ms") return t.latency_p90_ms;
+  if (spec.objective == "latency_p99_ms") return t.latency_p99_ms;
   return t.median_step_ms;
+}
+
+bool KnownObjective(std::string_view name) {
+  for (std::string_view known : {"time_to_target", "steady_samples_per_s", "median_step_ms",
+                                 "latency_p50_ms", "latency_p90_ms", "latency_p99_ms"}) {
+    if (name == known) return true;
+  }
+  return false;
 }
 
 // Replaces every `placeholder` in `arg` with `value`.
@@ -251,6 +262,12 @@ void Assess(const ExperimentSpec& spec, const Exit& exit, Trial* t) {
     t->idle_top_cause = r.idle.top_cause;
     t->resource_hours = r.resource_hours;
     if (r.memory.peak_bytes >= 0) t->peak_memory_bytes = static_cast<double>(r.memory.peak_bytes);
+    if (r.serving) {
+      t->latency_p50_ms = r.serving->p50_ms;
+      t->latency_p90_ms = r.serving->p90_ms;
+      t->latency_p99_ms = r.serving->p99_ms;
+      t->requests_per_s = r.serving->requests_per_s;
+    }
     t->p99_step_ms = StepP99(exporter::StepsFileForReport(report_path));
   }
   if (!exit.error.empty()) {
@@ -288,7 +305,7 @@ std::string ObjectiveText(const ExperimentSpec& spec, std::optional<double> v) {
   if (!v) return "-";
   if (spec.objective == "time_to_target") return fmt::format("{:.3f} s", *v);
   if (spec.objective == "steady_samples_per_s") return fmt::format("{:.1f} samples/s", *v);
-  return fmt::format("{:.3f} ms", *v);
+  return fmt::format("{:.3f} ms", *v);  // median step time, latencies
 }
 
 // The workload of variant `v`'s first successful trial, if any.
@@ -433,10 +450,11 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
   if (root.get_object().get(object) != simdjson::SUCCESS) {
     return absl::InvalidArgumentError(fmt::format("{}: must be a JSON object", where));
   }
-  if (absl::Status s = OnlyKnownKeys(object, where, "",
-                                     {"hypothesis", "command", "variants", "repeats", "objective",
-                                      "threshold", "trial_timeout_s", "seed", "sequential",
-                                      "min_repeats", "level", "resamples", "rollback", "curve"});
+  if (absl::Status s =
+          OnlyKnownKeys(object, where, "",
+                        {"hypothesis", "command", "variants", "repeats", "objective", "threshold",
+                         "trial_timeout_s", "seed", "sequential", "min_repeats", "level",
+                         "resamples", "rollback", "curve", "notes"});
       !s.ok()) {
     return s;
   }
@@ -498,10 +516,10 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
     return Bad(where, "variants", "needs a baseline and at least one variant");
   }
   if (object["objective"].get(e) == simdjson::SUCCESS) {
-    if (e.get_string().get(text) != simdjson::SUCCESS ||
-        (text != "time_to_target" && text != "steady_samples_per_s" && text != "median_step_ms")) {
+    if (e.get_string().get(text) != simdjson::SUCCESS || !KnownObjective(text)) {
       return Bad(where, "objective",
-                 "must be \"time_to_target\", \"steady_samples_per_s\" or \"median_step_ms\"");
+                 "must be \"time_to_target\", \"steady_samples_per_s\", \"median_step_ms\", "
+                 "\"latency_p50_ms\", \"latency_p90_ms\" or \"latency_p99_ms\"");
     }
     spec.objective = std::string(text);
   }
@@ -541,6 +559,18 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
              {"peak_memory", &r.peak_memory}}) {
       if (absl::Status s = NumberField(ro, key, where, "rollback.", out); !s.ok()) return s;
       if (*out < 0) return Bad(where, "rollback." + std::string(key), "must be >= 0");
+    }
+  }
+  if (object["notes"].get(e) == simdjson::SUCCESS) {
+    simdjson::dom::object notes;
+    if (e.get_object().get(notes) != simdjson::SUCCESS) {
+      return Bad(where, "notes", "must be an object of strings");
+    }
+    for (auto field : notes) {
+      if (field.value.get_string().get(text) != simdjson::SUCCESS) {
+        return Bad(where, "notes." + std::string(field.key), "must be a string");
+      }
+      spec.notes.emplace_back(std::string(field.key), std::string(text));
     }
   }
   if (object["curve"].get(e) == simdjson::SUCCESS) {
@@ -601,7 +631,11 @@ VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec) {
   o.rollback = spec.rollback;
   o.objective_name = spec.objective == "time_to_target"         ? "time to target"
                      : spec.objective == "steady_samples_per_s" ? "steady samples/s"
-                                                                : "median step time";
+                     : spec.objective == "median_step_ms"       ? "median step time"
+                     : spec.objective == "latency_p50_ms"       ? "p50 latency"
+                     : spec.objective == "latency_p90_ms"       ? "p90 latency"
+                                                                : "p99 latency";
+  if (spec.objective.rfind("latency_", 0) == 0) o.tail_name = "the p99 latency";
   return o;
 }
 
@@ -613,7 +647,10 @@ std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec,
     TrialOutcome o;
     o.failed = t.failed;
     o.objective = ObjectiveOf(spec, t).value_or(0);
-    o.p99_step_ms = t.p99_step_ms.value_or(NAN);
+    // Serving: the tail is the requests', not the batches' (a larger batch
+    // takes longer by design).
+    o.p99_step_ms = spec.objective.rfind("latency_", 0) == 0 ? t.latency_p99_ms.value_or(NAN)
+                                                             : t.p99_step_ms.value_or(NAN);
     o.resource_hours = t.resource_hours.value_or(NAN);
     o.peak_memory_bytes = t.peak_memory_bytes.value_or(NAN);
     out[static_cast<size_t>(t.variant)].trials.push_back(o);
@@ -816,6 +853,10 @@ absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
       string("idle_top_cause", &t.idle_top_cause);
       number("resource_hours", &t.resource_hours);
       number("peak_memory_bytes", &t.peak_memory_bytes);
+      number("latency_p50_ms", &t.latency_p50_ms);  // absent before 2026-12-06: none
+      number("latency_p90_ms", &t.latency_p90_ms);
+      number("latency_p99_ms", &t.latency_p99_ms);
+      number("requests_per_s", &t.requests_per_s);
       std::optional<double> wall;
       number("wall_s", &wall);
       t.wall_s = wall.value_or(0);
@@ -952,6 +993,13 @@ absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
   };
   element environment;
   if (root["environment"].get(environment) == simdjson::SUCCESS) flatten(environment, "");
+  simdjson::dom::object notes;
+  if (s["notes"].get_object().get(notes) == simdjson::SUCCESS) {  // absent before 2026-12-06
+    for (auto field : notes) {
+      if (field.value.get_string().get(text_value) != simdjson::SUCCESS) return bad("spec.notes");
+      spec.notes.emplace_back(std::string(field.key), std::string(text_value));
+    }
+  }
   absl::StatusOr<std::vector<Trial>> trials = ReadExperimentTrials(path, spec);
   if (!trials.ok()) return trials.status();
   record.trials = *std::move(trials);
@@ -985,6 +1033,9 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
   j.Key("p99_step_time").Number(spec.rollback.p99_step_time);
   j.Key("resource_hours_per_accepted").Number(spec.rollback.resource_hours_per_accepted);
   j.Key("peak_memory").Number(spec.rollback.peak_memory);
+  j.EndObject();
+  j.Key("notes").BeginObject();
+  for (const auto& [key, value] : spec.notes) j.Key(key).String(value);
   j.EndObject();
   j.Key("curve");
   if (spec.curve.file.empty()) {
@@ -1030,6 +1081,10 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
       j.Key("idle_top_cause").String(t.idle_top_cause);
       j.Key("resource_hours").Number(t.resource_hours);
       j.Key("peak_memory_bytes").Number(t.peak_memory_bytes);
+      j.Key("latency_p50_ms").Number(t.latency_p50_ms);
+      j.Key("latency_p90_ms").Number(t.latency_p90_ms);
+      j.Key("latency_p99_ms").Number(t.latency_p99_ms);
+      j.Key("requests_per_s").Number(t.requests_per_s);
       j.Key("wall_s").Number(t.wall_s);
       j.Key("cpu_mhz").Number(t.cpu_mhz);
       j.Key("load_1m").Number(t.load_1m);

@@ -15,7 +15,8 @@
 //    "rollback": {"failure_rate": 0, "p99_step_time": 0.05,
 //                 "resource_hours_per_accepted": 0.02, "peak_memory": 0.1},
 //    "curve": {"file": "loss.jsonl", "value": "loss", "window_steps": 10,
-//              "widen": 0.5, "floor": 0.01, "max_outside": 0.2}}
+//              "widen": 0.5, "floor": 0.01, "max_outside": 0.2},
+//    "notes": {"lr_rule": "linear (Goyal et al. 2017)"}}
 // `{out}` in the command or a variant's args becomes the trial's output
 // directory, which the engine also passes as TRAINSCOPE_OUTPUT_DIR (Session
 // honours it); `{repeat}` becomes the trial's round, from 0, the same for
@@ -24,7 +25,11 @@
 // is checked against the baseline's noise band (curves.h), and a variant
 // whose curve leaves it is rolled back even when it is faster.
 // Objectives: time_to_target (report acceptance.time_to_target_s; lower is
-// better), steady_samples_per_s (higher), median_step_ms (lower).
+// better), steady_samples_per_s (higher), median_step_ms (lower), and for
+// serving runs latency_p50_ms, latency_p90_ms, latency_p99_ms (report
+// serving, Session::RecordLatency; lower). "notes" are strings recorded
+// with the spec (a rule the variants follow, its sources); they change
+// nothing in how the experiment runs.
 //
 // A trial fails (MLPerf's rule: infinite time to target) when it exits
 // non-zero, is killed by a signal or the per-trial timeout, writes no
@@ -73,6 +78,7 @@ struct ExperimentSpec {
   int resamples = 10000;
   RollbackLimits rollback;
   CurveSpec curve;  // curve.file "" = no curve check
+  std::vector<std::pair<std::string, std::string>> notes;  // recorded, not interpreted
 
   bool lower_is_better() const { return objective != "steady_samples_per_s"; }
 };
@@ -93,6 +99,8 @@ struct Trial {
   std::string failure;  // why it failed, a phrase; "" if it did not
   std::optional<double> time_to_target_s, steady_samples_per_s, median_step_ms, p99_step_ms,
       idle_share, resource_hours, peak_memory_bytes;
+  // A serving run's request latencies (report serving) and their rate.
+  std::optional<double> latency_p50_ms, latency_p90_ms, latency_p99_ms, requests_per_s;
   std::string idle_top_cause;
   double wall_s = 0;
   // Covariates that explain noise, read just before the trial started.

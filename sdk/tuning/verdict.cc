@@ -55,7 +55,9 @@ std::string Ratio(double r) { return std::isinf(r) ? "inf" : fmt::format("{:.3f}
 
 // What got worse in `v` against the baseline `b`, a phrase each.
 std::vector<std::string> Rollbacks(const VariantOutcomes& b, const VariantOutcomes& v,
-                                   const RollbackLimits& limits, double alpha) {
+                                   const VerdictOptions& options) {
+  const RollbackLimits& limits = options.rollback;
+  const double alpha = options.alpha;
   std::vector<std::string> worse;
   const int fb = Failures(b), fv = Failures(v);
   const double rate_b = b.trials.empty() ? 0 : static_cast<double>(fb) / b.trials.size();
@@ -85,7 +87,7 @@ std::vector<std::string> Rollbacks(const VariantOutcomes& b, const VariantOutcom
     const std::vector<double> kb = Known(b, field), kv = Known(v, field);
     relative(Median(kb), Median(kv), limit, what, unit, scale, MannWhitneyP(kb, kv));
   };
-  per_trial(&TrialOutcome::p99_step_ms, limits.p99_step_time, "the p99 step time", "ms", 1);
+  per_trial(&TrialOutcome::p99_step_ms, limits.p99_step_time, options.tail_name.c_str(), "ms", 1);
   relative(ResourceHoursPerAccepted(b), ResourceHoursPerAccepted(v),
            limits.resource_hours_per_accepted, "resource-hours per accepted result", "h", 1, 0);
   per_trial(&TrialOutcome::peak_memory_bytes, limits.peak_memory, "peak memory", "MB", 1e6);
@@ -130,7 +132,7 @@ Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOption
     c.ci_high = ci.high;
     c.p_value = MannWhitneyP(base_values, values);
     c.clears_threshold = Better(o.lower_is_better ? c.ci_high : c.ci_low, o, o.threshold);
-    c.rollbacks = Rollbacks(base, v, o.rollback, o.alpha);
+    c.rollbacks = Rollbacks(base, v, o);
     c.rollbacks.insert(c.rollbacks.end(), v.vetoes.begin(), v.vetoes.end());
     p_values.push_back(c.p_value);
     verdict.comparisons.push_back(std::move(c));

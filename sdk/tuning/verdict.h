@@ -35,6 +35,8 @@ namespace trainscope::tuning {
 struct TrialOutcome {
   double objective = 0;
   bool failed = false;
+  // The tail the rollback watches (RollbackLimits::p99_step_time): the p99
+  // step time, or a serving run's p99 latency (VerdictOptions::tail_name).
   double p99_step_ms = std::numeric_limits<double>::quiet_NaN();
   double resource_hours = std::numeric_limits<double>::quiet_NaN();
   double peak_memory_bytes = std::numeric_limits<double>::quiet_NaN();
@@ -70,6 +72,9 @@ struct VerdictOptions {
   uint64_t seed = 1;
   RollbackLimits rollback;
   std::string objective_name = "time to target";  // for the reason sentences
+  // What TrialOutcome::p99_step_ms holds, for the rollback's sentence: the
+  // p99 step time, or for serving objectives the p99 request latency.
+  std::string tail_name = "the p99 step time";
 };
 
 struct Comparison {

@@ -19,12 +19,14 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "trainscope/scope.h"
 #include "trainscope/session.h"
 
@@ -94,6 +96,48 @@ class DevicePrefetcher {
 // allows). Shown per step and as a peak in the report. Cost: a few reads
 // of /proc or an allocator query; call it once a step, after the step.
 void RecordStepMemory(Session& session, int64_t step, const at::Device& device);
+
+// What the CPU memory budget (LimitMemory on a CPU device) has counted:
+// bytes of CPU tensor storage allocated through LibTorch's CPU allocator
+// since the budget was installed and not yet freed, their peak, the budget
+// (0: none) and the allocations refused for it.
+struct CpuTensorMemory {
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t limit_bytes = 0;
+  int64_t refused = 0;
+};
+
+// Caps the memory LibTorch may allocate on `device`, so that a batch that
+// does not fit fails with LibTorch's typed c10::OutOfMemoryError (catch it
+// by type, never by its text) instead of the machine swapping or the
+// kernel's OOM killer ending the process:
+// - CUDA: the caching allocator's per-process fraction
+//   (setMemoryFraction) of the device's total memory, `bytes` of it;
+// - CPU: a counting allocator installed once for the process in front of
+//   LibTorch's own (c10::SetCPUAllocator, top priority) refuses an
+//   allocation that would take the live CPU tensor bytes past `bytes`.
+//   Only CPU tensor storage is counted (not the process's other heap, nor
+//   tensors allocated before the first call), which is what a batch size
+//   changes; it stands in for a device's memory so that a search for the
+//   largest batch runs on CPU the way it runs on a GPU.
+// `bytes` 0 lifts the cap (the counting allocator stays, at the cost of a
+// small context allocation and two atomic updates per CPU allocation).
+// Errors: InvalidArgument for negative bytes or a device other than CPU
+// and CUDA; FailedPrecondition for CUDA in a build without the CUDA paths;
+// OutOfRange when `bytes` exceeds the device's memory; what LibTorch
+// throws becomes Internal.
+absl::Status LimitMemory(const at::Device& device, int64_t bytes);
+
+// The CPU budget's counts (all zero before the first LimitMemory on CPU).
+// Cost: three atomic loads.
+CpuTensorMemory CpuTensorMemoryNow();
+
+// The memory a tensor on `device` may use at most: a CUDA device's total
+// memory, or the machine's physical memory (or the cgroup's limit when it
+// is lower) for CPU; 0 when it cannot be read. Cost: a driver query or a
+// file read.
+int64_t DeviceMemoryBytes(const at::Device& device);
 
 }  // namespace trainscope::libtorch
 
