@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sdk/tuning/experiment.h"
+#include "sdk/tuning/gpu_covariates.h"
 #include "sdk/tuning/statistics.h"
 #include "sdk/tuning/verdict.h"
 #include "tests/test_util.h"
@@ -559,6 +560,58 @@ TEST(ExperimentTest, FailuresCountAndTheExperimentGoesOnInterleaved) {
   EXPECT_NE(json.find("\"schema_version\": 1"), std::string::npos) << json;
   EXPECT_NE(json.find("\"accepted\": null"), std::string::npos);
   EXPECT_NE(json.find("crash failed every trial (3 of 3)"), std::string::npos);
+}
+
+// GPU covariates through NVML, loaded at run time: a stand-in library with
+// two GPUs gives each trial the lowest SM clock and highest temperature
+// seen while it ran, and the clock-event reasons other than idle; without
+// NVML the run says why in one line and the fields are null.
+TEST(ExperimentTest, GpuCovariatesAreSampledWhileEachTrialRuns) {
+  ExperimentSpec spec;
+  spec.hypothesis = "synthetic";
+  spec.command = {"/bin/sh", "-c", "sleep 1.2"};
+  spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
+  spec.repeats = 1;
+  for (const bool with_nvml : {true, false}) {
+    testing::TempDir dir;
+    setenv("TRAINSCOPE_NVML_PATH", with_nvml ? NVML_STUB_PATH : dir.File("missing.so").c_str(), 1);
+    RunOptions options;
+    options.output = dir.File("experiment.json");
+    options.progress = nullptr;
+    absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
+    unsetenv("TRAINSCOPE_NVML_PATH");
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->trials.size(), 2u);
+    const std::string json = testing::ReadAll(options.output);
+    if (!with_nvml) {
+      EXPECT_EQ(result->gpu_covariates,
+                "unavailable (" + dir.File("missing.so") + " not found: no NVIDIA driver)");
+      for (const Trial& t : result->trials) {
+        EXPECT_FALSE(t.gpu_sm_clock_mhz_min.has_value());
+        EXPECT_FALSE(t.gpu_clock_events.has_value());
+      }
+      EXPECT_NE(json.find("\"gpu_clock_events\": null"), std::string::npos) << json;
+      continue;
+    }
+    EXPECT_EQ(result->gpu_covariates, std::string("NVML: 2 GPUs (") + NVML_STUB_PATH + ")");
+    // The first trial saw GPU 0's clock drop from 1980 to 1410 MHz; every
+    // trial after sees 1410 on GPU 0 and 1755 on GPU 1.
+    for (const Trial& t : result->trials) {
+      ASSERT_TRUE(t.gpu_sm_clock_mhz_min.has_value()) << t.order;
+      EXPECT_EQ(*t.gpu_sm_clock_mhz_min, 1410);
+      EXPECT_EQ(t.gpu_temperature_c_max, 71);
+      EXPECT_EQ(t.gpu_clock_events, "sw_thermal_slowdown");
+    }
+    EXPECT_NE(json.find("\"gpu_sm_clock_mhz_min\": 1410"), std::string::npos) << json;
+    absl::StatusOr<std::vector<Trial>> read = ReadExperimentTrials(options.output, spec);
+    ASSERT_TRUE(read.ok()) << read.status();
+    ASSERT_EQ(read->size(), 2u);
+    EXPECT_EQ((*read)[1].gpu_temperature_c_max, 71);
+    EXPECT_EQ((*read)[1].gpu_clock_events, "sw_thermal_slowdown");
+  }
+  EXPECT_EQ(ClockEventReasonNames(0x1), "");
+  EXPECT_EQ(ClockEventReasonNames(0x4 | 0x40 | 0x1000),
+            "sw_power_cap, hw_thermal_slowdown, 0x1000");
 }
 
 // Ctrl-C: the running trial is killed and not counted; what was measured

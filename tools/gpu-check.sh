@@ -156,10 +156,19 @@ build-gpu/bin/trainscope ranks "$out/dead" | tail -3 || true
 say "AMP harness on CUDA: fp32 against fp16 (GradScaler) and bf16, loss curves (issue 17)"
 timeout 240 build-gpu/bin/tune_amp --device=cuda --repeats=3 --out="$out/tune_amp" 2>&1 |
   tail -12 || true
+python3 - "$out/tune_amp/experiment.json" <<'PY' || true
+import json, sys
+e = json.load(open(sys.argv[1]))
+print("GPU covariates (NVML):", e.get("gpu_covariates"))
+for v in e["variants"]:
+    t = v["trials"][0]
+    print(f"  {v['name']}: SM clock min {t.get('gpu_sm_clock_mhz_min')} MHz, "
+          f"max {t.get('gpu_temperature_c_max')} C, events '{t.get('gpu_clock_events')}'")
+PY
 
 say "batch harness on CUDA: the largest batch under a 2 GiB cap (OOM typed), sizes ranked (issue 17)"
 timeout 240 build-gpu/bin/tune_batch --device=cuda --budget_mb=2048 --hidden=4096 --min_batch=1024 \
-  --base_batch=1024 --repeats=3 --out="$out/tune_batch" 2>&1 | grep -E "probe|largest|rank|  [0-9]+  b|wrote" || true
+  --base_batch=1024 --repeats=3 --out="$out/tune_batch" 2>&1 | grep -E "probe|largest|rank|  [0-9]+  b|GPU|wrote" || true
 
 say "trainscope analyze on the PyTorch profiler's trace"
 build-gpu/bin/trainscope analyze "$out/torch_profiler_trace.json" | head -20

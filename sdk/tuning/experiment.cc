@@ -24,6 +24,7 @@
 #include "sdk/export/json_writer.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
+#include "sdk/tuning/gpu_covariates.h"
 #include "sdk/tuning/statistics.h"
 #include "simdjson.h"
 
@@ -132,6 +133,7 @@ std::optional<double> ReadLoad() {
 
 // Runs argv with `env` added, stdout and stderr to `log`, in its own
 // process group; kills the group at `timeout_s` or when `stop` is set.
+// `sample` (if any) runs as the trial starts and every 0.5 s while it runs.
 struct Exit {
   int code = 0;
   bool timed_out = false;
@@ -141,7 +143,8 @@ struct Exit {
 
 Exit Spawn(const std::vector<std::string>& argv,
            const std::vector<std::pair<std::string, std::string>>& env, const std::string& log,
-           double timeout_s, const std::atomic<bool>* stop) {
+           double timeout_s, const std::atomic<bool>* stop,
+           const std::function<void()>& sample = nullptr) {
   Exit exit;
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -185,11 +188,16 @@ Exit Spawn(const std::vector<std::string>& argv,
   close(log_fd);
   setpgid(pid, pid);  // also here: no race with the kill below
   int status = 0;
+  double next_sample = 0;
   while (true) {
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (sample && elapsed >= next_sample) {
+      sample();
+      next_sample = elapsed + 0.5;
+    }
     const bool stopping = stop != nullptr && stop->load();
     if (elapsed > timeout_s || stopping) {
       exit.timed_out = !stopping;
@@ -687,6 +695,11 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
   ExperimentResult result;
   const std::string trials_dir = TrialsDir(options);
   if (absl::Status s = core::EnsureWritableDirectory(trials_dir); !s.ok()) return s;
+  const GpuCovariates gpu;
+  result.gpu_covariates = gpu.status();
+  if (options.progress != nullptr) {
+    std::fprintf(options.progress, "GPU covariates: %s\n", gpu.status().c_str());
+  }
   const int n = static_cast<int>(spec.variants.size());
   const int planned = spec.repeats * n;
   const VerdictOptions verdict_options = VerdictOptionsOf(spec);
@@ -731,9 +744,17 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       env.emplace_back("TRAINSCOPE_OUTPUT_DIR", t.output_dir);
       t.cpu_mhz = ReadCpuMhz();
       t.load_1m = ReadLoad();
+      GpuTrialSample gpu_sample;
+      std::function<void()> sample_gpu;
+      if (gpu.available()) sample_gpu = [&] { gpu.Sample(&gpu_sample); };
       const auto trial_start = std::chrono::steady_clock::now();
-      const Exit exit =
-          Spawn(argv, env, t.output_dir + "/trial.log", spec.trial_timeout_s, options.stop);
+      const Exit exit = Spawn(argv, env, t.output_dir + "/trial.log", spec.trial_timeout_s,
+                              options.stop, sample_gpu);
+      if (gpu_sample.samples > 0) {
+        t.gpu_sm_clock_mhz_min = gpu_sample.sm_clock_mhz_min;
+        t.gpu_temperature_c_max = gpu_sample.temperature_c_max;
+        t.gpu_clock_events = ClockEventReasonNames(gpu_sample.reasons);
+      }
       t.wall_s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count();
       if (exit.stopped) {
@@ -747,11 +768,19 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         const int done = static_cast<int>(result.trials.size());
         const int here = done - static_cast<int>(options.done.size());  // run by this process
-        std::fprintf(options.progress, "trial %d of %d  %-12s %s  (%.1f s wall)  ~%s left\n", done,
-                     planned, v.name.c_str(),
+        std::string gpu_text;
+        if (t.gpu_sm_clock_mhz_min || t.gpu_temperature_c_max) {
+          gpu_text = fmt::format("  [GPU: SM clock min {:.0f} MHz, max {:.0f} C{}{}]",
+                                 t.gpu_sm_clock_mhz_min.value_or(NAN),
+                                 t.gpu_temperature_c_max.value_or(NAN),
+                                 t.gpu_clock_events->empty() ? "" : ", ", *t.gpu_clock_events);
+        }
+        std::fprintf(options.progress, "trial %d of %d  %-12s %s  (%.1f s wall)  ~%s left%s\n",
+                     done, planned, v.name.c_str(),
                      t.failed ? fmt::format("FAILED: {}", t.failure).c_str()
                               : ObjectiveText(spec, ObjectiveOf(spec, t)).c_str(),
-                     t.wall_s, Seconds(elapsed / here * (planned - done)).c_str());
+                     t.wall_s, Seconds(elapsed / here * (planned - done)).c_str(),
+                     gpu_text.c_str());
         std::fflush(options.progress);
       }
       if (absl::Status s = write(); !s.ok()) return s;
@@ -862,6 +891,12 @@ absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
       t.wall_s = wall.value_or(0);
       number("cpu_mhz", &t.cpu_mhz);
       number("load_1m", &t.load_1m);
+      number("gpu_sm_clock_mhz_min", &t.gpu_sm_clock_mhz_min);  // absent before 2026-12-06
+      number("gpu_temperature_c_max", &t.gpu_temperature_c_max);
+      std::string_view events;
+      if (e["gpu_clock_events"].get_string().get(events) == simdjson::SUCCESS) {
+        t.gpu_clock_events = std::string(events);
+      }
       string("output_dir", &t.output_dir);
       trials.push_back(std::move(t));
     }
@@ -1012,6 +1047,7 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
   j.Key("schema_version").Int(1);
   j.Key("hypothesis").String(spec.hypothesis);
   j.Key("complete").Bool(result.complete);
+  j.Key("gpu_covariates").String(result.gpu_covariates);
   j.Key("environment");  // the baseline record of the baseline's first successful trial
   WriteWorkload(j, result.baseline);
   j.Key("spec").BeginObject();
@@ -1088,6 +1124,14 @@ std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& r
       j.Key("wall_s").Number(t.wall_s);
       j.Key("cpu_mhz").Number(t.cpu_mhz);
       j.Key("load_1m").Number(t.load_1m);
+      j.Key("gpu_sm_clock_mhz_min").Number(t.gpu_sm_clock_mhz_min);
+      j.Key("gpu_temperature_c_max").Number(t.gpu_temperature_c_max);
+      j.Key("gpu_clock_events");
+      if (t.gpu_clock_events) {
+        j.String(*t.gpu_clock_events);
+      } else {
+        j.Null();
+      }
       j.Key("output_dir").String(t.output_dir);
       j.Key("curve");
       if (t.curve_points < 0) {

@@ -103,8 +103,14 @@ struct Trial {
   std::optional<double> latency_p50_ms, latency_p90_ms, latency_p99_ms, requests_per_s;
   std::string idle_top_cause;
   double wall_s = 0;
-  // Covariates that explain noise, read just before the trial started.
+  // Covariates that explain noise: the CPU's, read just before the trial
+  // started; the GPUs' through NVML (gpu_covariates.h), sampled at its start
+  // and every 0.5 s while it ran: the lowest SM clock, the highest
+  // temperature, and the clock-event reasons seen (names, "" for none).
+  // Empty when NVML is unavailable.
   std::optional<double> cpu_mhz, load_1m;
+  std::optional<double> gpu_sm_clock_mhz_min, gpu_temperature_c_max;
+  std::optional<std::string> gpu_clock_events;
   std::string output_dir;
   // Its training curve (spec.curve): lines read, -1 when none was readable;
   // non-finite values; skipped optimizer steps.
@@ -147,6 +153,7 @@ struct ExperimentResult {
   std::optional<Workload> baseline;  // the environment: the baseline's first successful trial
   Preset preset;
   std::vector<CurveCheck> curves;  // per variant when spec.curve is set
+  std::string gpu_covariates;      // GpuCovariates::status() of this run
 };
 
 // The preset for `verdict`, from the trials' reports.
