@@ -209,6 +209,25 @@ TEST(TuneBatchSampleTest, ServingReportsLatencyPercentilesPerMaximumBatch) {
   EXPECT_EQ(trials, 4);
 }
 
+TEST(TuneBatchSampleTest, BadFlagsAreRefusedNamingThem) {
+  testing::TempDir dir;
+  const testing::ProcessResult rule =
+      testing::RunProcess({TUNE_BATCH_PATH, "--out=" + dir.path(), "--lr_rule=cubic"});
+  EXPECT_EQ(rule.exit_code, 2);
+  EXPECT_NE(rule.err.find("--lr_rule=cubic: expected none, linear or sqrt"), std::string::npos)
+      << rule.err;
+  const testing::ProcessResult sizes =
+      testing::RunProcess({TUNE_BATCH_PATH, "--serve", "--out=" + dir.path(), "--serve_sizes=1,x"});
+  EXPECT_EQ(sizes.exit_code, 2);
+  EXPECT_NE(sizes.err.find("--serve_sizes: \"x\" is not a positive integer"), std::string::npos)
+      << sizes.err;
+  // A budget too small for the base batch: said, not crashed.
+  const testing::ProcessResult tiny = testing::RunProcess(
+      {TUNE_BATCH_PATH, "--out=" + dir.path(), "--budget_mb=2", "--min_batch=64"});
+  EXPECT_EQ(tiny.exit_code, 1);
+  EXPECT_NE(tiny.err.find("the base batch 256 does not fit"), std::string::npos) << tiny.err;
+}
+
 TEST(TrainMlpSampleTest, IdleShareRisesWithLoaderDelay) {
   testing::TempDir dir;
   const Report fast = RunSample(dir, 0);

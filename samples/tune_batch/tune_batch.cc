@@ -238,7 +238,13 @@ struct Probe {
 // failed for another reason than memory.
 std::optional<bool> Fits(const std::string& program, int64_t batch, int64_t cap_mb,
                          const std::string& dir) {
-  std::filesystem::create_directories(dir);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    std::fprintf(stderr, "tune_batch: cannot create %s: %s\n", dir.c_str(),
+                 error.message().c_str());
+    return std::nullopt;
+  }
   const std::vector<std::string> argv = {program,
                                          "--out=" + dir,
                                          "--batch_size=" + std::to_string(batch),
@@ -497,10 +503,12 @@ int main(int argc, char** argv) {
   }
   const double margin = absl::GetFlag(FLAGS_margin);
   if (margin < 0 || margin >= 1 || absl::GetFlag(FLAGS_min_batch) < 1 ||
-      absl::GetFlag(FLAGS_base_batch) < 1 || absl::GetFlag(FLAGS_sizes) < 2) {
+      absl::GetFlag(FLAGS_base_batch) < 1 || absl::GetFlag(FLAGS_sizes) < 2 ||
+      absl::GetFlag(FLAGS_max_steps) < 1 || absl::GetFlag(FLAGS_budget_mb) < 0 ||
+      absl::GetFlag(FLAGS_base_lr) <= 0) {
     std::fprintf(stderr,
-                 "tune_batch: need 0 <= --margin < 1, --min_batch and --base_batch >= 1 and "
-                 "--sizes >= 2\n");
+                 "tune_batch: need 0 <= --margin < 1, --min_batch, --base_batch and --max_steps "
+                 ">= 1, --sizes >= 2, --budget_mb >= 0 and --base_lr > 0\n");
     return 2;
   }
   const std::string program = absl::GetFlag(FLAGS_train_mlp).empty()
