@@ -1,8 +1,9 @@
 // A stand-in for libnvidia-ml.so.1 with two GPUs, for tuning_test: the
 // NVML entry points GpuCovariates calls, with the C signatures of nvml.h
-// and made-up readings. GPU 0 reads 1980 MHz on its first SM clock query
-// and 1410 MHz after (a clock dropping during a trial), 64 C, idle; GPU 1
-// reads 1755 MHz, 71 C, and a software thermal slowdown (with idle).
+// and made-up readings. GPU 0 is idle (a GPU the trial does not use) at
+// 210 MHz and 40 C: its clock must not set the minimum. GPU 1 works: it
+// reads 1980 MHz on its first SM clock query and 1410 MHz after (a clock
+// dropping during a trial), 71 C, and a software thermal slowdown.
 #include <atomic>
 
 namespace {
@@ -27,8 +28,8 @@ __attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigne
 __attribute__((visibility("default"))) int nvmlDeviceGetClockInfo(void* device, int type,
                                                                   unsigned* mhz) {
   if (type != 1) return 2;  // only NVML_CLOCK_SM is asked for
-  if (Index(device) == 1) {
-    *mhz = 1755;
+  if (Index(device) == 0) {
+    *mhz = 210;
   } else {
     *mhz = g_clock_queries.fetch_add(1) == 0 ? 1980 : 1410;
   }
@@ -37,12 +38,12 @@ __attribute__((visibility("default"))) int nvmlDeviceGetClockInfo(void* device, 
 __attribute__((visibility("default"))) int nvmlDeviceGetTemperature(void* device, int sensor,
                                                                     unsigned* celsius) {
   if (sensor != 0) return 2;
-  *celsius = Index(device) == 1 ? 71 : 64;
+  *celsius = Index(device) == 1 ? 71 : 40;
   return 0;
 }
 __attribute__((visibility("default"))) int nvmlDeviceGetCurrentClocksEventReasons(
     void* device, unsigned long long* reasons) {
-  *reasons = Index(device) == 1 ? 0x21 : 0x1;  // sw_thermal_slowdown | gpu_idle
+  *reasons = Index(device) == 1 ? 0x20 : 0x1;  // sw_thermal_slowdown; gpu_idle
   return 0;
 }
 }

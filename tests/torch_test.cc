@@ -438,6 +438,9 @@ TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {
 // out-of-memory error when they do not fit, and fits once the cap is lifted.
 TEST(CpuMemoryBudgetTest, AllocationsPastTheBudgetThrowTheTypedOutOfMemoryError) {
   ASSERT_TRUE(libtorch::LimitMemory(::torch::kCPU, 0).ok());  // counting, no cap
+  struct LiftTheCap {  // the budget is the process's: never leave it to the next test
+    ~LiftTheCap() { (void)libtorch::LimitMemory(::torch::kCPU, 0); }
+  } lift;
   const libtorch::CpuTensorMemory before = libtorch::CpuTensorMemoryNow();
   {
     ::torch::Tensor block = ::torch::empty({1 << 18}, ::torch::kFloat);  // 1 MiB

@@ -221,7 +221,7 @@ class Session {
   // experiments (`trainscope experiment`'s latency_p99_ms objective).
   // Errors: InvalidArgument, nothing recorded, for a negative or non-finite
   // value. Cost: a lock and a sketch update; memory bounded by the sketch
-  // (at most 64 KiB), never by the number of requests.
+  // (about 70 KiB at most), never by the number of requests.
   absl::Status RecordLatency(double seconds);
 
   // Records the memory in use at the end of step `step` and its peak during

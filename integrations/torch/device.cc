@@ -283,6 +283,9 @@ absl::Status LimitMemory(const at::Device& device, int64_t bytes) {
         bytes == 0 ? 1.0 : static_cast<double>(bytes) / static_cast<double>(total);
     const c10::DeviceIndex index =
         device.has_index() ? device.index() : c10::cuda::current_device();
+    // The caching allocator exists only once CUDA is initialised (PyTorch's
+    // set_per_process_memory_fraction initialises it first too).
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
     c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index);
     return absl::OkStatus();
   } catch (const std::exception& e) {

@@ -304,6 +304,24 @@ int Main(int argc, char** argv) {
   }
 
   const SyntheticData data = MakeData(batch_size * 64, absl::GetFlag(FLAGS_seed));
+  // The budget counts what training allocates from here: the model, its
+  // gradients and optimizer state, activations, batches in flight. Set
+  // before the loader's workers start (the CPU allocator is swapped once).
+  if (const int64_t budget_mb = absl::GetFlag(FLAGS_memory_budget_mb); budget_mb > 0) {
+    if (budget_mb > (int64_t{1} << 40)) {
+      std::fprintf(stderr, "train_mlp: --memory_budget_mb=%lld: more than 2^40 MiB\n",
+                   static_cast<long long>(budget_mb));
+      return 2;
+    }
+    if (absl::Status limited = trainscope::libtorch::LimitMemory(device, budget_mb << 20);
+        !limited.ok()) {
+      std::fprintf(stderr, "train_mlp: --memory_budget_mb=%lld: %s\n",
+                   static_cast<long long>(budget_mb), limited.ToString().c_str());
+      return 2;
+    }
+    session->SetConfig("memory_budget_mb", std::to_string(budget_mb));
+  }
+
   SlowLoader source(data, batch_size, std::chrono::milliseconds(delay_ms));
   // Batches: loaded on the training thread (a kDataWait range each), or by
   // --loader_workers threads ahead of it.
@@ -332,18 +350,6 @@ int Main(int argc, char** argv) {
   // Host-to-device copies run one batch ahead (a kHostToDevice range each);
   // on CPU the batches pass through.
   trainscope::libtorch::DevicePrefetcher to_device(device);
-
-  // The budget counts what training allocates from here: the model, its
-  // gradients and optimizer state, activations, batches in flight.
-  if (const int64_t budget_mb = absl::GetFlag(FLAGS_memory_budget_mb); budget_mb > 0) {
-    if (absl::Status limited = trainscope::libtorch::LimitMemory(device, budget_mb << 20);
-        !limited.ok()) {
-      std::fprintf(stderr, "train_mlp: --memory_budget_mb=%lld: %s\n",
-                   static_cast<long long>(budget_mb), limited.ToString().c_str());
-      return 2;
-    }
-    session->SetConfig("memory_budget_mb", std::to_string(budget_mb));
-  }
 
   torch::manual_seed(absl::GetFlag(FLAGS_seed));  // the same initial model on every rank
   torch::nn::Sequential model = MakeModel(absl::GetFlag(FLAGS_hidden));

@@ -112,8 +112,13 @@ std::string BesideMe(const std::string& name) {
 }
 
 // Runs argv with its output in `log`; the exit code, 128 + N for signal N,
-// -1 when it could not start or was stopped (Ctrl-C).
-int RunLogged(const std::vector<std::string>& argv, const std::string& log, double timeout_s) {
+// -1 when it could not start, timed out (*timed_out set) or was stopped.
+int RunLogged(const std::vector<std::string>& argv, const std::string& log, double timeout_s,
+              bool* timed_out) {
+  *timed_out = false;
+  std::vector<char*> raw;  // made before fork: the child only execs
+  for (const std::string& a : argv) raw.push_back(const_cast<char*>(a.c_str()));
+  raw.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -122,9 +127,6 @@ int RunLogged(const std::vector<std::string>& argv, const std::string& log, doub
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
     }
-    std::vector<char*> raw;
-    for (const std::string& a : argv) raw.push_back(const_cast<char*>(a.c_str()));
-    raw.push_back(nullptr);
     execv(raw[0], raw.data());
     _exit(127);
   }
@@ -132,6 +134,7 @@ int RunLogged(const std::vector<std::string>& argv, const std::string& log, doub
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
     if (g_stop.load() || std::chrono::steady_clock::now() > deadline) {
+      *timed_out = !g_stop.load();
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return -1;
@@ -252,9 +255,16 @@ std::optional<bool> Fits(const std::string& program, int64_t batch, int64_t cap_
                                          "--steps=2",
                                          "--eval_every=1",
                                          "--memory_budget_mb=" + std::to_string(cap_mb)};
-  const int code = RunLogged(argv, dir + "/probe.log", absl::GetFlag(FLAGS_trial_timeout_s));
+  bool timed_out = false;
+  const int code =
+      RunLogged(argv, dir + "/probe.log", absl::GetFlag(FLAGS_trial_timeout_s), &timed_out);
   if (code == 0) return true;
   if (code == kExitOutOfMemory) return false;
+  if (timed_out) {  // too slow to be of use, whatever its memory
+    std::fprintf(stderr, "  probe batch %7lld: took over --trial_timeout_s, counted as too big\n",
+                 static_cast<long long>(batch));
+    return false;
+  }
   std::fprintf(stderr, "tune_batch: probe of batch %lld failed (exit %d; %s/probe.log)\n",
                static_cast<long long>(batch), code, dir.c_str());
   return std::nullopt;
@@ -275,7 +285,9 @@ std::optional<int64_t> LargestBatch(const std::string& program, int64_t cap_mb,
     return fits;
   };
   int64_t fit = 0, no_fit = 0;
-  for (int64_t b = absl::GetFlag(FLAGS_min_batch); b <= absl::GetFlag(FLAGS_max_batch); b *= 2) {
+  const int64_t max_batch = absl::GetFlag(FLAGS_max_batch);
+  for (int64_t b = absl::GetFlag(FLAGS_min_batch); b <= max_batch;
+       b = b > max_batch / 2 ? max_batch + 1 : b * 2) {
     if (g_stop.load()) return std::nullopt;
     std::optional<bool> fits = probe(b);
     if (!fits) return std::nullopt;
@@ -340,8 +352,9 @@ std::vector<Row> Rows(const tuning::ExperimentSpec& spec, const tuning::Experime
     const auto v = static_cast<size_t>(t.variant);
     ++rows[v].trials;
     hours[v] += t.resource_hours.value_or(0);
-    if (t.failed) {
+    if (t.failed) {  // MLPerf's rule, as the verdict reads it: an infinite time
       ++rows[v].failed;
+      objective[v].push_back(INFINITY);
       continue;
     }
     const std::optional<double> value = spec.objective == "time_to_target"   ? t.time_to_target_s
@@ -367,7 +380,7 @@ std::vector<Row> Rows(const tuning::ExperimentSpec& spec, const tuning::Experime
   // Best first: the objective (a size that never reached the target last),
   // then resource-hours per accepted result.
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    const double x = std::isnan(a.median) ? INFINITY : a.median;
+    const double x = std::isnan(a.median) ? INFINITY : a.median;  // NaN: no trial
     const double y = std::isnan(b.median) ? INFINITY : b.median;
     if (x != y) return x < y;
     return a.rh_per_accepted < b.rh_per_accepted;
@@ -384,7 +397,7 @@ void PrintTraining(const std::vector<Row>& rows) {
   int rank = 1;
   for (const Row& r : rows) {
     std::fprintf(stderr, "  %4d  %-8s  %23s  %4d of %d  %23s  %9.0f\n", rank++, r.name.c_str(),
-                 std::isnan(r.median) ? "never" : (Fixed(r.median, 3) + " s").c_str(), r.failed,
+                 !std::isfinite(r.median) ? "never" : (Fixed(r.median, 3) + " s").c_str(), r.failed,
                  r.trials,
                  std::isinf(r.rh_per_accepted) ? "-" : absl::StrCat(r.rh_per_accepted).c_str(),
                  r.samples_per_s);
@@ -496,6 +509,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tune_batch: --device=cuda: no CUDA device is available\n");
     return 2;
   }
+  // train_mlp trains on the GPU when it sees one: --device=cpu hides them
+  // from every probe and trial.
+  const bool hide_gpus = device == "cpu" && torch::cuda::is_available();
+  if (hide_gpus) setenv("CUDA_VISIBLE_DEVICES", "", 1);
   const std::string rule = absl::GetFlag(FLAGS_lr_rule);
   if (rule != "none" && rule != "linear" && rule != "sqrt") {
     std::fprintf(stderr, "tune_batch: --lr_rule=%s: expected none, linear or sqrt\n", rule.c_str());
@@ -524,6 +541,11 @@ int main(int argc, char** argv) {
         device == "cpu" ? 64 : trainscope::libtorch::DeviceMemoryBytes(torch::Device(device)) >> 20;
   }
   const auto cap_mb = static_cast<int64_t>(static_cast<double>(budget_mb) * (1 - margin));
+  if (cap_mb < 1) {
+    std::fprintf(stderr, "tune_batch: --budget_mb=%lld less the margin leaves under 1 MiB\n",
+                 static_cast<long long>(budget_mb));
+    return 2;
+  }
   std::fprintf(stderr,
                "tune_batch: the largest batch of train_mlp --hidden=%d that fits %lld MiB on %s "
                "(budget %lld MiB less a %.0f%% margin)\n",
@@ -560,9 +582,11 @@ int main(int argc, char** argv) {
   for (int64_t b = absl::GetFlag(FLAGS_base_batch), n = 0;
        b <= *largest && n < absl::GetFlag(FLAGS_sizes); b *= 2, ++n) {
     const double lr = ScaledLr(rule, b);
+    std::vector<std::pair<std::string, std::string>> env;
+    if (hide_gpus) env.emplace_back("CUDA_VISIBLE_DEVICES", "");
     spec.variants.push_back({"b" + std::to_string(b),
                              {"--batch_size=" + std::to_string(b), "--lr=" + absl::StrCat(lr)},
-                             {}});
+                             env});
     absl::StrAppend(&sizes_note, sizes_note.empty() ? "" : ", ", b, " at lr ", lr);
   }
   if (spec.variants.size() < 2) {

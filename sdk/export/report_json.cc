@@ -582,7 +582,7 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
       }
     }
   }
-  FieldReader serving = doc.OptionalChild("serving");  // written since 2026-12-05; null: none
+  FieldReader serving = doc.OptionalChild("serving");  // written since 2026-12-06; null: none
   if (serving.valid()) {
     Report::Serving& v = r.serving.emplace();
     serving.Integer("requests", &v.requests);

@@ -71,7 +71,9 @@ GpuCovariates::GpuCovariates() {
       override_path != nullptr && *override_path != '\0' ? override_path : "libnvidia-ml.so.1";
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
-    status_ = fmt::format("unavailable ({} not found: no NVIDIA driver)", path);
+    const char* why = dlerror();
+    status_ =
+        fmt::format("unavailable (cannot load {}: {})", path, why != nullptr ? why : "not found");
     return;
   }
   auto symbol = [&](const char* name) { return dlsym(library, name); };
@@ -97,8 +99,10 @@ GpuCovariates::GpuCovariates() {
     return;
   }
   unsigned n = 0;
-  if (count(&n) != kNvmlSuccess || n == 0) {
-    status_ = "unavailable (NVML lists no GPU)";
+  if (const int rc = count(&n); rc != kNvmlSuccess || n == 0) {
+    status_ = rc != kNvmlSuccess
+                  ? fmt::format("unavailable (nvmlDeviceGetCount_v2 returned {})", rc)
+                  : std::string("unavailable (NVML lists no GPU)");
     shutdown();
     dlclose(library);
     return;
@@ -129,8 +133,16 @@ GpuCovariates::~GpuCovariates() {
 void GpuCovariates::Sample(GpuTrialSample* sample) const {
   if (impl_ == nullptr) return;
   for (NvmlDevice device : impl_->devices) {
+    unsigned long long bits = 0;
+    const bool reasons_read =
+        impl_->reasons != nullptr && impl_->reasons(device, &bits) == kNvmlSuccess;
+    if (reasons_read) sample->reasons |= bits;
+    // An idle GPU (one the trial does not use, or before its first kernel)
+    // drops to its idle clock, which says nothing of the trial's: only a
+    // GPU at work sets the minimum.
+    const bool idle = reasons_read && (bits & 0x1) != 0;
     unsigned mhz = 0, celsius = 0;
-    if (impl_->clock(device, kNvmlClockSm, &mhz) == kNvmlSuccess) {
+    if (!idle && impl_->clock(device, kNvmlClockSm, &mhz) == kNvmlSuccess) {
       const double v = mhz;
       if (!sample->sm_clock_mhz_min || v < *sample->sm_clock_mhz_min) sample->sm_clock_mhz_min = v;
     }
@@ -139,10 +151,6 @@ void GpuCovariates::Sample(GpuTrialSample* sample) const {
       if (!sample->temperature_c_max || v > *sample->temperature_c_max) {
         sample->temperature_c_max = v;
       }
-    }
-    unsigned long long bits = 0;
-    if (impl_->reasons != nullptr && impl_->reasons(device, &bits) == kNvmlSuccess) {
-      sample->reasons |= bits;
     }
   }
   ++sample->samples;

@@ -25,7 +25,7 @@ namespace trainscope::tuning {
 // What one trial's samples add up to; empty optionals until a sample was
 // read.
 struct GpuTrialSample {
-  std::optional<double> sm_clock_mhz_min;   // the lowest SM clock seen, any GPU
+  std::optional<double> sm_clock_mhz_min;   // the lowest SM clock of a GPU not idle
   std::optional<double> temperature_c_max;  // the highest temperature seen, any GPU
   uint64_t reasons = 0;                     // clock-event reasons seen (NVML bits), OR-ed
   int samples = 0;
@@ -47,12 +47,15 @@ class GpuCovariates {
 
   bool available() const { return impl_ != nullptr; }
   // "NVML: 2 GPUs (PATH)" or "unavailable (REASON)", e.g. "unavailable
-  // (libnvidia-ml.so.1 not found: no NVIDIA driver)".
+  // (cannot load libnvidia-ml.so.1: libnvidia-ml.so.1: cannot open shared
+  // object file: No such file or directory)".
   const std::string& status() const { return status_; }
 
   // Reads every GPU's SM clock, temperature and clock-event reasons into
-  // `sample` (min, max, OR). A reading NVML refuses is skipped. Cost: three
-  // NVML calls per GPU (microseconds each); nothing when unavailable.
+  // `sample` (min, max, OR). The clock of a GPU whose reasons say idle is
+  // left out (an idle GPU's clock drops by design). A reading NVML refuses
+  // is skipped. Cost: three NVML calls per GPU (microseconds each); nothing
+  // when unavailable.
   void Sample(GpuTrialSample* sample) const;
 
  private:

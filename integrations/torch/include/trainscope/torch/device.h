@@ -123,6 +123,10 @@ struct CpuTensorMemory {
 //   largest batch runs on CPU the way it runs on a GPU.
 // `bytes` 0 lifts the cap (the counting allocator stays, at the cost of a
 // small context allocation and two atomic updates per CPU allocation).
+// Because each CPU allocation then carries that context, LibTorch cannot
+// lazily clone (copy-on-write, `_lazy_clone`) CPU tensors allocated under
+// the budget; ordinary training does not do so. Call it before starting
+// threads that allocate (c10::SetCPUAllocator is not synchronised).
 // Errors: InvalidArgument for negative bytes or a device other than CPU
 // and CUDA; FailedPrecondition for CUDA in a build without the CUDA paths;
 // OutOfRange when `bytes` exceeds the device's memory; what LibTorch
@@ -130,7 +134,7 @@ struct CpuTensorMemory {
 absl::Status LimitMemory(const at::Device& device, int64_t bytes);
 
 // The CPU budget's counts (all zero before the first LimitMemory on CPU).
-// Cost: three atomic loads.
+// Cost: four atomic loads.
 CpuTensorMemory CpuTensorMemoryNow();
 
 // The memory a tensor on `device` may use at most: a CUDA device's total
