@@ -17,12 +17,9 @@
 //
 // Ctrl-C stops it: experiment.json keeps the trials so far, marked
 // incomplete. Exit status: 0 when complete, 1 on an error, 130 when stopped.
-#include <signal.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <climits>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -30,6 +27,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "samples/common/harness.h"
 #include "sdk/tuning/experiment.h"
 
 ABSL_FLAG(std::string, out, "out/tune_amp", "where experiment.json and the trials go");
@@ -43,20 +41,8 @@ ABSL_FLAG(std::string, train_mlp, "",
           "the training program (default: train_mlp beside this program)");
 ABSL_FLAG(double, trial_timeout_s, 120, "a trial that runs longer is a failure");
 
-namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void OnStop(int) { g_stop.store(true); }
-
-std::string BesideMe(const std::string& name) {
-  char self[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return name;
-  std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + name;
-}
-
-}  // namespace
+using trainscope::samples::BesideMe;
+using trainscope::samples::g_stop;
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -110,11 +96,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  struct sigaction action = {};
-  action.sa_handler = OnStop;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  trainscope::samples::StopOnSignals();
   tuning::RunOptions options;
   options.output = absl::GetFlag(FLAGS_out) + "/experiment.json";
   options.trials_dir = absl::GetFlag(FLAGS_out) + "/trials";

@@ -32,16 +32,12 @@
 //
 // Ctrl-C stops it: experiment.json keeps the trials so far, marked
 // incomplete. Exit status: 0 when complete, 1 on an error, 130 when stopped.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +55,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "samples/common/harness.h"
 #include "sdk/tuning/experiment.h"
 #include "trainscope/torch/device.h"
 #include "trainscope/trainscope.h"
@@ -100,49 +97,8 @@ namespace tuning = trainscope::tuning;
 
 constexpr int kExitOutOfMemory = 4;  // train_mlp's exit code for c10::OutOfMemoryError
 
-std::atomic<bool> g_stop{false};
-extern "C" void OnStop(int) { g_stop.store(true); }
-
-std::string BesideMe(const std::string& name) {
-  char self[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return name;
-  std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + name;
-}
-
-// Runs argv with its output in `log`; the exit code, 128 + N for signal N,
-// -1 when it could not start, timed out (*timed_out set) or was stopped.
-int RunLogged(const std::vector<std::string>& argv, const std::string& log, double timeout_s,
-              bool* timed_out) {
-  *timed_out = false;
-  std::vector<char*> raw;  // made before fork: the child only execs
-  for (const std::string& a : argv) raw.push_back(const_cast<char*>(a.c_str()));
-  raw.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-    }
-    execv(raw[0], raw.data());
-    _exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (g_stop.load() || std::chrono::steady_clock::now() > deadline) {
-      *timed_out = !g_stop.load();
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using trainscope::samples::BesideMe;
+using trainscope::samples::g_stop;
 
 std::string Fixed(double v, int digits) {
   char text[64];
@@ -255,18 +211,21 @@ std::optional<bool> Fits(const std::string& program, int64_t batch, int64_t cap_
                                          "--steps=2",
                                          "--eval_every=1",
                                          "--memory_budget_mb=" + std::to_string(cap_mb)};
-  bool timed_out = false;
-  const int code =
-      RunLogged(argv, dir + "/probe.log", absl::GetFlag(FLAGS_trial_timeout_s), &timed_out);
-  if (code == 0) return true;
-  if (code == kExitOutOfMemory) return false;
-  if (timed_out) {  // too slow to be of use, whatever its memory
+  const tuning::ProcessExit exit = tuning::RunLogged(argv, {}, dir + "/probe.log",
+                                                     absl::GetFlag(FLAGS_trial_timeout_s), &g_stop);
+  if (exit.stopped) return std::nullopt;  // Ctrl-C
+  if (exit.timed_out) {                   // too slow to be of use, whatever its memory
     std::fprintf(stderr, "  probe batch %7lld: took over --trial_timeout_s, counted as too big\n",
                  static_cast<long long>(batch));
     return false;
   }
-  std::fprintf(stderr, "tune_batch: probe of batch %lld failed (exit %d; %s/probe.log)\n",
-               static_cast<long long>(batch), code, dir.c_str());
+  if (exit.error.empty() && exit.code == 0) return true;
+  if (exit.error.empty() && exit.code == kExitOutOfMemory) return false;
+  std::fprintf(
+      stderr, "tune_batch: probe of batch %lld failed (%s; %s/probe.log)\n",
+      static_cast<long long>(batch),
+      exit.error.empty() ? ("exit code " + std::to_string(exit.code)).c_str() : exit.error.c_str(),
+      dir.c_str());
   return std::nullopt;
 }
 
@@ -443,11 +402,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_serve_trial)) return ServeTrial();
 
-  struct sigaction action = {};
-  action.sa_handler = OnStop;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  trainscope::samples::StopOnSignals();
 
   const std::string out = absl::GetFlag(FLAGS_out);
   tuning::ExperimentSpec spec;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <set>
@@ -131,21 +132,13 @@ std::optional<double> ReadLoad() {
   return std::nullopt;
 }
 
-// Runs argv with `env` added, stdout and stderr to `log`, in its own
-// process group; kills the group at `timeout_s` or when `stop` is set.
-// `sample` (if any) runs as the trial starts and every 0.5 s while it runs.
-struct Exit {
-  int code = 0;
-  bool timed_out = false;
-  bool stopped = false;
-  std::string error;  // could not start
-};
+}  // namespace
 
-Exit Spawn(const std::vector<std::string>& argv,
-           const std::vector<std::pair<std::string, std::string>>& env, const std::string& log,
-           double timeout_s, const std::atomic<bool>* stop,
-           const std::function<void()>& sample = nullptr) {
-  Exit exit;
+ProcessExit RunLogged(const std::vector<std::string>& argv,
+                      const std::vector<std::pair<std::string, std::string>>& env,
+                      const std::string& log, double timeout_s, const std::atomic<bool>* stop,
+                      const std::function<void()>& sample) {
+  ProcessExit exit;
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
@@ -213,6 +206,8 @@ Exit Spawn(const std::vector<std::string>& argv,
   return exit;
 }
 
+namespace {
+
 // The p99 step time of a steps file, streamed (constant memory).
 std::optional<double> StepP99(const std::string& steps_path) {
   std::ifstream in(steps_path);
@@ -228,21 +223,39 @@ std::optional<double> StepP99(const std::string& steps_path) {
   return sketch.Percentile(99);
 }
 
-std::optional<double> ObjectiveOf(const ExperimentSpec& spec, const Trial& t) {
-  if (spec.objective == "time_to_target") return t.time_to_target_s;
-  if (spec.objective == "steady_samples_per_s") return t.steady_samples_per_s;
-  if (spec.objective == "latency_p50_ms") return t.latency_p50_ms;
-  if (spec.objective == "latency_p90_ms") return t.latency_p90_ms;
-  if (spec.objective == "latency_p99_ms") return t.latency_p99_ms;
-  return t.median_step_ms;
+// The objectives, each named here only: the spec's name, the verdict's
+// words, the trial's field.
+struct Objective {
+  std::string_view name;
+  const char* label;
+  std::optional<double> Trial::*field;
+};
+constexpr Objective kObjectives[] = {
+    {"time_to_target", "time to target", &Trial::time_to_target_s},
+    {"steady_samples_per_s", "steady samples/s", &Trial::steady_samples_per_s},
+    {"median_step_ms", "median step time", &Trial::median_step_ms},
+    {"latency_p50_ms", "p50 latency", &Trial::latency_p50_ms},
+    {"latency_p90_ms", "p90 latency", &Trial::latency_p90_ms},
+    {"latency_p99_ms", "p99 latency", &Trial::latency_p99_ms},
+};
+
+// The objective named `name`; nullptr when there is none.
+const Objective* FindObjective(std::string_view name) {
+  for (const Objective& o : kObjectives) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
 }
 
-bool KnownObjective(std::string_view name) {
-  for (std::string_view known : {"time_to_target", "steady_samples_per_s", "median_step_ms",
-                                 "latency_p50_ms", "latency_p90_ms", "latency_p99_ms"}) {
-    if (name == known) return true;
-  }
-  return false;
+// A serving objective: the requests' latency, whose tail is the requests'
+// p99, not the batches' (a larger batch takes longer by design).
+bool ServingObjective(const ExperimentSpec& spec) {
+  return spec.objective.rfind("latency_", 0) == 0;
+}
+
+std::optional<double> ObjectiveOf(const ExperimentSpec& spec, const Trial& t) {
+  const Objective* o = FindObjective(spec.objective);
+  return o != nullptr ? t.*(o->field) : t.median_step_ms;
 }
 
 // Replaces every `placeholder` in `arg` with `value`.
@@ -254,7 +267,7 @@ void Substitute(std::string* arg, std::string_view placeholder, const std::strin
 }
 
 // Reads the trial's report and decides whether it failed.
-void Assess(const ExperimentSpec& spec, const Exit& exit, Trial* t) {
+void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
   t->exit_code = exit.code;
   t->timed_out = exit.timed_out;
   const std::string report_path = t->output_dir + "/report.json";
@@ -524,10 +537,16 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
     return Bad(where, "variants", "needs a baseline and at least one variant");
   }
   if (object["objective"].get(e) == simdjson::SUCCESS) {
-    if (e.get_string().get(text) != simdjson::SUCCESS || !KnownObjective(text)) {
-      return Bad(where, "objective",
-                 "must be \"time_to_target\", \"steady_samples_per_s\", \"median_step_ms\", "
-                 "\"latency_p50_ms\", \"latency_p90_ms\" or \"latency_p99_ms\"");
+    if (e.get_string().get(text) != simdjson::SUCCESS || FindObjective(text) == nullptr) {
+      std::string names;
+      for (size_t i = 0; i < std::size(kObjectives); ++i) {
+        names += fmt::format("{}\"{}\"",
+                             i == 0                           ? ""
+                             : i + 1 < std::size(kObjectives) ? ", "
+                                                              : " or ",
+                             kObjectives[i].name);
+      }
+      return Bad(where, "objective", "must be " + names);
     }
     spec.objective = std::string(text);
   }
@@ -637,13 +656,9 @@ VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec) {
   o.resamples = spec.resamples;
   o.seed = spec.seed;
   o.rollback = spec.rollback;
-  o.objective_name = spec.objective == "time_to_target"         ? "time to target"
-                     : spec.objective == "steady_samples_per_s" ? "steady samples/s"
-                     : spec.objective == "median_step_ms"       ? "median step time"
-                     : spec.objective == "latency_p50_ms"       ? "p50 latency"
-                     : spec.objective == "latency_p90_ms"       ? "p90 latency"
-                                                                : "p99 latency";
-  if (spec.objective.rfind("latency_", 0) == 0) o.tail_name = "the p99 latency";
+  const Objective* objective = FindObjective(spec.objective);
+  o.objective_name = objective != nullptr ? objective->label : "median step time";
+  if (ServingObjective(spec)) o.tail_name = "the p99 latency";
   return o;
 }
 
@@ -655,10 +670,7 @@ std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec,
     TrialOutcome o;
     o.failed = t.failed;
     o.objective = ObjectiveOf(spec, t).value_or(0);
-    // Serving: the tail is the requests', not the batches' (a larger batch
-    // takes longer by design).
-    o.p99_step_ms = spec.objective.rfind("latency_", 0) == 0 ? t.latency_p99_ms.value_or(NAN)
-                                                             : t.p99_step_ms.value_or(NAN);
+    o.p99_step_ms = (ServingObjective(spec) ? t.latency_p99_ms : t.p99_step_ms).value_or(NAN);
     o.resource_hours = t.resource_hours.value_or(NAN);
     o.peak_memory_bytes = t.peak_memory_bytes.value_or(NAN);
     out[static_cast<size_t>(t.variant)].trials.push_back(o);
@@ -748,8 +760,8 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       std::function<void()> sample_gpu;
       if (gpu.available()) sample_gpu = [&] { gpu.Sample(&gpu_sample); };
       const auto trial_start = std::chrono::steady_clock::now();
-      const Exit exit = Spawn(argv, env, t.output_dir + "/trial.log", spec.trial_timeout_s,
-                              options.stop, sample_gpu);
+      const ProcessExit exit = RunLogged(argv, env, t.output_dir + "/trial.log",
+                                         spec.trial_timeout_s, options.stop, sample_gpu);
       if (gpu_sample.samples > 0) {
         t.gpu_sm_clock_mhz_min = gpu_sample.sm_clock_mhz_min;
         t.gpu_temperature_c_max = gpu_sample.temperature_c_max;

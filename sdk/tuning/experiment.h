@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -201,6 +202,26 @@ struct ExperimentRecord {
 // InvalidArgument naming the path and field when it is not an
 // experiment.json of schema_version 1 or a field is malformed.
 absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path);
+
+// How a process run by RunLogged ended.
+struct ProcessExit {
+  int code = 0;  // its exit status; 128 + N when killed by signal N
+  bool timed_out = false;
+  bool stopped = false;  // killed because `stop` was set
+  std::string error;     // it could not start (the log, fork): why; "" otherwise
+};
+
+// Runs argv (argv[0] looked up on PATH) with `env` added to this process's
+// environment, stdin from /dev/null and stdout and stderr to `log`, in its
+// own process group, and waits; kills the group at `timeout_s` or when
+// `stop` is set. `sample` (if any) runs as it starts and every 0.5 s while it
+// runs. How experiment trials run; harnesses use it for their own
+// processes. Cost: a fork and a 10 ms polling wait.
+ProcessExit RunLogged(const std::vector<std::string>& argv,
+                      const std::vector<std::pair<std::string, std::string>>& env,
+                      const std::string& log, double timeout_s,
+                      const std::atomic<bool>* stop = nullptr,
+                      const std::function<void()>& sample = nullptr);
 
 // Runs the experiment and writes OUTPUT (also when stopped: marked
 // incomplete). Errors: the first trial's output directory or OUTPUT cannot
