@@ -16,6 +16,10 @@
 // --runs runs (3).
 //
 //   drain_bench OUT_DIR [--runs=3] [--events=4000000] [--rate=2000000] [--seconds=5]
+//               [--only=none|trace|rows|all]
+//
+// --only measures the capacity with those outputs alone and stops (for a
+// profiler: `perf record -t` on the tscope-drain thread).
 #include <sys/resource.h>
 #include <time.h>
 
@@ -173,11 +177,13 @@ int main(int argc, char** argv) {
   int runs = 3;
   long long events = 4000000;
   double rate = 2e6, seconds = 5;
+  std::string only;
   for (int i = 2; i < argc; ++i) {
     if (std::strncmp(argv[i], "--runs=", 7) == 0) runs = std::max(1, std::atoi(argv[i] + 7));
     if (std::strncmp(argv[i], "--events=", 9) == 0) events = std::atoll(argv[i] + 9);
     if (std::strncmp(argv[i], "--rate=", 7) == 0) rate = std::atof(argv[i] + 7);
     if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
+    if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
   }
   auto capacity_with = [&](uint32_t sinks) {
     std::vector<Capacity> capacity;
@@ -186,6 +192,17 @@ int main(int argc, char** argv) {
     }
     return Median(capacity, [](const Capacity& x) { return x.drain_mev_cpu_s; });
   };
+  if (!only.empty()) {
+    const uint32_t sinks = only == "none"    ? trainscope::kSinkNone
+                           : only == "trace" ? trainscope::kSinkTraceJson
+                           : only == "rows"
+                               ? trainscope::kSinkReportJson
+                               : trainscope::kSinkReportJson | trainscope::kSinkTraceJson;
+    const Capacity c = capacity_with(sinks);
+    std::printf("drain capacity (%s): %.2f M events per CPU second (%.0f ns an event)\n",
+                only.c_str(), c.drain_mev_cpu_s, 1e3 / c.drain_mev_cpu_s);
+    return 0;
+  }
   const Capacity c = capacity_with(trainscope::kSinkReportJson | trainscope::kSinkTraceJson);
   std::printf(
       "drain capacity: producer %.1f M events/s, drain %.2f M events per CPU second "

@@ -500,5 +500,51 @@ TEST(RunFoldTest, RangesLongerThanTheDelayAreCountedLate) {
   EXPECT_EQ(report.events.late, 1);
 }
 
+// Ranges tag their step's sync and data_wait time by index. Tags of indices
+// no step ever ends (between the steps' indices, and far ahead of them)
+// are dropped in time, and each row still gets exactly its own.
+TEST(RunFoldTest, EachRowGetsItsOwnTagsAmongTagsOfStepsThatNeverCame) {
+  RunFoldOptions options;
+  std::vector<Report::Step> rows;
+  RunFold fold(options, [&](Report::Step& row) { rows.push_back(row); });
+  const uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
+  auto add = [&](TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
+    Interval i;
+    i.start_ns = a;
+    i.end_ns = b;
+    i.phase = phase;
+    i.kind = kind;
+    i.step = step;
+    i.track = main;
+    fold.input().Add(i);
+  };
+  constexpr int kSteps = 30000;
+  for (int k = 0; k < kSteps; ++k) {
+    const TimestampNs t = k * kMs;
+    add(t, t + 100 * kUs, Phase::kDataWait, IntervalKind::kHostRange, 2 * k);
+    add(t + 100 * kUs, t + 150 * kUs, Phase::kSync, IntervalKind::kHostRange, 2 * k);
+    // Index 2k + 1 never ends a step; 10^9 + k is far past every window.
+    add(t + 200 * kUs, t + 210 * kUs, Phase::kDataWait, IntervalKind::kHostRange, 2 * k + 1);
+    add(t + 300 * kUs, t + 320 * kUs, Phase::kSync, IntervalKind::kHostRange, 1000000000 + k);
+    add(t, t + kMs, Phase::kOther, IntervalKind::kStep, 2 * k);
+    if (k % 1000 == 999) fold.Advance(t + kMs);
+  }
+  Report report;
+  RunClock clock;
+  clock.finish_ns = (kSteps + 1) * kMs;
+  fold.Finish(clock, &report);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kSteps));
+  int wrong = 0;
+  for (const Report::Step& row : rows) {
+    if (std::abs(row.data_wait_ms - 0.1) > 1e-12 || std::abs(row.sync_ms - 0.05) > 1e-12) {
+      if (++wrong <= 3) {
+        ADD_FAILURE() << "step " << row.index << ": data_wait_ms " << row.data_wait_ms
+                      << ", sync_ms " << row.sync_ms;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 }  // namespace
 }  // namespace trainscope::analysis

@@ -159,46 +159,128 @@ struct Piece {
   int cause = 0;
 };
 
-// One sweep over the idle spans with a cursor in each cause's set: O(idle
-// spans x causes + the sets' spans), nothing allocated beyond the pieces.
-void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Piece>* pieces) {
-  // The sets that can take blame, in priority order, in_steps last (host):
-  // a cursor and the end of each.
+// Where each cause takes the blame: the union of the causes' sets, cut
+// where the cause of highest priority changes. Sorted, disjoint, labelled.
+struct Blamed {
+  TimestampNs start = 0;
+  TimestampNs end = 0;
+  int cause = 0;
+};
+
+// Builds that map for [lo, hi). Mostly the causes do not overlap (one
+// thread's phases): the map is their spans merged by start, one pass with
+// a cursor in each set, O(spans x causes present). Where two overlap, one
+// sweep over the boundaries instead: each set is disjoint, so a cause is
+// open or not, a bit in a mask, and the lowest bit open is blamed.
+void BlameMap(const IdleSets& sets, TimestampNs lo, TimestampNs hi, std::vector<Blamed>* map) {
   using Span = IntervalSet::Span;
-  std::array<const Span*, kCauseCount> at{};
-  std::array<const Span*, kCauseCount> stop{};
-  std::array<int, kCauseCount> cause_of{};
+  constexpr TimestampNs kNever = std::numeric_limits<TimestampNs>::max();
+  std::array<const Span*, kHost> first{};
+  std::array<const Span*, kHost> at{};
+  std::array<const Span*, kHost> stop{};
+  std::array<int, kHost> cause_of{};
   int n = 0;
-  auto add = [&](const Spans& spans, int cause) {
-    at[n] = spans.data();
-    stop[n] = spans.data() + spans.size();
-    cause_of[n++] = cause;
-  };
   for (int c = 0; c < kHost; ++c) {
-    if (!sets.active[c].empty()) add(sets.active[c].spans(), c);
+    const std::vector<Span>& spans = sets.active[c].spans();
+    if (spans.empty()) continue;
+    first[n] = std::upper_bound(spans.begin(), spans.end(), lo,
+                                [](TimestampNs t, const Span& x) { return t < x.second; }) -
+               spans.begin() + spans.data();
+    stop[n] = std::lower_bound(spans.begin(), spans.end(), hi,
+                               [](const Span& x, TimestampNs t) { return x.first < t; }) -
+              spans.begin() + spans.data();
+    if (first[n] >= stop[n]) continue;
+    cause_of[n++] = c;
   }
-  add(sets.in_steps.spans(), kHost);
+  map->clear();
+  at = first;
+  std::array<TimestampNs, kHost> next{};
+  for (int k = 0; k < n; ++k) next[k] = at[k]->first;
+  for (;;) {
+    int best = 0;
+    for (int k = 1; k < n; ++k) best = next[k] < next[best] ? k : best;
+    if (n == 0 || next[best] == kNever) return;
+    const Span span = *at[best];
+    next[best] = ++at[best] != stop[best] ? at[best]->first : kNever;
+    if (!map->empty() && span.first < map->back().end) break;  // an overlap
+    map->push_back({span.first, span.second, cause_of[best]});
+  }
+  map->clear();
+  at = first;
+  uint32_t open = 0;  // bit k: cause_of[k] is open
+  int top = -1;       // the cause blamed since `since`
+  TimestampNs since = 0;
+  for (;;) {
+    // The next boundary: an open cause's end, or a closed one's next start.
+    TimestampNs t = kNever;
+    for (int k = 0; k < n; ++k) {
+      if (at[k] == stop[k]) continue;
+      const TimestampNs b = (open >> k & 1) != 0 ? at[k]->second : at[k]->first;
+      t = b < t ? b : t;
+    }
+    if (t == kNever) break;
+    for (int k = 0; k < n; ++k) {  // every set with a boundary at t
+      if (at[k] == stop[k]) continue;
+      if ((open >> k & 1) != 0) {
+        if (at[k]->second != t) continue;
+        open &= ~(1u << k);
+        ++at[k];
+      }
+      // A set's spans never touch: a start at t after an end at t is
+      // another set's.
+      if (at[k] != stop[k] && at[k]->first == t) open |= 1u << k;
+    }
+    const int now = open == 0 ? -1 : cause_of[__builtin_ctz(open)];
+    if (now == top) continue;
+    if (top >= 0 && t > since) map->push_back({since, t, top});
+    top = now;
+    since = t;
+  }
+}
+
+// Idle time cut where its cause changes: one walk over the idle spans, the
+// blame map and the steps, a cursor in each. O(idle spans + map + steps).
+void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Blamed>* map,
+           std::vector<Piece>* pieces) {
+  if (idle.empty()) {
+    pieces->clear();
+    return;
+  }
+  BlameMap(sets, idle.spans().front().first, idle.spans().back().second, map);
+  const std::vector<IntervalSet::Span>& steps = sets.in_steps.spans();
+  size_t m = 0, s = 0;
   pieces->clear();
+  auto add = [pieces](TimestampNs a, TimestampNs b, int cause) {
+    if (!pieces->empty() && pieces->back().end == a && pieces->back().cause == cause) {
+      pieces->back().end = b;
+    } else {
+      pieces->push_back({a, b, cause});
+    }
+  };
   for (const auto& [start, end] : idle.spans()) {
     for (TimestampNs t = start; t < end;) {
-      int cause = kOutside;
+      while (m < map->size() && (*map)[m].end <= t) ++m;
       TimestampNs until = end;
-      for (int k = 0; k < n; ++k) {
-        const Span*& span = at[k];
-        while (span != stop[k] && span->second <= t) ++span;
-        if (span == stop[k]) continue;
-        if (span->first <= t) {  // active at t: it takes [t, until)
-          cause = cause_of[k];
-          until = std::min(until, span->second);
-          break;
+      if (m < map->size()) {
+        if ((*map)[m].start <= t) {  // a cause is active at t
+          until = std::min(end, (*map)[m].end);
+          add(t, until, (*map)[m].cause);
+          t = until;
+          continue;
         }
-        until = std::min(until, span->first);  // takes over from there
+        until = std::min(end, (*map)[m].start);  // none until then: host or outside
       }
-      if (!pieces->empty() && pieces->back().end == t && pieces->back().cause == cause) {
-        pieces->back().end = until;
-      } else {
-        pieces->push_back({t, until, cause});
+      while (s < steps.size() && steps[s].second <= t) ++s;
+      int cause = kOutside;
+      if (s < steps.size()) {
+        if (steps[s].first <= t) {
+          cause = kHost;
+          until = std::min(until, steps[s].second);
+        } else {
+          until = std::min(until, steps[s].first);
+        }
       }
+      add(t, until, cause);
       t = until;
     }
   }
@@ -280,6 +362,7 @@ void DescribeGaps(const IntervalSet& idle, const std::vector<Piece>& pieces,
 struct Tallied {
   IntervalSet idle;
   std::vector<Piece> pieces;
+  std::vector<Blamed> map;
 };
 
 void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* result,
@@ -291,7 +374,7 @@ void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* r
   result->share =
       result->window_ns > 0 ? static_cast<double>(result->idle_ns) / result->window_ns : 0;
   result->gaps = static_cast<int64_t>(out->idle.spans().size());
-  Blame(out->idle, sets, &out->pieces);
+  Blame(out->idle, sets, &out->map, &out->pieces);
   for (const Piece& piece : out->pieces) result->cause_ns[piece.cause] += piece.end - piece.start;
   PerStep(out->pieces, sets.steps, result);
 }

@@ -134,8 +134,10 @@ class GapAnalyzer {
   // The totals of AnalyzeWithin from sets already built: window_ns,
   // busy_ns, idle_ns, share, cause_ns, gaps and idle_per_step (in
   // sets.steps' order). busy_source, by_cause, largest_gap_ns,
-  // largest_gaps, histogram and streams stay empty. Cost: linear in the
-  // spans of the sets, once per cause.
+  // largest_gaps, histogram and streams stay empty. Cost: the causes' spans
+  // within the window merged once (each compared with the other causes
+  // present, at most 9), then one walk over the idle spans, that merge and
+  // the steps.
   static IdleBreakdown Tally(const IntervalSet& window, const IdleSets& sets);
 
   // The cause (IdleCauseName order) of idle time while the non-compute

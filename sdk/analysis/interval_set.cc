@@ -20,6 +20,7 @@ IntervalSet IntervalSet::FromSpans(std::vector<Span>* spans) {
     std::sort(spans->begin(), spans->end(), by_start);
   }
   IntervalSet set;
+  set.spans_.reserve(spans->size());
   for (const Span& span : *spans) {
     if (span.second <= span.first) continue;
     if (!set.spans_.empty() && span.first <= set.spans_.back().second) {

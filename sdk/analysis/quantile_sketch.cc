@@ -11,51 +11,17 @@ static_assert(0.5 / (1 << QuantileSketch::kSubBucketBits) <= QuantileSketch::kRe
 
 QuantileSketch::QuantileSketch(size_t exact_limit) : exact_limit_(exact_limit) {}
 
-int QuantileSketch::BucketOf(double value) {
-  if (!(value > kMinValue)) return 0;  // NaN too
-  if (value >= static_cast<double>(int64_t{1} << kMaxExponent)) return kMaxBuckets - 1;
-  uint64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  const int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
-  const auto sub = static_cast<int>((bits >> (52 - kSubBucketBits)) & ((1 << kSubBucketBits) - 1));
-  return ((exponent - kMinExponent) << kSubBucketBits) | sub;
-}
-
 double QuantileSketch::BucketValue(int bucket) {
   const int exponent = (bucket >> kSubBucketBits) + kMinExponent;
   const int sub = bucket & ((1 << kSubBucketBits) - 1);
   return std::ldexp(1.0 + (sub + 0.5) / (1 << kSubBucketBits), exponent);
 }
 
-void QuantileSketch::AddToBucket(double value, int64_t count) {
-  if (buckets_.empty()) buckets_.assign(kMaxBuckets, 0);
-  buckets_[BucketOf(value)] += count;
-}
-
 void QuantileSketch::ToBuckets() {
   exact_mode_ = false;
+  buckets_.assign(kMaxBuckets, 0);
   for (double v : exact_) AddToBucket(v, 1);
   std::vector<double>().swap(exact_);
-}
-
-void QuantileSketch::Add(double value) {
-  if (count_ == 0) {
-    min_ = max_ = value;
-  } else {
-    min_ = std::min(min_, value);
-    max_ = std::max(max_, value);
-  }
-  ++count_;
-  sum_ += value;
-  if (exact_mode_) {
-    if (exact_.size() < exact_limit_) {
-      if (!exact_.empty() && value < exact_.back()) sorted_ = false;
-      exact_.push_back(value);
-      return;
-    }
-    ToBuckets();
-  }
-  AddToBucket(value, 1);
 }
 
 void QuantileSketch::Merge(const QuantileSketch& other) {
@@ -78,7 +44,6 @@ void QuantileSketch::Merge(const QuantileSketch& other) {
   if (other.exact_mode_) {
     for (double v : other.exact_) AddToBucket(v, 1);
   } else {
-    if (buckets_.empty()) buckets_.assign(kMaxBuckets, 0);
     for (int i = 0; i < kMaxBuckets; ++i) buckets_[i] += other.buckets_[i];
   }
 }

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace trainscope::analysis {
@@ -68,8 +69,17 @@ class QuantileSketch {
   // The value of rank `rank` (1-based) in sorted order.
   double ValueAtRank(int64_t rank) const;
   void ToBuckets();
-  void AddToBucket(double value, int64_t count);
-  static int BucketOf(double value);
+  void AddToBucket(double value, int64_t count) { buckets_[BucketOf(value)] += count; }
+  static int BucketOf(double value) {
+    if (!(value > kMinValue)) return 0;  // NaN too
+    if (value >= static_cast<double>(int64_t{1} << kMaxExponent)) return kMaxBuckets - 1;
+    uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    const int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+    const auto sub =
+        static_cast<int>((bits >> (52 - kSubBucketBits)) & ((1 << kSubBucketBits) - 1));
+    return ((exponent - kMinExponent) << kSubBucketBits) | sub;
+  }
   static double BucketValue(int bucket);
 
   size_t exact_limit_;
@@ -82,6 +92,27 @@ class QuantileSketch {
   double min_ = 0;
   double max_ = 0;
 };
+
+// Inline: the fold adds (kPhaseCount + 3) values a step.
+inline void QuantileSketch::Add(double value) {
+  if (count_ == 0) {
+    min_ = max_ = value;
+  } else {
+    min_ = value < min_ ? value : min_;
+    max_ = value > max_ ? value : max_;
+  }
+  ++count_;
+  sum_ += value;
+  if (exact_mode_) {
+    if (exact_.size() < exact_limit_) {
+      if (!exact_.empty() && value < exact_.back()) sorted_ = false;
+      exact_.push_back(value);
+      return;
+    }
+    ToBuckets();
+  }
+  AddToBucket(value, 1);
+}
 
 }  // namespace trainscope::analysis
 

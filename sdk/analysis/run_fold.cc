@@ -2,10 +2,10 @@
 #include "sdk/analysis/run_fold.h"
 
 #include <algorithm>
-#include <deque>
 #include <unordered_map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "sdk/analysis/interval_set.h"
 #include "sdk/analysis/launch_attribution.h"
@@ -184,6 +184,137 @@ class StepLog {
   TimestampNs override_start_ = 0;
 };
 
+// A queue taken from the front, mostly in bulk: a vector and the index of
+// its first element. The taken prefix is erased once it is half the vector,
+// so each element moves at most once more (amortised O(1)), and nothing is
+// allocated once the vector has its room (std::deque allocates a block
+// every two or ten elements here). Its room is that of the most elements
+// ever held at once.
+template <typename T>
+class FrontQueue {
+ public:
+  using iterator = typename std::vector<T>::iterator;
+  using const_iterator = typename std::vector<T>::const_iterator;
+  iterator begin() { return items_.begin() + static_cast<std::ptrdiff_t>(head_); }
+  iterator end() { return items_.end(); }
+  const_iterator begin() const { return items_.begin() + static_cast<std::ptrdiff_t>(head_); }
+  const_iterator end() const { return items_.end(); }
+  size_t size() const { return items_.size() - head_; }
+  bool empty() const { return head_ == items_.size(); }
+  T& operator[](size_t i) { return items_[head_ + i]; }
+  T& front() { return items_[head_]; }
+  const T& front() const { return items_[head_]; }
+  T& back() { return items_.back(); }
+  void push_back(const T& value) { items_.push_back(value); }
+  iterator insert(iterator at, const T& value) { return items_.insert(at, value); }
+  void pop_front() {
+    ++head_;
+    Compact();
+  }
+  // Takes [begin(), to) off the front.
+  void erase_front(iterator to) {
+    head_ = static_cast<size_t>(to - items_.begin());
+    Compact();
+  }
+
+ private:
+  void Compact() {
+    if (head_ == items_.size()) {
+      items_.clear();
+      head_ = 0;
+    } else if (head_ >= 1024 && 2 * head_ >= items_.size()) {
+      items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+  }
+  std::vector<T> items_;
+  size_t head_ = 0;
+};
+
+// Time a step's sync and data_wait ranges carry, by step index, until the
+// step's row. The indices come about in order, so most live in a window of
+// consecutive indices, grown at the back and taken from the front: no
+// hashing, and the rows read it in the order the ranges wrote it. An index
+// behind the window or more than kAhead past its start goes to a map.
+// Memory: 16 bytes an index of the window (at most kAhead) and 40 a map
+// entry, both trimmed by Trim.
+struct Tagged {
+  TimestampNs sync_ns = 0;
+  TimestampNs data_wait_ns = 0;
+  bool empty() const { return sync_ns == 0 && data_wait_ns == 0; }
+};
+class TagTable {
+ public:
+  static constexpr int64_t kAhead = 65536;
+
+  // The tags of `step`, added if absent.
+  Tagged& operator[](int64_t step) {
+    if (window_.empty()) base_ = step;
+    if (step >= base_ && step - base_ < kAhead) {
+      while (base_ + static_cast<int64_t>(window_.size()) <= step) window_.push_back(Tagged());
+      return window_[static_cast<size_t>(step - base_)];
+    }
+    return others_[step];
+  }
+
+  // Removes the tags of `step`; all zero if it had none.
+  Tagged Take(int64_t step) {
+    Tagged tag;
+    if (step >= base_ && step < base_ + static_cast<int64_t>(window_.size())) {
+      Tagged& held = window_[static_cast<size_t>(step - base_)];
+      tag = held;
+      held = Tagged();
+      // Free the front up to this step: rows come in about index order.
+      while (!window_.empty() && base_ <= step && window_.front().empty()) {
+        window_.pop_front();
+        ++base_;
+      }
+    }
+    if (!others_.empty()) {
+      if (auto it = others_.find(step); it != others_.end()) {
+        tag.sync_ns += it->second.sync_ns;
+        tag.data_wait_ns += it->second.data_wait_ns;
+        others_.erase(it);
+      }
+    }
+    return tag;
+  }
+
+  size_t size() const { return window_.size() + others_.size(); }
+
+  // Keeps the tags of the newest `keep` indices (steps still to come have
+  // the larger ones) and drops the rest: the tags of steps that never came.
+  void Trim(size_t keep, std::vector<int64_t>* scratch) {
+    std::vector<int64_t>& keys = *scratch;
+    keys.clear();
+    for (size_t k = 0; k < window_.size(); ++k) {
+      if (!window_[k].empty()) keys.push_back(base_ + static_cast<int64_t>(k));
+    }
+    for (const auto& [index, tag] : others_) keys.push_back(index);
+    if (keys.size() <= keep) {  // mostly empty room: keep the newest `keep` indices
+      while (window_.size() > keep || (!window_.empty() && window_.front().empty())) {
+        window_.pop_front();
+        ++base_;
+      }
+      return;
+    }
+    std::nth_element(keys.begin(), keys.end() - static_cast<std::ptrdiff_t>(keep), keys.end());
+    const int64_t oldest_kept = *(keys.end() - static_cast<std::ptrdiff_t>(keep));
+    while (!window_.empty() && (base_ < oldest_kept || window_.front().empty())) {
+      window_.pop_front();
+      ++base_;
+    }
+    for (const int64_t index : keys) {
+      if (index < oldest_kept) others_.erase(index);
+    }
+  }
+
+ private:
+  int64_t base_ = 0;  // the index of window_[0]
+  FrontQueue<Tagged> window_;
+  absl::flat_hash_map<int64_t, Tagged> others_;
+};
+
 // Held intervals' flags.
 constexpr uint8_t kAttributed = 1;   // launch attribution ran on it
 constexpr uint8_t kLaunchFound = 2;  // and found the launching phase
@@ -209,17 +340,13 @@ struct RunFold::Impl {
   size_t pending = 0;  // intervals in all runs
   // By start (ties in arrival order): a segment looks at the steps that
   // begin before its end only, and takes the done ones off the front.
-  std::deque<OpenStep> open_steps;
+  FrontQueue<OpenStep> open_steps;
   // The steps (kStep intervals) of the launch horizon, at most
   // kStepHistory: launch attribution's step-owner rule looks up the step
   // open at a call from a thread without ranges (launch_attribution.h).
   static constexpr size_t kStepHistory = 4096;
-  std::deque<Interval> step_history;
-  struct Tagged {
-    TimestampNs sync_ns = 0;
-    TimestampNs data_wait_ns = 0;
-  };
-  std::unordered_map<int64_t, Tagged> tagged;  // by step index, until the step's row
+  FrontQueue<Interval> step_history;
+  TagTable tagged;  // by step index, until the step's row
 
   bool steps_seen = false;
   bool device_seen = false;
@@ -251,6 +378,7 @@ struct RunFold::Impl {
   std::vector<TimestampNs> segment_starts;
   std::vector<TimestampNs> segment_ends;
   std::vector<int64_t> tag_keys;
+  std::vector<OpenStep> done;      // the steps a segment finished
   std::vector<int8_t> call_cause;  // GapAnalyzer::CallCause by name id, -1 until known
 };
 
@@ -296,6 +424,7 @@ void RunFold::Take() {
         if (!s.window_known || i.start_ns >= s.window_last_start) {
           // The window reaches this step: the idle since the last one is in it.
           for (ModeSums& mode : s.idle) {
+            if (mode.tail.empty()) continue;
             mode.committed.Add(mode.tail);
             mode.tail = IdleSums();
           }
@@ -325,7 +454,7 @@ void RunFold::Take() {
     if (IsHostRange(i.kind)) {
       s.phase_seen[static_cast<int>(i.phase)] = true;
       if (i.step >= 0 && (i.phase == Phase::kSync || i.phase == Phase::kDataWait)) {
-        Impl::Tagged& tag = s.tagged[i.step];
+        Tagged& tag = s.tagged[i.step];
         (i.phase == Phase::kSync ? tag.sync_ns : tag.data_wait_ns) += i.duration_ns();
       }
     }
@@ -506,11 +635,11 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       const TimestampNs a = std::max(begin, i.start_ns);
       const TimestampNs b = std::min(end, i.end_ns);
       if (IsHostRange(i.kind)) {
-        if (b > a) s.phase_spans[static_cast<int>(i.phase)].emplace_back(a, b);
+        if (b > a) s.phase_spans[static_cast<int>(i.phase)].push_back(IntervalSet::Span(a, b));
       } else if (IsDeviceKind(i.kind)) {
         const int p = (run.flags[k] & kLaunchFound) != 0 ? static_cast<int>(i.phase) : kPhaseCount;
         s.device_busy_seen[p] = true;
-        if (b > a) s.device_spans[p].emplace_back(a, b);
+        if (b > a) s.device_spans[p].push_back(IntervalSet::Span(a, b));
       } else if (i.kind == IntervalKind::kSyncCall || i.kind == IntervalKind::kRuntimeCall) {
         int cause = GapAnalyzer::PhaseCause(Phase::kSync);
         if (i.kind == IntervalKind::kRuntimeCall) {
@@ -522,7 +651,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
           }
           cause = s.call_cause[i.name];
         }
-        if (b > a) s.call_spans[cause].emplace_back(a, b);
+        if (b > a) s.call_spans[cause].push_back(IntervalSet::Span(a, b));
         calls = true;
       }
     }
@@ -611,7 +740,8 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   }
 
   // Steps now behind the watermark: their rows, in start order.
-  std::vector<OpenStep> done;
+  std::vector<OpenStep>& done = s.done;
+  done.clear();
   auto reached = s.open_steps.begin() + static_cast<std::ptrdiff_t>(reach);
   auto ended = [&](const OpenStep& step) { return final || step.span.end_ns <= end; };
   // Mostly the done ones come first already (steps that do not nest).
@@ -619,7 +749,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
                         ? std::partition_point(s.open_steps.begin(), reached, ended)
                         : std::stable_partition(s.open_steps.begin(), reached, ended);
   done.assign(std::make_move_iterator(s.open_steps.begin()), std::make_move_iterator(first_open));
-  s.open_steps.erase(s.open_steps.begin(), first_open);
+  s.open_steps.erase_front(first_open);
   auto earlier = [](const OpenStep& a, const OpenStep& b) {
     return a.span.start_ns < b.span.start_ns;
   };
@@ -643,18 +773,14 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       s.phase_in_steps_ns[p] += step.phase_ns[p];
     }
     row.idle_ms = step.idle_ns / 1e6;
-    TimestampNs top = 0;
+    int top = -1;
     for (int c = 0; c < kIdleCauseCount; ++c) {
-      if (step.cause_ns[c] > top) {
-        top = step.cause_ns[c];
-        row.top_cause = std::string(IdleCauseName(c));
-      }
+      if (step.cause_ns[c] > (top < 0 ? 0 : step.cause_ns[top])) top = c;
     }
-    if (auto it = s.tagged.find(step.span.index); it != s.tagged.end()) {
-      row.sync_ms = it->second.sync_ns / 1e6;
-      row.data_wait_ms = it->second.data_wait_ns / 1e6;
-      s.tagged.erase(it);
-    }
+    if (top >= 0) row.top_cause = IdleCauseName(top);
+    const Tagged tag = s.tagged.Take(step.span.index);
+    row.sync_ms = tag.sync_ns / 1e6;
+    row.data_wait_ms = tag.data_wait_ns / 1e6;
     last_row_index_ = std::max(last_row_index_, row.index);
     if (step_sink_) step_sink_(row);
     if (!s.first_row_written) {
@@ -667,14 +793,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   // (steps still to come have the larger indices): amortised, a tag is
   // looked at a few times.
   if (const size_t keep = s.open_steps.size() + 4096; s.tagged.size() > 2 * keep) {
-    std::vector<int64_t>& keys = s.tag_keys;
-    keys.clear();
-    for (const auto& [index, tag] : s.tagged) keys.push_back(index);
-    std::nth_element(keys.begin(), keys.end() - static_cast<std::ptrdiff_t>(keep), keys.end());
-    const int64_t oldest_kept = *(keys.end() - static_cast<std::ptrdiff_t>(keep));
-    for (const int64_t index : keys) {
-      if (index < oldest_kept) s.tagged.erase(index);
-    }
+    s.tagged.Trim(keep, &s.tag_keys);
   }
 
   // Release what is behind the watermark; hand device work to the trace.

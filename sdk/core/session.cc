@@ -225,7 +225,8 @@ struct Session::Impl {
   }
   void DrainLoop();
   void StartFold();
-  void Fold(const Event& e, uint32_t track);
+  // Inline: once per drained event.
+  inline __attribute__((always_inline)) void Fold(const Event& e, uint32_t track);
   void WriteStepRow(Report::Step& row);
   absl::Status WriteOutputs();
 };
@@ -278,7 +279,7 @@ void Session::Impl::StartFold() {
 }
 
 // One drained event into the fold (or the counters).
-void Session::Impl::Fold(const Event& e, uint32_t track) {
+inline void Session::Impl::Fold(const Event& e, uint32_t track) {
   analysis::Timeline& input = fold->input();
   if (e.kind == EventKind::kCounter) {
     auto [it, added] = counters.try_emplace(e.value);
