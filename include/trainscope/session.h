@@ -64,7 +64,9 @@ struct Options {
   // Steps treated as warmup; -1 picks them by the rule in
   // docs/report-schema.md (timing.warmup_rule).
   int64_t warmup_steps = -1;
-  // How often the background thread drains the rings.
+  // The longest the background thread waits between drains. It drains
+  // sooner when the rings fill fast (it looks every millisecond and drains
+  // at a quarter full; docs/architecture.md).
   int flush_interval_ms = 50;
   // What scopes read the time with. kAuto: the time-stamp counter (one
   // `rdtsc`) where it is invariant (constant_tsc and nonstop_tsc, and the

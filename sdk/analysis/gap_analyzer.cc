@@ -240,23 +240,14 @@ void BlameMap(const IdleSets& sets, TimestampNs lo, TimestampNs hi, std::vector<
 
 // Idle time cut where its cause changes: one walk over the idle spans, the
 // blame map and the steps, a cursor in each. O(idle spans + map + steps).
-void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Blamed>* map,
-           std::vector<Piece>* pieces) {
-  if (idle.empty()) {
-    pieces->clear();
-    return;
-  }
+// Each piece goes to emit(start, end, cause), in time order; neighbours
+// may share a cause.
+template <typename Emit>
+void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Blamed>* map, Emit&& emit) {
+  if (idle.empty()) return;
   BlameMap(sets, idle.spans().front().first, idle.spans().back().second, map);
   const std::vector<IntervalSet::Span>& steps = sets.in_steps.spans();
   size_t m = 0, s = 0;
-  pieces->clear();
-  auto add = [pieces](TimestampNs a, TimestampNs b, int cause) {
-    if (!pieces->empty() && pieces->back().end == a && pieces->back().cause == cause) {
-      pieces->back().end = b;
-    } else {
-      pieces->push_back({a, b, cause});
-    }
-  };
   for (const auto& [start, end] : idle.spans()) {
     for (TimestampNs t = start; t < end;) {
       while (m < map->size() && (*map)[m].end <= t) ++m;
@@ -264,7 +255,7 @@ void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Blamed>* m
       if (m < map->size()) {
         if ((*map)[m].start <= t) {  // a cause is active at t
           until = std::min(end, (*map)[m].end);
-          add(t, until, (*map)[m].cause);
+          emit(t, until, (*map)[m].cause);
           t = until;
           continue;
         }
@@ -280,10 +271,23 @@ void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Blamed>* m
           until = std::min(until, steps[s].first);
         }
       }
-      add(t, until, cause);
+      emit(t, until, cause);
       t = until;
     }
   }
+}
+
+// The pieces as a list, neighbours with one cause merged (DescribeGaps).
+void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Blamed>* map,
+           std::vector<Piece>* pieces) {
+  pieces->clear();
+  Blame(idle, sets, map, [pieces](TimestampNs a, TimestampNs b, int cause) {
+    if (!pieces->empty() && pieces->back().end == a && pieces->back().cause == cause) {
+      pieces->back().end = b;
+    } else {
+      pieces->push_back({a, b, cause});
+    }
+  });
 }
 
 // Each step's idle time and causes: one sweep over the steps (by start) and
@@ -360,6 +364,7 @@ void DescribeGaps(const IntervalSet& idle, const std::vector<Piece>& pieces,
 // What Tally and AnalyzeWithin share: the sums, per step, and the idle
 // time and its pieces, which the gaps' descriptions need.
 struct Tallied {
+  bool keep_pieces = true;  // for DescribeGaps; Tally only sums them
   IntervalSet idle;
   std::vector<Piece> pieces;
   std::vector<Blamed> map;
@@ -374,9 +379,31 @@ void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* r
   result->share =
       result->window_ns > 0 ? static_cast<double>(result->idle_ns) / result->window_ns : 0;
   result->gaps = static_cast<int64_t>(out->idle.spans().size());
-  Blame(out->idle, sets, &out->map, &out->pieces);
-  for (const Piece& piece : out->pieces) result->cause_ns[piece.cause] += piece.end - piece.start;
-  PerStep(out->pieces, sets.steps, result);
+  if (out->keep_pieces) {
+    Blame(out->idle, sets, &out->map, &out->pieces);
+    for (const Piece& piece : out->pieces) {
+      result->cause_ns[piece.cause] += piece.end - piece.start;
+    }
+    PerStep(out->pieces, sets.steps, result);
+    return;
+  }
+  // The same sums as the pieces arrive, without keeping them: each piece
+  // into the steps it overlaps (sets.steps by start; a cursor past those
+  // that ended, as PerStep's).
+  const auto& steps = sets.steps;
+  result->idle_per_step.resize(steps.size());
+  for (size_t k = 0; k < steps.size(); ++k) result->idle_per_step[k].step = steps[k].second;
+  size_t first = 0;
+  Blame(out->idle, sets, &out->map, [&](TimestampNs a, TimestampNs b, int cause) {
+    result->cause_ns[cause] += b - a;
+    while (first < steps.size() && steps[first].first.second <= a) ++first;
+    for (size_t j = first; j < steps.size() && steps[j].first.first < b; ++j) {
+      const TimestampNs ns = std::min(b, steps[j].first.second) - std::max(a, steps[j].first.first);
+      if (ns <= 0) continue;  // a step that ended before, behind a longer one
+      result->idle_per_step[j].idle_ns += ns;
+      result->idle_per_step[j].by_cause[cause] += ns;
+    }
+  });
 }
 
 // Per device track, by (device, stream).
@@ -448,6 +475,7 @@ IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_
 IdleBreakdown GapAnalyzer::Tally(const IntervalSet& window, const IdleSets& sets) {
   IdleBreakdown result;
   thread_local Tallied scratch;  // its room stays for the next call
+  scratch.keep_pieces = false;
   TallyInto(window, sets, &result, &scratch);
   return result;
 }

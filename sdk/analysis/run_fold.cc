@@ -740,23 +740,16 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   }
 
   // Steps now behind the watermark: their rows, in start order.
-  std::vector<OpenStep>& done = s.done;
-  done.clear();
   auto reached = s.open_steps.begin() + static_cast<std::ptrdiff_t>(reach);
   auto ended = [&](const OpenStep& step) { return final || step.span.end_ns <= end; };
-  // Mostly the done ones come first already (steps that do not nest).
+  // Mostly the done ones come first already (steps that do not nest). A
+  // stable partition keeps them by start, as open_steps is: rows are
+  // written from where they are, then taken off the front.
   auto first_open = std::is_partitioned(s.open_steps.begin(), reached, ended)
                         ? std::partition_point(s.open_steps.begin(), reached, ended)
                         : std::stable_partition(s.open_steps.begin(), reached, ended);
-  done.assign(std::make_move_iterator(s.open_steps.begin()), std::make_move_iterator(first_open));
-  s.open_steps.erase_front(first_open);
-  auto earlier = [](const OpenStep& a, const OpenStep& b) {
-    return a.span.start_ns < b.span.start_ns;
-  };
-  if (!std::is_sorted(done.begin(), done.end(), earlier)) {
-    std::stable_sort(done.begin(), done.end(), earlier);
-  }
-  for (const OpenStep& step : done) {
+  for (auto done = s.open_steps.begin(); done != first_open; ++done) {
+    const OpenStep& step = *done;
     s.steps.Add(step.span);
     const TimestampNs length = step.span.end_ns - step.span.start_ns;
     s.in_steps_ns += length;
@@ -788,6 +781,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       s.first_row_written = true;
     }
   }
+  s.open_steps.erase_front(first_open);
   // Tags of steps that never came (an index no StepScope ended) would pile
   // up. Past twice the open steps and 4096 more, keep the newest of those
   // (steps still to come have the larger indices): amortised, a tag is

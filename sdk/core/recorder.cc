@@ -114,6 +114,10 @@ ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool co
     capacity = capacity_;
   }
   auto buffer = std::make_shared<ThreadBuffer>(capacity, tid, 0);
+  // This thread's ring of two sessions ago, freed after the lock: unmapping
+  // a large ring takes milliseconds (25 ms for 256 MiB), and the drainer
+  // waits for the lock at every drain.
+  std::shared_ptr<ThreadBuffer> retired;
   std::lock_guard<std::mutex> lock(mu_);
   if (generation == 0 || generation != generation_ || capacity != capacity_) return nullptr;
   if (free_.empty() && threads_.size() >= 0xFFFF) {
@@ -131,6 +135,7 @@ ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool co
   buffer->index_ = index;
   threads_[index] = ThreadEntry{buffer, tid};
   ++registered_;
+  registrations_.fetch_add(1, std::memory_order_release);
   peak_live_ = std::max(peak_live_, ++live_);
   if (names_.find(tid) == names_.end()) {
     char name[32] = {};
@@ -141,6 +146,7 @@ ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool co
       names_[tid] = Name{name, false};
     }
   }
+  retired = std::move(t_owner.previous);
   t_owner.previous = std::move(t_owner.current);
   t_owner.current = buffer;
   detail::t_thread = detail::ThreadState{buffer.get(), generation};

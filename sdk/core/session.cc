@@ -166,6 +166,7 @@ struct Session::Impl {
   };
   std::vector<ThreadState> threads;        // per registry slot
   std::vector<core::ThreadEntry> entries;  // last registry snapshot
+  uint64_t snapshot_registrations = 0;     // the registry's count before it
   uint32_t async_track = 0;
   uint32_t step_name = 0;
   // Recorder name -> fold name (+1; 0: not yet), by NameId: ids are dense
@@ -374,6 +375,7 @@ void Session::Impl::DrainOnce(bool final) {
   // at a later drain (interpolated then, extrapolated now), and the fold
   // must not have passed the step's start by then.
   const int64_t open_since = open_ticks < 0 ? -1 : (tsc ? ToNs(open_ticks) - 1000000 : open_ticks);
+  snapshot_registrations = core::ThreadRegistry::Get().registrations();  // before: none missed
   entries = core::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
   fullest = 0;
@@ -407,17 +409,22 @@ void Session::Impl::DrainOnce(bool final) {
     }
     const size_t drained = entries[i].buffer->Drain([&](Event* events, size_t count) {
       recorded += static_cast<int64_t>(count);
-      if (tsc) {  // ticks to the session clock, in the ring's slots
-        core::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
-        for (size_t k = 0; k < count; ++k) {
+      // In chunks of 4096 (128 KB): each event is converted, folded and
+      // shown to the trace windows while it is in cache, not in three passes
+      // over a burst of megabytes.
+      core::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
+      for (size_t from = 0; from < count; from += 4096) {
+        const size_t to = std::min(count, from + 4096);
+        for (size_t k = from; k < to; ++k) {
           Event& e = events[k];
-          e.start_ns = calibration.ToNs(e.start_ns, &hint);
-          if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns, &hint);
+          if (tsc) {  // ticks to the session clock, in the ring's slots
+            e.start_ns = calibration.ToNs(e.start_ns, &hint);
+            if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns, &hint);
+          }
+          Fold(e, thread.track);
         }
-      }
-      for (size_t k = 0; k < count; ++k) {
-        Fold(events[k], thread.track);
-        if ((k & 4095) != 4095) continue;
+        if (windows != nullptr) windows->AddEvents(thread.os_tid, events + from, to - from, tid_of);
+        if (to - from < 4096) break;
         // A burst larger than the budget is folded as it is converted; the
         // fold takes batches of up to 16384 without a copy (so, taken here
         // from 12288, the input never grows past its room).
@@ -428,7 +435,6 @@ void Session::Impl::DrainOnce(bool final) {
           fold->Take();
         }
       }
-      if (windows != nullptr) windows->AddEvents(thread.os_tid, events, count, tid_of);
     });
     fullest = std::max(
         fullest, static_cast<double>(drained) / static_cast<double>(entries[i].buffer->capacity()));
@@ -468,8 +474,10 @@ void Session::Impl::DrainOnce(bool final) {
   // Fold in segments of at least half the delay (each held interval is then
   // looked at a few times, not once a drain); in between, only take the input.
   // A segment folds at most about kSliceIntervals intervals' worth of time
-  // (at the rate they come): a long segment would keep the drainer from the
-  // rings longer than a fast producer takes to fill one.
+  // (at the rate they come), about a millisecond of work: a long segment
+  // would keep the drainer from the rings longer than a fast producer takes
+  // to fill one (32768 was 4 to 10 ms at 2 M events/s, and a 1 MiB ring
+  // holds 16 ms of them).
   const TimestampNs folded = fold->watermark();
   const bool first = folded == std::numeric_limits<TimestampNs>::min();
   const bool over = held > options.fold_buffer_bytes.value / 2;
@@ -477,7 +485,7 @@ void Session::Impl::DrainOnce(bool final) {
       first || over || watermark - folded >= std::max<TimestampNs>(delay / 2, 1000000);
   TimestampNs to = segment ? watermark : folded;
   if (segment && !first && !over && intervals_per_ns > 0) {
-    constexpr double kSliceIntervals = 32768;
+    constexpr double kSliceIntervals = 8192;
     to = std::min(
         to, folded + std::max<TimestampNs>(
                          1000000, static_cast<TimestampNs>(kSliceIntervals / intervals_per_ns)));
@@ -515,10 +523,29 @@ void Session::Impl::DrainLoop() {
   // first wait of flush_interval_ms ends; a slow one lets it grow in a few
   // drains.
   auto wait = shortest;
+  // Between drains it looks at the rings every millisecond (one atomic load
+  // a ring, in the last drain's snapshot, and one for new threads) and
+  // drains at once when one is a quarter full or a thread registered: a
+  // producer that starts fast after a quiet spell, when the wait had grown
+  // to flush_interval_ms, is caught within a millisecond instead of after
+  // its ring overflowed.
+  constexpr auto kLook = std::chrono::microseconds(1000);
+  auto filling = [this] {
+    // A thread registered since that snapshot: its ring is not in it.
+    if (core::ThreadRegistry::Get().registrations() != snapshot_registrations) return true;
+    for (const core::ThreadEntry& entry : entries) {
+      if (entry.buffer != nullptr && entry.buffer->pending() * 4 >= entry.buffer->capacity()) {
+        return true;
+      }
+    }
+    return false;
+  };
+  auto due = Clock::now() + wait;
   std::unique_lock<std::mutex> lock(mu);
   while (!stop) {
-    wake.wait_for(lock, wait);
+    wake.wait_for(lock, std::min<Clock::duration>(due - Clock::now(), kLook));
     if (stop) break;
+    if (Clock::now() < due && !filling()) continue;
     lock.unlock();
     DrainOnce();
     if (fullest > 0.25) {
@@ -533,6 +560,7 @@ void Session::Impl::DrainLoop() {
         next_publish =
             Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
     }
+    due = Clock::now() + wait;
     lock.lock();
   }
 }

@@ -6,6 +6,7 @@
 #ifndef TRAINSCOPE_SDK_CORE_THREAD_REGISTRY_H_
 #define TRAINSCOPE_SDK_CORE_THREAD_REGISTRY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,10 @@ class ThreadRegistry {
   // Copies the current slots (a freed slot has no buffer). Cost: a lock and
   // a vector copy.
   std::vector<ThreadEntry> Snapshot() const;
+  // Rings handed out since the process began: the drainer compares it with
+  // the value at its last Snapshot to see a new thread without the lock.
+  // Cost: one atomic load.
+  uint64_t registrations() const { return registrations_.load(std::memory_order_acquire); }
 
   // This session's counts: threads registered, events refused for want of a
   // slot, and the most rings alive at once.
@@ -69,6 +74,7 @@ class ThreadRegistry {
   int64_t peak_live_ = 0;
   int64_t registered_ = 0;
   int64_t refused_ = 0;
+  std::atomic<uint64_t> registrations_{0};
   struct Name {
     std::string text;
     bool explicit_ = false;  // from NameThisThread: kept when the thread exits
