@@ -500,6 +500,42 @@ TEST(RunFoldTest, RangesLongerThanTheDelayAreCountedLate) {
   EXPECT_EQ(report.events.late, 1);
 }
 
+// Step indices far apart (a sample count, epoch * 10000 + i): each tag
+// waits in the table, among empty room, until its row.
+TEST(RunFoldTest, RowsKeepTheirTagsWhenStepIndicesAreFarApart) {
+  RunFoldOptions options;
+  std::vector<Report::Step> rows;
+  RunFold fold(options, [&](Report::Step& row) { rows.push_back(row); });
+  const uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
+  auto add = [&](TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
+    Interval i;
+    i.start_ns = a;
+    i.end_ns = b;
+    i.phase = phase;
+    i.kind = kind;
+    i.step = step;
+    i.track = main;
+    fold.input().Add(i);
+  };
+  constexpr int kSteps = 200;
+  for (int k = 0; k < kSteps; ++k) {
+    const TimestampNs t = k * kMs;
+    const int64_t index = int64_t{10000} * k;
+    add(t, t + 100 * kUs, Phase::kDataWait, IntervalKind::kHostRange, index);
+    add(t, t + kMs, Phase::kOther, IntervalKind::kStep, index);
+    // Rows are written 10 steps behind the newest one.
+    if (k >= 10) fold.Advance((k - 9) * kMs);
+  }
+  Report report;
+  RunClock clock;
+  clock.finish_ns = (kSteps + 1) * kMs;
+  fold.Finish(clock, &report);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kSteps));
+  for (const Report::Step& row : rows) {
+    EXPECT_NEAR(row.data_wait_ms, 0.1, 1e-12) << "step " << row.index;
+  }
+}
+
 // Ranges tag their step's sync and data_wait time by index. Tags of indices
 // no step ever ends (between the steps' indices, and far ahead of them)
 // are dropped in time, and each row still gets exactly its own.

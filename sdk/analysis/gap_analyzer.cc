@@ -236,6 +236,7 @@ void BlameMap(const IdleSets& sets, TimestampNs lo, TimestampNs hi, std::vector<
     top = now;
     since = t;
   }
+  if (top >= 0) map->push_back({since, kNever, top});  // a span that ends at kNever
 }
 
 // Idle time cut where its cause changes: one walk over the idle spans, the
@@ -379,7 +380,14 @@ void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* r
   result->share =
       result->window_ns > 0 ? static_cast<double>(result->idle_ns) / result->window_ns : 0;
   result->gaps = static_cast<int64_t>(out->idle.spans().size());
-  if (out->keep_pieces) {
+  // Steps that nest (one ending after a later one) would hold the cursor
+  // below back: each piece would look at every step inside the outer one.
+  // PerStep takes them in one sweep over the pieces instead.
+  bool nested = false;
+  for (size_t k = 1; k < sets.steps.size() && !nested; ++k) {
+    nested = sets.steps[k].first.second < sets.steps[k - 1].first.second;
+  }
+  if (out->keep_pieces || nested) {
     Blame(out->idle, sets, &out->map, &out->pieces);
     for (const Piece& piece : out->pieces) {
       result->cause_ns[piece.cause] += piece.end - piece.start;

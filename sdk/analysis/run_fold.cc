@@ -188,8 +188,8 @@ class StepLog {
 // its first element. The taken prefix is erased once it is half the vector,
 // so each element moves at most once more (amortised O(1)), and nothing is
 // allocated once the vector has its room (std::deque allocates a block
-// every two or ten elements here). Its room is that of the most elements
-// ever held at once.
+// every two or ten elements here). Its room: at most twice the most
+// elements ever held at once, plus 1024 (taken ones not yet erased).
 template <typename T>
 class FrontQueue {
  public:
@@ -236,12 +236,11 @@ class FrontQueue {
 // consecutive indices, grown at the back and taken from the front: no
 // hashing, and the rows read it in the order the ranges wrote it. An index
 // behind the window or more than kAhead past its start goes to a map.
-// Memory: 16 bytes an index of the window (at most kAhead) and 40 a map
-// entry, both trimmed by Trim.
+// Memory: 24 bytes an index the window spans (at most kAhead, taken from
+// the front as rows are written), 40 a map entry; Trim bounds the tags.
 struct Tagged {
   TimestampNs sync_ns = 0;
   TimestampNs data_wait_ns = 0;
-  bool empty() const { return sync_ns == 0 && data_wait_ns == 0; }
 };
 class TagTable {
  public:
@@ -251,8 +250,13 @@ class TagTable {
   Tagged& operator[](int64_t step) {
     if (window_.empty()) base_ = step;
     if (step >= base_ && step - base_ < kAhead) {
-      while (base_ + static_cast<int64_t>(window_.size()) <= step) window_.push_back(Tagged());
-      return window_[static_cast<size_t>(step - base_)];
+      while (base_ + static_cast<int64_t>(window_.size()) <= step) window_.push_back(Slot());
+      Slot& slot = window_[static_cast<size_t>(step - base_)];
+      if (!slot.used) {
+        slot.used = true;
+        ++used_;
+      }
+      return slot.tag;
     }
     return others_[step];
   }
@@ -261,14 +265,13 @@ class TagTable {
   Tagged Take(int64_t step) {
     Tagged tag;
     if (step >= base_ && step < base_ + static_cast<int64_t>(window_.size())) {
-      Tagged& held = window_[static_cast<size_t>(step - base_)];
-      tag = held;
-      held = Tagged();
-      // Free the front up to this step: rows come in about index order.
-      while (!window_.empty() && base_ <= step && window_.front().empty()) {
-        window_.pop_front();
-        ++base_;
+      Slot& slot = window_[static_cast<size_t>(step - base_)];
+      if (slot.used) {
+        tag = slot.tag;
+        slot = Slot();
+        --used_;
       }
+      PopUnused(step);  // rows come in about index order
     }
     if (!others_.empty()) {
       if (auto it = others_.find(step); it != others_.end()) {
@@ -280,38 +283,48 @@ class TagTable {
     return tag;
   }
 
-  size_t size() const { return window_.size() + others_.size(); }
+  // Steps with tags held.
+  size_t size() const { return used_ + others_.size(); }
 
   // Keeps the tags of the newest `keep` indices (steps still to come have
   // the larger ones) and drops the rest: the tags of steps that never came.
   void Trim(size_t keep, std::vector<int64_t>* scratch) {
+    if (size() <= keep) return;
     std::vector<int64_t>& keys = *scratch;
     keys.clear();
     for (size_t k = 0; k < window_.size(); ++k) {
-      if (!window_[k].empty()) keys.push_back(base_ + static_cast<int64_t>(k));
+      if (window_[k].used) keys.push_back(base_ + static_cast<int64_t>(k));
     }
     for (const auto& [index, tag] : others_) keys.push_back(index);
-    if (keys.size() <= keep) {  // mostly empty room: keep the newest `keep` indices
-      while (window_.size() > keep || (!window_.empty() && window_.front().empty())) {
-        window_.pop_front();
-        ++base_;
-      }
-      return;
-    }
     std::nth_element(keys.begin(), keys.end() - static_cast<std::ptrdiff_t>(keep), keys.end());
     const int64_t oldest_kept = *(keys.end() - static_cast<std::ptrdiff_t>(keep));
-    while (!window_.empty() && (base_ < oldest_kept || window_.front().empty())) {
-      window_.pop_front();
-      ++base_;
-    }
     for (const int64_t index : keys) {
-      if (index < oldest_kept) others_.erase(index);
+      if (index >= oldest_kept) continue;
+      if (index >= base_ && index < base_ + static_cast<int64_t>(window_.size())) {
+        window_[static_cast<size_t>(index - base_)] = Slot();
+        --used_;
+      } else {
+        others_.erase(index);
+      }
     }
+    PopUnused(std::numeric_limits<int64_t>::max());
   }
 
  private:
+  struct Slot {
+    Tagged tag;
+    bool used = false;
+  };
+  // Takes unused slots off the front, up to index `up_to`.
+  void PopUnused(int64_t up_to) {
+    while (!window_.empty() && base_ <= up_to && !window_.front().used) {
+      window_.pop_front();
+      ++base_;
+    }
+  }
   int64_t base_ = 0;  // the index of window_[0]
-  FrontQueue<Tagged> window_;
+  size_t used_ = 0;   // window slots holding tags
+  FrontQueue<Slot> window_;
   absl::flat_hash_map<int64_t, Tagged> others_;
 };
 
@@ -378,7 +391,6 @@ struct RunFold::Impl {
   std::vector<TimestampNs> segment_starts;
   std::vector<TimestampNs> segment_ends;
   std::vector<int64_t> tag_keys;
-  std::vector<OpenStep> done;      // the steps a segment finished
   std::vector<int8_t> call_cause;  // GapAnalyzer::CallCause by name id, -1 until known
 };
 

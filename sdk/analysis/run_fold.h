@@ -36,12 +36,12 @@
 // Memory: the intervals between the watermark and the newest drained one
 // (the rate of intervals x (fold delay + the open step's length)), host
 // ranges and calls of the last launch_horizon_ns when device records come,
-// steps waiting for their rows (about 210 bytes each; the room of the
-// most ever waiting at once is kept), (kPhaseCount + 2) sketches of at most
+// steps waiting for their rows (about 210 bytes each; room for up to
+// twice the most ever waiting at once, plus 1024, is kept), (kPhaseCount + 2) sketches of at most
 // 8 x max(exact_values, QuantileSketch::kMaxBuckets) bytes, and
 // 2 x exact_steps step spans of 24 bytes, the sync and data_wait tags of at
-// most 2 x (steps waiting + 4096) steps (16 bytes an index in a window of
-// consecutive indices, at most 65536 of them, 40 bytes past it), and the
+// most 2 x (steps waiting + 4096) steps (24 bytes an index in a window of
+// at most 65536 consecutive indices, 40 bytes past it), and the
 // scratch of one segment (a
 // burst is folded in segments of about 16384 intervals: their spans, 16
 // bytes each), of 2 emptied runs (16384 x 49 bytes each) and the input's

@@ -460,6 +460,11 @@ void Session::Impl::DrainOnce(bool final) {
     const double rate = arrived / static_cast<double>(now - last_drain_ns);
     intervals_per_ns = intervals_per_ns == 0 ? rate : 0.8 * intervals_per_ns + 0.2 * rate;
   }
+  // The time since the last drain: a segment folds at least that much, or
+  // the fold would fall behind the drains when more than a slice comes
+  // between two of them (several busy threads).
+  const TimestampNs since_drain =
+      last_drain_ns > 0 && now > last_drain_ns ? now - last_drain_ns : 0;
   last_drain_ns = now;
   auto delay = static_cast<TimestampNs>(options.fold_delay_ms) * 1000000;
   if (intervals_per_ns > 0) {
@@ -487,8 +492,8 @@ void Session::Impl::DrainOnce(bool final) {
   if (segment && !first && !over && intervals_per_ns > 0) {
     constexpr double kSliceIntervals = 8192;
     to = std::min(
-        to, folded + std::max<TimestampNs>(
-                         1000000, static_cast<TimestampNs>(kSliceIntervals / intervals_per_ns)));
+        to, folded + std::max({TimestampNs{1000000}, since_drain,
+                               static_cast<TimestampNs>(kSliceIntervals / intervals_per_ns)}));
   }
   TakeDeviceSync();
   fold->Advance(to);
