@@ -344,6 +344,19 @@ void ExpectSameRows(const std::vector<Report::Step>& got, const std::vector<Repo
   }
 }
 
+// Adds [a, b) of `kind` and `phase`, tagged with `step`, on `track`.
+void AddOnTrack(RunFold* fold, uint32_t track, TimestampNs a, TimestampNs b, Phase phase,
+                IntervalKind kind, int64_t step) {
+  Interval i;
+  i.start_ns = a;
+  i.end_ns = b;
+  i.phase = phase;
+  i.kind = kind;
+  i.step = step;
+  i.track = track;
+  fold->input().Add(i);
+}
+
 RunFoldOptions FoldOptions(const Recording& r) {
   RunFoldOptions options;
   options.process_start_ns = r.start_ns - 3 * 1000 * kMs;
@@ -475,14 +488,7 @@ TEST(RunFoldTest, RangesLongerThanTheDelayAreCountedLate) {
   RunFold fold(options, {});
   const uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
   auto add = [&](TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
-    Interval i;
-    i.start_ns = a;
-    i.end_ns = b;
-    i.phase = phase;
-    i.kind = kind;
-    i.step = step;
-    i.track = main;
-    fold.input().Add(i);
+    AddOnTrack(&fold, main, a, b, phase, kind, step);
   };
   add(0, 10 * kMs, Phase::kForward, IntervalKind::kHostRange, 0);
   add(0, 10 * kMs, Phase::kOther, IntervalKind::kStep, 0);
@@ -508,14 +514,7 @@ TEST(RunFoldTest, RowsKeepTheirTagsWhenStepIndicesAreFarApart) {
   RunFold fold(options, [&](Report::Step& row) { rows.push_back(row); });
   const uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
   auto add = [&](TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
-    Interval i;
-    i.start_ns = a;
-    i.end_ns = b;
-    i.phase = phase;
-    i.kind = kind;
-    i.step = step;
-    i.track = main;
-    fold.input().Add(i);
+    AddOnTrack(&fold, main, a, b, phase, kind, step);
   };
   constexpr int kSteps = 200;
   for (int k = 0; k < kSteps; ++k) {
@@ -545,14 +544,7 @@ TEST(RunFoldTest, EachRowGetsItsOwnTagsAmongTagsOfStepsThatNeverCame) {
   RunFold fold(options, [&](Report::Step& row) { rows.push_back(row); });
   const uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
   auto add = [&](TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
-    Interval i;
-    i.start_ns = a;
-    i.end_ns = b;
-    i.phase = phase;
-    i.kind = kind;
-    i.step = step;
-    i.track = main;
-    fold.input().Add(i);
+    AddOnTrack(&fold, main, a, b, phase, kind, step);
   };
   constexpr int kSteps = 30000;
   for (int k = 0; k < kSteps; ++k) {
