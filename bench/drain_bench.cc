@@ -1,14 +1,15 @@
 // drain_bench: does the drain keep up with the scopes? (issue 15, point 7)
 //
 // 1. Capacity. A thread records 4 x 10^6 events (10 a step: the step and 9
-//    phases) as fast as it can, into a ring large enough that nothing drops,
-//    with report.json, steps.jsonl and trace.json on. The drain's rate is the
-//    events over the CPU time every other thread of the process spent from
-//    Start to the end of Finish (the drainer, and Finish's last drain and
-//    outputs). Printed beside the producer's rate. Goal: >= 10 M events per
-//    CPU second.
-//    Then the same with fewer outputs (none; trace.json only; report.json
-//    and steps.jsonl only), printed as nanoseconds an event for each.
+//    phases) as fast as it can, into a ring large enough that nothing drops.
+//    The drain's rate is the events over the CPU time every other thread of
+//    the process spent from Start to the end of Finish (the drainer, and
+//    Finish's last drain and outputs). Printed beside the producer's rate,
+//    for draining and folding alone (issue 15's goal: >= 10 M events per CPU
+//    second), and with every output on (report.json, steps.jsonl,
+//    trace.json: held to the same goal here, a stricter reading).
+//    Then trace.json alone and report.json with steps.jsonl alone, printed
+//    as nanoseconds an event for each.
 // 2. Sustained. Default options (a 1 MiB ring, the adaptive drain interval),
 //    the producer paced at 2 M events/s for 5 s. Goal: nothing dropped.
 //
@@ -214,26 +215,29 @@ int main(int argc, char** argv) {
                 only.c_str(), c.drain_mev_cpu_s, 1e3 / c.drain_mev_cpu_s);
     return 0;
   }
+  const Capacity fold = capacity_with(trainscope::kSinkNone);
+  std::printf(
+      "drain capacity: producer %.1f M events/s, draining and folding %.2f M events per CPU "
+      "second (goal >= 10): %s  [%lld recorded, %lld dropped; median of %d]\n",
+      fold.producer_mev_s, fold.drain_mev_cpu_s, fold.drain_mev_cpu_s >= 10 ? "PASS" : "MISS",
+      fold.recorded, fold.dropped, runs);
   const Capacity c = capacity_with(trainscope::kSinkReportJson | trainscope::kSinkTraceJson);
   std::printf(
-      "drain capacity: producer %.1f M events/s, drain %.2f M events per CPU second "
-      "(goal >= 10): %s  [%lld recorded, %lld dropped; %.0f%% of it in the kernel; median of "
-      "%d]\n",
+      "  with every output: producer %.1f M events/s, drain %.2f M events per CPU second (goal "
+      ">= 10): %s  [%lld recorded, %lld dropped; %.0f%% of it in the kernel; median of %d]\n",
       c.producer_mev_s, c.drain_mev_cpu_s, c.drain_mev_cpu_s >= 10 ? "PASS" : "MISS", c.recorded,
       c.dropped, 100 * c.kernel_share, runs);
   // Where the drain's time goes: the same with fewer outputs, as ns an event.
-  const Capacity fold = capacity_with(trainscope::kSinkNone);
   const Capacity trace = capacity_with(trainscope::kSinkTraceJson);
   const Capacity rows = capacity_with(trainscope::kSinkReportJson);
   auto ns = [](const Capacity& x) { return 1e3 / x.drain_mev_cpu_s; };
   auto kernel_ns = [&](const Capacity& x) { return ns(x) * x.kernel_share; };
   std::printf(
-      "  by output: fold alone %.2f M events per CPU second (%.0f ns an event, %.0f in the "
-      "kernel); trace.json windows +%.0f ns (%+.0f kernel); report.json and steps.jsonl +%.0f ns "
-      "(%+.0f kernel); all %.0f ns (%.0f kernel)\n",
-      fold.drain_mev_cpu_s, ns(fold), kernel_ns(fold), ns(trace) - ns(fold),
-      kernel_ns(trace) - kernel_ns(fold), ns(rows) - ns(fold), kernel_ns(rows) - kernel_ns(fold),
-      ns(c), kernel_ns(c));
+      "  by output: draining and folding %.0f ns an event (%.0f in the kernel); trace.json "
+      "windows +%.0f ns (%+.0f kernel); report.json and steps.jsonl +%.0f ns (%+.0f kernel); "
+      "all %.0f ns (%.0f kernel)\n",
+      ns(fold), kernel_ns(fold), ns(trace) - ns(fold), kernel_ns(trace) - kernel_ns(fold),
+      ns(rows) - ns(fold), kernel_ns(rows) - kernel_ns(fold), ns(c), kernel_ns(c));
   std::vector<Sustained> sustained;
   for (int r = 0; r < runs; ++r)
     sustained.push_back(MeasureSustained(dir + "/sustained", rate, seconds));

@@ -96,7 +96,8 @@ TEST(QuantileSketchTest, MergedSketchesAnswerAsOne) {
 // between some steps, a loader thread whose ranges are tagged with the step
 // they feed and cross step boundaries, cross-thread copies, and, with
 // `device`, kernels on two streams launched by runtime calls and blocking
-// syncs.
+// syncs. With `one_thread`, the main thread's ranges alone (no loader, no
+// cross-thread copies): the causes' spans never overlap.
 struct Recording {
   Timeline timeline;
   TimestampNs start_ns = 0;
@@ -104,7 +105,7 @@ struct Recording {
   std::vector<std::pair<TimestampNs, TimestampNs>> steps;  // to know the open step
 };
 
-Recording Record(int steps, bool device, uint64_t seed) {
+Recording Record(int steps, bool device, uint64_t seed, bool one_thread = false) {
   Recording r;
   Timeline& t = r.timeline;
   std::mt19937_64 rng(seed);
@@ -174,6 +175,10 @@ Recording Record(int steps, bool device, uint64_t seed) {
     const TimestampNs step_end = at;
     add(step_start, step_end, s, Phase::kOther, IntervalKind::kStep, main, 0, 32);
     r.steps.emplace_back(step_start, step_end);
+    if (one_thread) {
+      now = step_end + uniform(0, 100 * kUs);
+      continue;
+    }
     // The loader prepares the next batch while this step runs.
     const TimestampNs l0 = step_start + uniform(0, 1 * kMs);
     add(l0, l0 + uniform(200 * kUs, 4 * kMs), s + 1, Phase::kDataWait, IntervalKind::kHostRange,
@@ -379,6 +384,22 @@ TEST(RunFoldTest, HostRecordingOf100kIntervalsMatchesTheWholeRunAnalysis) {
   ExpectSameReport(folded.report, whole.report, false, true);
   ExpectSameRows(folded.rows, whole.rows, true);
   EXPECT_LT(folded.most_held, 2000u) << "about 250 ms of intervals, not the run";
+}
+
+// One thread's phases: the fold takes their causes in the order they come
+// (IdleSets::by_start) instead of merging the sets, with the same figures.
+TEST(RunFoldTest, OneThreadsRecordingMatchesTheWholeRunAnalysis) {
+  const Recording r = Record(12000, false, 16, /*one_thread=*/true);
+  ASSERT_GE(r.timeline.size(), 60000u);
+  const RunFoldOptions options = FoldOptions(r);
+  for (const TimestampNs drain : {50 * kMs, 2000 * kMs}) {  // short segments, and bursts
+    SCOPED_TRACE(drain);
+    const Folded folded = Fold(r, options, drain, 200 * kMs);
+    const Whole whole = Analyze(r, options);
+    EXPECT_EQ(folded.late, 0);
+    ExpectSameReport(folded.report, whole.report, false, true);
+    ExpectSameRows(folded.rows, whole.rows, true);
+  }
 }
 
 TEST(RunFoldTest, DeviceRecordingMatchesTheWholeRunAnalysis) {

@@ -161,11 +161,7 @@ struct Piece {
 
 // Where each cause takes the blame: the union of the causes' sets, cut
 // where the cause of highest priority changes. Sorted, disjoint, labelled.
-struct Blamed {
-  TimestampNs start = 0;
-  TimestampNs end = 0;
-  int cause = 0;
-};
+using Blamed = CauseSpan;
 
 // Builds that map for [lo, hi). Mostly the causes do not overlap (one
 // thread's phases): the map is their spans merged by start, one pass with
@@ -244,9 +240,14 @@ void BlameMap(const IdleSets& sets, TimestampNs lo, TimestampNs hi, std::vector<
 // Each piece goes to emit(start, end, cause), in time order; neighbours
 // may share a cause.
 template <typename Emit>
-void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Blamed>* map, Emit&& emit) {
+void Blame(const IntervalSet& idle, const IdleSets& sets, std::vector<Blamed>* scratch,
+           Emit&& emit) {
   if (idle.empty()) return;
-  BlameMap(sets, idle.spans().front().first, idle.spans().back().second, map);
+  const std::vector<Blamed>* map = &sets.by_start;  // merged already, if not empty
+  if (map->empty()) {
+    BlameMap(sets, idle.spans().front().first, idle.spans().back().second, scratch);
+    map = scratch;
+  }
   const std::vector<IntervalSet::Span>& steps = sets.in_steps.spans();
   size_t m = 0, s = 0;
   for (const auto& [start, end] : idle.spans()) {
@@ -373,7 +374,7 @@ struct Tallied {
 
 void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* result,
                Tallied* out) {
-  out->idle = window.Subtract(sets.busy.Intersect(window));
+  out->idle = window.Subtract(sets.busy);  // busy time outside the window takes nothing
   result->window_ns = window.Length();
   result->idle_ns = out->idle.Length();
   result->busy_ns = result->window_ns - result->idle_ns;
@@ -402,9 +403,24 @@ void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* r
   result->idle_per_step.resize(steps.size());
   for (size_t k = 0; k < steps.size(); ++k) result->idle_per_step[k].step = steps[k].second;
   size_t first = 0;
+  // Mostly a piece lies inside the step at `first` and before the next
+  // one's start: then it is one add. `fits_*` bound those pieces.
+  TimestampNs fits_from = 1, fits_to = 0;  // none yet
+  StepIdle* fits_step = nullptr;
   Blame(out->idle, sets, &out->map, [&](TimestampNs a, TimestampNs b, int cause) {
     result->cause_ns[cause] += b - a;
+    if (a >= fits_from && b <= fits_to) {
+      fits_step->idle_ns += b - a;
+      fits_step->by_cause[cause] += b - a;
+      return;
+    }
     while (first < steps.size() && steps[first].first.second <= a) ++first;
+    if (first < steps.size()) {
+      fits_from = steps[first].first.first;
+      fits_to = steps[first].first.second;
+      if (first + 1 < steps.size()) fits_to = std::min(fits_to, steps[first + 1].first.first);
+      fits_step = &result->idle_per_step[first];
+    }
     for (size_t j = first; j < steps.size() && steps[j].first.first < b; ++j) {
       const TimestampNs ns = std::min(b, steps[j].first.second) - std::max(a, steps[j].first.first);
       if (ns <= 0) continue;  // a step that ended before, behind a longer one

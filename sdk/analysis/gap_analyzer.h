@@ -105,6 +105,13 @@ struct IdleBreakdown {
   std::vector<StepIdle> idle_per_step;
 };
 
+// A span of time labelled with an idle cause (IdleCauseName order).
+struct CauseSpan {
+  TimestampNs start = 0;
+  TimestampNs end = 0;
+  int cause = 0;
+};
+
 // The sets the idle analysis works on, for a caller that builds them itself
 // (RunFold classifies each segment's intervals once, for phases and idle).
 struct IdleSets {
@@ -115,6 +122,11 @@ struct IdleSets {
   IntervalSet in_steps;  // the union of the steps
   // The steps, sorted by start; idle_per_step follows this order.
   std::vector<std::pair<IntervalSet::Span, int64_t>> steps;
+  // Optional: the spans of active[0 .. host) labelled with their cause,
+  // sorted by start, no two overlapping (touching is fine), for a caller
+  // that gets them in that order anyway (one thread's phases). Tally then
+  // walks them instead of merging `active`. Empty: Tally merges `active`.
+  std::vector<CauseSpan> by_start;
 };
 
 class GapAnalyzer {
@@ -136,8 +148,8 @@ class GapAnalyzer {
   // sets.steps' order). busy_source, by_cause, largest_gap_ns,
   // largest_gaps, histogram and streams stay empty. Cost: the causes' spans
   // within the window merged once (each compared with the other causes
-  // present, at most 9), then one walk over the idle spans, that merge and
-  // the steps.
+  // present, at most 9) unless sets.by_start has them, then one walk over
+  // the idle spans, that merge and the steps.
   static IdleBreakdown Tally(const IntervalSet& window, const IdleSets& sets);
 
   // The cause (IdleCauseName order) of idle time while the non-compute

@@ -392,6 +392,7 @@ struct RunFold::Impl {
   std::vector<TimestampNs> segment_ends;
   std::vector<int64_t> tag_keys;
   std::vector<int8_t> call_cause;  // GapAnalyzer::CallCause by name id, -1 until known
+  std::vector<CauseSpan> cause_spans;  // IdleSets::by_start, its room kept
 };
 
 RunFold::RunFold(RunFoldOptions options, StepSink steps, DeviceSink device)
@@ -639,6 +640,24 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   for (auto& spans : s.device_spans) spans.clear();
   for (auto& spans : s.call_spans) spans.clear();
   bool calls = false;
+  // The causes' spans in the order they come, for Tally while they are in
+  // start order and do not overlap (one thread's phases, in a run or
+  // several in time order); else Tally merges the sets.
+  static const auto kCauseOfPhase = [] {
+    std::array<int8_t, kPhaseCount> cause{};
+    for (int p = 0; p < kPhaseCount; ++p) {
+      const auto phase = static_cast<Phase>(p);
+      cause[p] = static_cast<int8_t>(IsComputePhase(phase) ? -1 : GapAnalyzer::PhaseCause(phase));
+    }
+    return cause;
+  }();
+  std::vector<CauseSpan>& causes = s.cause_spans;
+  causes.clear();
+  bool in_order = true;
+  auto add_cause = [&](TimestampNs a, TimestampNs b, int cause) {
+    in_order = in_order && (causes.empty() || a >= causes.back().end);
+    if (in_order) causes.push_back({a, b, cause});
+  };
   for (const Impl::Run& run : s.runs) {
     if (!reaches(run)) continue;
     for (size_t k = 0; k < run.intervals.size(); ++k) {
@@ -647,7 +666,11 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       const TimestampNs a = std::max(begin, i.start_ns);
       const TimestampNs b = std::min(end, i.end_ns);
       if (IsHostRange(i.kind)) {
-        if (b > a) s.phase_spans[static_cast<int>(i.phase)].push_back(IntervalSet::Span(a, b));
+        if (b <= a) continue;
+        s.phase_spans[static_cast<int>(i.phase)].push_back(IntervalSet::Span(a, b));
+        if (const int cause = kCauseOfPhase[static_cast<int>(i.phase)]; cause >= 0) {
+          add_cause(a, b, cause);
+        }
       } else if (IsDeviceKind(i.kind)) {
         const int p = (run.flags[k] & kLaunchFound) != 0 ? static_cast<int>(i.phase) : kPhaseCount;
         s.device_busy_seen[p] = true;
@@ -663,7 +686,10 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
           }
           cause = s.call_cause[i.name];
         }
-        if (b > a) s.call_spans[cause].push_back(IntervalSet::Span(a, b));
+        if (b > a) {
+          s.call_spans[cause].push_back(IntervalSet::Span(a, b));
+          add_cause(a, b, cause);
+        }
         calls = true;
       }
     }
@@ -718,6 +744,8 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
     sets.active[c] = sets.active[c].Union(IntervalSet::FromSpans(&s.call_spans[c]));
   }
 
+  if (in_order) sets.by_start.swap(causes);  // swapped back below: its room stays
+
   // Idle, for each busy source the run may end up with.
   const int row_mode = s.device_seen ? kDeviceMode : kHostMode;
   for (int mode = 0; mode < kModes; ++mode) {
@@ -750,6 +778,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
     }
     std::swap(sets.busy, mode == kDeviceMode ? device_busy : host_busy);
   }
+  if (in_order) sets.by_start.swap(causes);
 
   // Steps now behind the watermark: their rows, in start order.
   auto reached = s.open_steps.begin() + static_cast<std::ptrdiff_t>(reach);

@@ -84,11 +84,12 @@ class TickCalibration {
   // events): a tick in the span of the last one (`*hint`) converts without
   // a search. A hint is good until the next Add.
   TimestampNs ToNs(int64_t ticks, Hint* hint) const {
+    // Both products are >= 0 (rates are positive): no sign test to round.
     if (points_ >= 2 && ticks >= last_.ticks) {
-      return last_.ns + Round(static_cast<double>(ticks - last_.ticks) * ahead_ns_per_tick_);
+      return last_.ns + RoundUp(static_cast<double>(ticks - last_.ticks) * ahead_ns_per_tick_);
     }
     if (ticks >= hint->from && ticks < hint->to) {
-      return hint->ns + Round(static_cast<double>(ticks - hint->from) * hint->ns_per_tick);
+      return hint->ns + RoundUp(static_cast<double>(ticks - hint->from) * hint->ns_per_tick);
     }
     return ToNsElsewhere(ticks, hint);
   }
@@ -113,6 +114,7 @@ class TickCalibration {
   };
   // llround without the library call; half away from zero.
   static int64_t Round(double x) { return static_cast<int64_t>(x < 0 ? x - 0.5 : x + 0.5); }
+  static int64_t RoundUp(double x) { return static_cast<int64_t>(x + 0.5); }  // x >= 0
   TimestampNs ToNsElsewhere(int64_t ticks, Hint* hint) const;
   static TimestampNs Line(const TickPair& a, const TickPair& b, int64_t ticks);
   const TickPair& PointAt(size_t i) const;  // coarse then fine, oldest first

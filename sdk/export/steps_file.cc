@@ -56,7 +56,8 @@ char* WriteNumber(char* out, double value) {
       if (units < 0 || std::signbit(value)) *out++ = '-';
       constexpr auto kPow10 = static_cast<uint64_t>(kScale[kDecimals]);
       out = std::to_chars(out, out + 24, magnitude / kPow10).ptr;
-      uint64_t fraction = magnitude % kPow10;
+      // Below 10^9: 32-bit divisions by 100.
+      auto fraction = static_cast<uint32_t>(magnitude % kPow10);
       if (fraction != 0) {
         // All kDecimals digits, two at a time from the right, then the
         // trailing zeros cut.

@@ -10,6 +10,8 @@ namespace {
 
 constexpr size_t kMaxOpen = 16;        // steps with events but no step event yet
 constexpr size_t kRememberDone = 256;  // step indices decided away, for stragglers
+constexpr size_t kSpareChunks = 8;     // dropped chunks kept for new ones,
+constexpr size_t kSpareText = 64 << 10;  // ... with their text's room up to this
 constexpr size_t kLookahead = 3;       // the settle rule's consecutive steps,
 constexpr double kSettled = 1.25;      // ... the slowest within this x the fastest,
 constexpr int64_t kLatestStart = 100;  // ... or at this step position at the latest
@@ -26,28 +28,60 @@ TraceWindows::TraceWindows(TraceWriter* writer, TraceWindowOptions options)
 
 TraceWindows::~TraceWindows() = default;
 
-bool TraceWindows::Fits(uint64_t more) const {
-  return writer_->frame_bytes() + writer_->metadata_bytes() + writer_->body_bytes() + held_bytes_ +
-             more <=
-         options_.budget_bytes;
+uint64_t TraceWindows::Room() const {
+  const uint64_t used =
+      writer_->frame_bytes() + writer_->metadata_bytes() + writer_->body_bytes() + held_bytes_;
+  return used < options_.budget_bytes ? options_.budget_bytes - used : 0;
+}
+
+bool TraceWindows::Fits(uint64_t more) const { return more <= Room(); }
+
+TraceWindows::Chunk* TraceWindows::Find(int64_t step) {
+  auto it = chunks_.find(step);
+  return it != chunks_.end() ? it->second.get() : nullptr;
+}
+
+TraceWindows::Chunk& TraceWindows::At(int64_t step) {
+  if (Chunk* held = Find(step)) return *held;
+  return Add(step);
+}
+
+TraceWindows::Chunk& TraceWindows::Add(int64_t step) {
+  Chunk* chunk;
+  if (spare_chunks_.empty()) {
+    chunk = (chunks_[step] = std::make_unique<Chunk>()).get();
+  } else {  // a dropped step's node and chunk, reset by Drop
+    auto node = std::move(spare_chunks_.back());
+    spare_chunks_.pop_back();
+    node.key() = step;
+    chunk = chunks_.insert(std::move(node)).position->second.get();
+  }
+  chunk->index = step;
+  return *chunk;
+}
+
+bool TraceWindows::WasDropped(int64_t step) const {
+  return step <= dropped_max_ &&
+         std::find(dropped_.begin(), dropped_.end(), step) != dropped_.end();
 }
 
 TraceWindows::Chunk* TraceWindows::ChunkFor(int64_t step) {
-  if (auto it = chunks_.find(step); it != chunks_.end()) return &it->second;
-  if (dropped_set_.count(step) != 0) return nullptr;
-  size_t open = 0;
-  int64_t oldest = step;
-  for (const auto& [index, chunk] : chunks_) {
-    if (chunk.fate != Fate::kOpen) continue;
-    ++open;
-    oldest = std::min(oldest, index);
+  if (Chunk* held = Find(step)) return held;
+  if (WasDropped(step)) return nullptr;
+  if (chunks_.size() >= kMaxOpen) {  // else fewer than kMaxOpen are open
+    size_t open = 0;
+    int64_t oldest = step;
+    for (const auto& [index, chunk] : chunks_) {
+      if (chunk->fate != Fate::kOpen) continue;
+      ++open;
+      oldest = std::min(oldest, index);
+    }
+    if (open >= kMaxOpen) {  // steps that never close (an index no StepScope ended)
+      if (oldest == step) return nullptr;
+      Drop(oldest);
+    }
   }
-  if (open >= kMaxOpen) {  // steps that never close (an index no StepScope ended)
-    if (oldest == step) return nullptr;
-    Drop(oldest);
-  }
-  Chunk& chunk = chunks_[step];
-  chunk.index = step;
+  Chunk& chunk = Add(step);
   if (!spare_raw_.empty()) {  // the room of a chunk dropped or formatted before
     chunk.raw = std::move(spare_raw_.back());
     spare_raw_.pop_back();
@@ -57,7 +91,7 @@ TraceWindows::Chunk* TraceWindows::ChunkFor(int64_t step) {
 
 TraceWindows::Chunk* TraceWindows::ChunkAt(TimestampNs t) {
   for (auto& [index, chunk] : chunks_) {
-    if (chunk.position >= 0 && chunk.start_ns <= t && t < chunk.end_ns) return &chunk;
+    if (chunk->position >= 0 && chunk->start_ns <= t && t < chunk->end_ns) return chunk.get();
   }
   return nullptr;
 }
@@ -121,9 +155,14 @@ void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
   // Forgotten after anything that may drop a chunk.
   int64_t cached_step = std::numeric_limits<int64_t>::min();
   Chunk* cached = nullptr;
+  // Raw events' bytes that fit without another look at the budget: only
+  // the raw events added since the look grew what it counts. 0 after
+  // anything else that may have grown it (text, the writer's metadata).
+  uint64_t room = 0;
   for (size_t k = 0; k < count; ++k) {
     const Event& e = events[k];
     if (e.step < 0 && e.kind != EventKind::kStep) {
+      room = 0;
       if (!startup_open_ || startup_cut_) continue;
       scratch_.clear();
       writer_->FormatEvent(&scratch_, os_tid, e, thread_id_of_);
@@ -147,12 +186,15 @@ void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
     }
     if (chunk != nullptr && !chunk->overflow) {
       if (chunk->fate == Fate::kOpen || chunk->fate == Fate::kLookahead) {
-        if (!Fits(sizeof(chunk->raw[0]))) {
+        constexpr uint64_t kRaw = sizeof(chunk->raw[0]);
+        if (room < kRaw) room = Room();
+        if (room < kRaw) {
           Overflow(chunk);
           cached_step = std::numeric_limits<int64_t>::min();
         } else {
           chunk->raw.emplace_back(os_tid, e);
-          held_bytes_ += sizeof(chunk->raw[0]);
+          held_bytes_ += kRaw;
+          room -= kRaw;
         }
       } else {  // kept: a straggler from another thread
         scratch_.clear();
@@ -160,11 +202,13 @@ void TraceWindows::AddEvents(uint32_t os_tid, const Event* events, size_t count,
         AppendText(chunk, scratch_);
         tids_.insert(os_tid);
         cached_step = std::numeric_limits<int64_t>::min();
+        room = 0;
       }
     }
     if (e.kind == EventKind::kStep) {
       Close(e);
       cached_step = std::numeric_limits<int64_t>::min();
+      room = 0;
     }
   }
 }
@@ -191,9 +235,8 @@ void TraceWindows::Close(const Event& step) {
   const int64_t position = closed_++;
   const double ms = static_cast<double>(step.end_ns - step.start_ns) / 1e6;
   if (startup_open_) startup_open_ = false;
-  auto it = chunks_.find(step.step);
-  if (it == chunks_.end() || it->second.position >= 0) return;  // dropped, or an index reused
-  Chunk* chunk = &it->second;
+  Chunk* chunk = Find(step.step);
+  if (chunk == nullptr || chunk->position >= 0) return;  // dropped, or an index reused
   chunk->position = position;
   chunk->start_ns = step.start_ns;
   chunk->end_ns = step.end_ns;
@@ -220,13 +263,13 @@ void TraceWindows::Close(const Event& step) {
         double slowest = ms;
         bool settled = true;
         for (int64_t index : lookahead_) {
-          auto found = chunks_.find(index);
-          if (found == chunks_.end()) {
+          const Chunk* found = Find(index);
+          if (found == nullptr) {
             settled = false;
             continue;
           }
-          fastest = std::min(fastest, found->second.duration_ms);
-          slowest = std::max(slowest, found->second.duration_ms);
+          fastest = std::min(fastest, found->duration_ms);
+          slowest = std::max(slowest, found->duration_ms);
         }
         settled = settled && (slowest <= kSettled * fastest || position + 1 >= kLatestStart);
         if (settled) {
@@ -234,26 +277,25 @@ void TraceWindows::Close(const Event& step) {
           const int64_t begin = position - static_cast<int64_t>(kLookahead) + 1;
           stats_.first_window_step = lookahead_.front();
           for (int64_t index : lookahead_) {
-            auto found = chunks_.find(index);
-            if (found == chunks_.end()) continue;
-            if (n > 0 && found->second.position < begin + n) {
-              Assign(&found->second, 0, begin, begin + n);
+            Chunk* found = Find(index);
+            if (found == nullptr) continue;
+            if (n > 0 && found->position < begin + n) {
+              Assign(found, 0, begin, begin + n);
             } else {
-              found->second.fate = Fate::kOpen;  // decided below, as any other step
+              found->fate = Fate::kOpen;  // decided below, as any other step
             }
           }
           lookahead_.clear();
         }
       }
       if (!first_started_) return;
-      if (chunks_.find(step.step) == chunks_.end()) return;
+      if (Find(step.step) == nullptr) return;
     }
   } else if (n > 0 && windows_.count(0) != 0 && position < windows_[0].end) {
     Assign(chunk, 0, 0, 0);
   }
-  it = chunks_.find(step.step);
-  if (it == chunks_.end()) return;
-  chunk = &it->second;
+  chunk = Find(step.step);
+  if (chunk == nullptr) return;
   if (chunk->fate != Fate::kOpen) return;
 
   // The repeating windows.
@@ -275,13 +317,13 @@ void TraceWindows::Close(const Event& step) {
     if (slow_.size() >= static_cast<size_t>(options_.slowest_steps)) {
       auto fastest = [&] {
         return std::min_element(slow_.begin(), slow_.end(), [&](int64_t a, int64_t b) {
-          return chunks_[a].duration_ms < chunks_[b].duration_ms;
+          return At(a).duration_ms < At(b).duration_ms;
         });
       };
       // The fastest kept one's time, known until the kept ones change: most
       // steps are not slower, and are dropped without looking them up.
       if (!slow_floor_known_) {
-        slow_floor_ = chunks_[*fastest()].duration_ms;
+        slow_floor_ = At(*fastest()).duration_ms;
         slow_floor_known_ = true;
       }
       if (slow_floor_ >= ms) return Drop(chunk->index);
@@ -303,15 +345,25 @@ void TraceWindows::Close(const Event& step) {
 void TraceWindows::Drop(int64_t index) {
   auto it = chunks_.find(index);
   if (it == chunks_.end()) return;
-  held_bytes_ -= it->second.bytes();
-  Recycle(&it->second.raw);
-  chunks_.erase(it);
-  dropped_.push_back(index);
-  ++dropped_set_[index];
-  if (dropped_.size() > kRememberDone) {
-    auto it = dropped_set_.find(dropped_.front());
-    if (--it->second == 0) dropped_set_.erase(it);
-    dropped_.pop_front();
+  Chunk& chunk = *it->second;
+  held_bytes_ -= chunk.bytes();
+  Recycle(&chunk.raw);
+  if (spare_chunks_.size() < kSpareChunks) {
+    std::string text = std::move(chunk.text);
+    text.clear();
+    if (text.capacity() > kSpareText) std::string().swap(text);
+    chunk = Chunk();
+    chunk.text = std::move(text);
+    spare_chunks_.push_back(chunks_.extract(it));
+  } else {
+    chunks_.erase(it);
+  }
+  dropped_max_ = std::max(dropped_max_, index);
+  if (dropped_.size() < kRememberDone) {
+    dropped_.push_back(index);
+  } else {  // full: the oldest is forgotten
+    dropped_[dropped_head_] = index;
+    dropped_head_ = (dropped_head_ + 1) % kRememberDone;
   }
 }
 
@@ -329,8 +381,7 @@ void TraceWindows::AddDevice(const analysis::Timeline& timeline) {
     if (!IsDeviceSide(i.kind)) continue;
     Chunk* chunk = nullptr;
     if (i.step >= 0) {
-      auto it = chunks_.find(i.step);
-      if (it != chunks_.end()) chunk = &it->second;
+      chunk = Find(i.step);
     } else {
       chunk = ChunkAt(i.start_ns);
     }
@@ -362,9 +413,9 @@ void TraceWindows::StepFolded(int64_t /*index*/) { ++folded_; }
 absl::Status TraceWindows::WriteWindow(Window& window) {
   std::string text;
   for (int64_t index : window.steps) {
-    auto it = chunks_.find(index);
-    if (it == chunks_.end()) continue;
-    text += it->second.text;
+    const Chunk* chunk = Find(index);
+    if (chunk == nullptr) continue;
+    text += chunk->text;
   }
   for (int64_t index : window.steps) Drop(index);
   window.steps.clear();
@@ -393,9 +444,9 @@ absl::Status TraceWindows::Flush(bool publish, bool final) {
     // A run that never settled: its last steps are its first window.
     first_started_ = true;
     stats_.first_window_step = lookahead_.front();
-    const int64_t begin = chunks_[lookahead_.front()].position;
+    const int64_t begin = At(lookahead_.front()).position;
     for (int64_t index : lookahead_) {
-      Assign(&chunks_[index], 0, begin, begin + options_.first_steps);
+      Assign(&At(index), 0, begin, begin + options_.first_steps);
     }
     lookahead_.clear();
   }
@@ -419,13 +470,13 @@ absl::Status TraceWindows::Flush(bool publish, bool final) {
     std::vector<int64_t> order = slow_;
     std::sort(order.begin(), order.end());
     std::vector<std::string_view> held;
-    for (int64_t index : order) held.emplace_back(chunks_[index].text);
+    for (int64_t index : order) held.emplace_back(At(index).text);
     status.Update(writer_->Publish(final, held));
     stats_.bytes = writer_->published_bytes();
     dirty_ = false;
   }
   stats_.slowest.clear();
-  for (int64_t index : slow_) stats_.slowest.push_back({index, chunks_[index].duration_ms});
+  for (int64_t index : slow_) stats_.slowest.push_back({index, At(index).duration_ms});
   std::sort(stats_.slowest.begin(), stats_.slowest.end(),
             [](const SlowStep& a, const SlowStep& b) { return a.duration_ms > b.duration_ms; });
   return status;

@@ -25,12 +25,14 @@
 // Memory: the text of the steps not yet decided or written, all of it within
 // budget_bytes; in a run of small steps, (first_steps + slowest_steps + 3)
 // steps' events at about 130 bytes each; and the room of 8 steps' events
-// (at most 4096 each) kept for the next steps.
+// (at most 4096 each) and 8 steps' text (at most 64 KiB each) kept for the
+// next steps; 256 step indices decided away (about 12 KiB).
 #ifndef TRAINSCOPE_SDK_EXPORT_TRACE_WINDOWS_H_
 #define TRAINSCOPE_SDK_EXPORT_TRACE_WINDOWS_H_
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -121,8 +123,12 @@ class TraceWindows {
   };
 
   Chunk* ChunkFor(int64_t step);
+  Chunk* Find(int64_t step);  // nullptr if not held
+  Chunk& At(int64_t step);    // the held one, or a new one
+  Chunk& Add(int64_t step);   // a new one; `step` is not held
   Chunk* ChunkAt(TimestampNs t);
   bool Fits(uint64_t more) const;
+  uint64_t Room() const;  // bytes that still fit: Fits(more) is more <= Room()
   void Overflow(Chunk* chunk);
   void AppendText(Chunk* chunk, const std::string& text);
   void Materialize(Chunk* chunk);
@@ -136,11 +142,23 @@ class TraceWindows {
   TraceWriter* writer_;
   TraceWindowOptions options_;
   Stats stats_;
-  std::unordered_map<int64_t, Chunk> chunks_;
+  // Chunks by step index; boxed, so that a Chunk* stays valid while others
+  // come and go.
+  std::unordered_map<int64_t, std::unique_ptr<Chunk>> chunks_;
   std::map<int64_t, Window> windows_;  // in progress, by id (0: first steady)
   std::deque<int64_t> lookahead_;      // closed steps before the first window
-  std::deque<int64_t> dropped_;        // recently decided-away step indices
-  std::unordered_map<int64_t, int> dropped_set_;  // the same, to look up (and how often)
+  // The last kRememberDone step indices decided away, oldest at
+  // dropped_head_ once full. Steps mostly come in increasing order: one
+  // above dropped_max_ (the largest ever dropped) was not dropped, without
+  // a look at the others.
+  std::vector<int64_t> dropped_;
+  size_t dropped_head_ = 0;
+  int64_t dropped_max_ = std::numeric_limits<int64_t>::min();
+  bool WasDropped(int64_t step) const;
+  // Dropped chunks and their nodes, for the next steps: two allocations
+  // and two frees a step otherwise. At most kSpareChunks, their text's room
+  // at most kSpareText bytes each.
+  std::vector<std::unordered_map<int64_t, std::unique_ptr<Chunk>>::node_type> spare_chunks_;
   std::vector<int64_t> slow_;          // indices kept as slowest
   double slow_floor_ = 0;              // the fastest of them, when slow_floor_known_
   bool slow_floor_known_ = false;
