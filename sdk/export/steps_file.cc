@@ -55,21 +55,38 @@ char* WriteNumber(char* out, double value) {
       const uint64_t magnitude = units < 0 ? 0 - static_cast<uint64_t>(units) : units;
       if (units < 0 || std::signbit(value)) *out++ = '-';
       constexpr auto kPow10 = static_cast<uint64_t>(kScale[kDecimals]);
-      out = std::to_chars(out, out + 24, magnitude / kPow10).ptr;
-      // Below 10^9: 32-bit divisions by 100.
+      const uint64_t whole = magnitude / kPow10;
+      if (whole < 10) {  // mostly: milliseconds of a step, seconds of a run
+        *out++ = static_cast<char>('0' + whole);
+      } else if (whole < 100) {
+        std::memcpy(out, kDigitPairs + 2 * whole, 2);
+        out += 2;
+      } else {
+        out = std::to_chars(out, out + 24, whole).ptr;
+      }
+      // Below 10^9: 32-bit divisions.
       auto fraction = static_cast<uint32_t>(magnitude % kPow10);
       if (fraction != 0) {
-        // All kDecimals digits, two at a time from the right, then the
-        // trailing zeros cut.
+        // The digits up to the last non-zero one, right-aligned in
+        // `width` places after leading zeros.
         *out++ = '.';
-        int k = kDecimals;
-        for (; k >= 2; k -= 2) {
-          std::memcpy(out + k - 2, kDigitPairs + 2 * (fraction % 100), 2);
+        int width = kDecimals;
+        while (fraction % 10 == 0) {
+          fraction /= 10;
+          --width;
+        }
+        std::memcpy(out, "000000000", 9);  // the leading zeros; the row has room
+        char* digit = out + width;
+        while (fraction >= 100) {
+          digit -= 2;
+          std::memcpy(digit, kDigitPairs + 2 * (fraction % 100), 2);
           fraction /= 100;
         }
-        if (k == 1) out[0] = static_cast<char>('0' + fraction);
-        int width = kDecimals;
-        while (out[width - 1] == '0') --width;
+        if (fraction >= 10) {
+          std::memcpy(digit - 2, kDigitPairs + 2 * fraction, 2);
+        } else {
+          digit[-1] = static_cast<char>('0' + fraction);
+        }
         out += width;
       }
       return out;
