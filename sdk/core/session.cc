@@ -185,6 +185,10 @@ struct Session::Impl {
   TimestampNs last_drain_ns = 0;
   TimestampNs latest_end_ns = 0;  // the latest end of a drained range
   double fullest = 0;             // the fullest ring at the last drain, 0 to 1
+  // A chunk of drained events on the session clock (4096, 128 KiB), for
+  // the trace windows: the ring's slots are only read, so the producer
+  // finds their cache lines clean when it comes round to them again.
+  std::vector<Event> converted;
   double intervals_per_ns = 0;    // drained, smoothed over drains
 
   TimestampNs target_met_ns = 0;  // the first evaluation meeting the target; 0: none yet
@@ -413,18 +417,26 @@ void Session::Impl::DrainOnce(bool final) {
       // shown to the trace windows while it is in cache, not in three passes
       // over a burst of megabytes.
       core::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
-      for (size_t from = 0; from < count; from += 4096) {
-        const size_t to = std::min(count, from + 4096);
-        for (size_t k = from; k < to; ++k) {
-          Event& e = events[k];
-          if (tsc) {  // ticks to the session clock, in the ring's slots
+      constexpr size_t kChunk = 4096;
+      if (tsc && windows != nullptr && converted.size() < kChunk) converted.resize(kChunk);
+      for (size_t from = 0; from < count; from += kChunk) {
+        const size_t to = std::min(count, from + kChunk);
+        const Event* chunk = events + from;
+        if (tsc) {  // ticks to the session clock
+          Event* out = windows != nullptr ? converted.data() : nullptr;
+          for (size_t k = from; k < to; ++k) {
+            Event e = events[k];
             e.start_ns = calibration.ToNs(e.start_ns, &hint);
             if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns, &hint);
+            if (out != nullptr) out[k - from] = e;
+            Fold(e, thread.track);
           }
-          Fold(e, thread.track);
+          if (out != nullptr) chunk = out;
+        } else {
+          for (size_t k = from; k < to; ++k) Fold(events[k], thread.track);
         }
-        if (windows != nullptr) windows->AddEvents(thread.os_tid, events + from, to - from, tid_of);
-        if (to - from < 4096) break;
+        if (windows != nullptr) windows->AddEvents(thread.os_tid, chunk, to - from, tid_of);
+        if (to - from < kChunk) break;
         // A burst larger than the budget is folded as it is converted; the
         // fold takes batches of up to 16384 without a copy (so, taken here
         // from 12288, the input never grows past its room).
