@@ -527,29 +527,37 @@ TEST(RunFoldTest, RangesLongerThanTheDelayAreCountedLate) {
   EXPECT_EQ(report.events.late, 1);
 }
 
+// A default fold of one host thread that keeps its rows.
+struct RowFold {
+  std::vector<Report::Step> rows;
+  RunFold fold{RunFoldOptions(), [this](Report::Step& row) { rows.push_back(row); }};
+  uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
+  void Add(TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
+    AddOnTrack(&fold, main, a, b, phase, kind, step);
+  }
+  const std::vector<Report::Step>& Finish(TimestampNs finish_ns) {
+    Report report;
+    RunClock clock;
+    clock.finish_ns = finish_ns;
+    fold.Finish(clock, &report);
+    return rows;
+  }
+};
+
 // Step indices far apart (a sample count, epoch * 10000 + i): each tag
 // waits in the table, among empty room, until its row.
 TEST(RunFoldTest, RowsKeepTheirTagsWhenStepIndicesAreFarApart) {
-  RunFoldOptions options;
-  std::vector<Report::Step> rows;
-  RunFold fold(options, [&](Report::Step& row) { rows.push_back(row); });
-  const uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
-  auto add = [&](TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
-    AddOnTrack(&fold, main, a, b, phase, kind, step);
-  };
+  RowFold f;
   constexpr int kSteps = 200;
   for (int k = 0; k < kSteps; ++k) {
     const TimestampNs t = k * kMs;
     const int64_t index = int64_t{10000} * k;
-    add(t, t + 100 * kUs, Phase::kDataWait, IntervalKind::kHostRange, index);
-    add(t, t + kMs, Phase::kOther, IntervalKind::kStep, index);
+    f.Add(t, t + 100 * kUs, Phase::kDataWait, IntervalKind::kHostRange, index);
+    f.Add(t, t + kMs, Phase::kOther, IntervalKind::kStep, index);
     // Rows are written 10 steps behind the newest one.
-    if (k >= 10) fold.Advance((k - 9) * kMs);
+    if (k >= 10) f.fold.Advance((k - 9) * kMs);
   }
-  Report report;
-  RunClock clock;
-  clock.finish_ns = (kSteps + 1) * kMs;
-  fold.Finish(clock, &report);
+  const std::vector<Report::Step>& rows = f.Finish((kSteps + 1) * kMs);
   ASSERT_EQ(rows.size(), static_cast<size_t>(kSteps));
   for (const Report::Step& row : rows) {
     EXPECT_NEAR(row.data_wait_ms, 0.1, 1e-12) << "step " << row.index;
@@ -560,28 +568,19 @@ TEST(RunFoldTest, RowsKeepTheirTagsWhenStepIndicesAreFarApart) {
 // no step ever ends (between the steps' indices, and far ahead of them)
 // are dropped in time, and each row still gets exactly its own.
 TEST(RunFoldTest, EachRowGetsItsOwnTagsAmongTagsOfStepsThatNeverCame) {
-  RunFoldOptions options;
-  std::vector<Report::Step> rows;
-  RunFold fold(options, [&](Report::Step& row) { rows.push_back(row); });
-  const uint32_t main = fold.input().AddTrack({TrackKind::kHostThread, 1, 1, "main"});
-  auto add = [&](TimestampNs a, TimestampNs b, Phase phase, IntervalKind kind, int64_t step) {
-    AddOnTrack(&fold, main, a, b, phase, kind, step);
-  };
+  RowFold f;
   constexpr int kSteps = 30000;
   for (int k = 0; k < kSteps; ++k) {
     const TimestampNs t = k * kMs;
-    add(t, t + 100 * kUs, Phase::kDataWait, IntervalKind::kHostRange, 2 * k);
-    add(t + 100 * kUs, t + 150 * kUs, Phase::kSync, IntervalKind::kHostRange, 2 * k);
+    f.Add(t, t + 100 * kUs, Phase::kDataWait, IntervalKind::kHostRange, 2 * k);
+    f.Add(t + 100 * kUs, t + 150 * kUs, Phase::kSync, IntervalKind::kHostRange, 2 * k);
     // Index 2k + 1 never ends a step; 10^9 + k is far past every window.
-    add(t + 200 * kUs, t + 210 * kUs, Phase::kDataWait, IntervalKind::kHostRange, 2 * k + 1);
-    add(t + 300 * kUs, t + 320 * kUs, Phase::kSync, IntervalKind::kHostRange, 1000000000 + k);
-    add(t, t + kMs, Phase::kOther, IntervalKind::kStep, 2 * k);
-    if (k % 1000 == 999) fold.Advance(t + kMs);
+    f.Add(t + 200 * kUs, t + 210 * kUs, Phase::kDataWait, IntervalKind::kHostRange, 2 * k + 1);
+    f.Add(t + 300 * kUs, t + 320 * kUs, Phase::kSync, IntervalKind::kHostRange, 1000000000 + k);
+    f.Add(t, t + kMs, Phase::kOther, IntervalKind::kStep, 2 * k);
+    if (k % 1000 == 999) f.fold.Advance(t + kMs);
   }
-  Report report;
-  RunClock clock;
-  clock.finish_ns = (kSteps + 1) * kMs;
-  fold.Finish(clock, &report);
+  const std::vector<Report::Step>& rows = f.Finish((kSteps + 1) * kMs);
   ASSERT_EQ(rows.size(), static_cast<size_t>(kSteps));
   int wrong = 0;
   for (const Report::Step& row : rows) {

@@ -547,11 +547,14 @@ void Session::Impl::DrainLoop() {
   // to flush_interval_ms, is caught within a millisecond instead of after
   // its ring overflowed.
   constexpr auto kLook = std::chrono::microseconds(1000);
+  // A ring at least this full drains at once, and halves the wait.
+  constexpr double kFilling = 0.25;
   auto filling = [this] {
     // A thread registered since that snapshot: its ring is not in it.
     if (core::ThreadRegistry::Get().registrations() != snapshot_registrations) return true;
     for (const core::ThreadEntry& entry : entries) {
-      if (entry.buffer != nullptr && entry.buffer->pending() * 4 >= entry.buffer->capacity()) {
+      if (entry.buffer != nullptr && static_cast<double>(entry.buffer->pending()) >=
+                                         kFilling * static_cast<double>(entry.buffer->capacity())) {
         return true;
       }
     }
@@ -565,7 +568,7 @@ void Session::Impl::DrainLoop() {
     if (Clock::now() < due && !filling()) continue;
     lock.unlock();
     DrainOnce();
-    if (fullest > 0.25) {
+    if (fullest > kFilling) {
       wait = std::max(shortest, wait / 2);
     } else if (fullest < 1.0 / 16) {
       wait = std::min(longest, wait * 2);
