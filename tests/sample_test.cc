@@ -64,12 +64,33 @@ std::string RunExperimentOn(const testing::TempDir& dir, const std::string& name
 // a bootstrap interval of 0.914 to 0.945, and the A/A was accepted (seen
 // once here, under a concurrent compile). Six a side make a full ordering
 // 2/924 and the interval of the same noise wider.
+//
+// An A/A of real processes is one draw of a random event: it is accepted
+// with a small probability (2.5% for independent noise, which
+// VerdictTest.NoiseAloneIsNotAccepted measures over 100 simulated runs),
+// and more often when the noise drifts. CI on a loaded 2-core machine
+// accepted 2 of about 8 (a "gain" of 12%, p = 0.002, and of 18%,
+// p = 0.026), each time with a step time 6 to 10% shorter in every
+// variant trial. So a first acceptance is followed by a second,
+// independent A/A, and the test fails when both accept: a runner that
+// accepts noise (a lower median alone, say) fails it at least a quarter
+// of the time; a sound one about once in 1600 when the rate is 2.5%.
+std::string AAExperiment(const testing::TempDir& dir, const std::string& name) {
+  return RunExperimentOn(dir, name, "", "", /*repeats=*/6);
+}
+
 TEST(ExperimentSampleTest, AAgainstItselfIsNotAccepted) {
   testing::TempDir dir;
-  const std::string json = RunExperimentOn(dir, "aa", "", "", /*repeats=*/6);
+  std::string json = AAExperiment(dir, "aa");
+  EXPECT_EQ(json.find("\"failed\": true"), std::string::npos) << json;
+  if (json.find("\"accepted\": null") == std::string::npos) {
+    std::printf("the first A/A was accepted; a second, independent one decides:\n%s\n",
+                json.c_str());
+    json = AAExperiment(dir, "aa2");
+    EXPECT_EQ(json.find("\"failed\": true"), std::string::npos) << json;
+  }
   EXPECT_NE(json.find("\"accepted\": null"), std::string::npos) << json;
   EXPECT_NE(json.find("no gain beyond the noise"), std::string::npos) << json;
-  EXPECT_EQ(json.find("\"failed\": true"), std::string::npos) << json;
 }
 
 TEST(ExperimentSampleTest, RemovingALoaderDelayIsAccepted) {
