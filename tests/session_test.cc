@@ -360,6 +360,7 @@ TEST(SessionTest, DeviceSyncTimeLandsInTheStepRowsAndTheReport) {
   TempDir dir;
   auto session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok());
+  session->ExpectStepSyncTimes();  // as ProcessGroup does: the times come after the steps
   for (int64_t i = 0; i < 5; ++i) {
     StepScope step(*session, StepIndex(i), Samples(1));
     TRAINSCOPE_PHASE(kForward);
@@ -759,6 +760,191 @@ TEST(SessionTest, ResidentMemoryAfter10MillionEventsStaysNearThatAfter1Million) 
   EXPECT_EQ(report->events.dropped, 0);
   EXPECT_EQ(report->events.recorded, 10000000);
   EXPECT_EQ(report->timing.steps, 1000000);
+}
+
+// The total seconds of `phase` in the report, 0 when it did not occur.
+double PhaseTotalS(const Report& report, Phase phase) {
+  for (const PhaseStat& p : report.phases) {
+    if (p.phase == PhaseName(phase)) return p.total_s;
+  }
+  return 0;
+}
+
+// Options whose fold waits a minute for a range still open: what it folds
+// before that, it folds because it knows nothing older is open.
+Options PatientOptions(const std::string& dir) {
+  Options options = QuietOptions(dir);
+  options.device_timeline = false;  // device records would hold the fold to CUPTI's flushes
+  options.sinks = kSinkReportJson;
+  options.flush_interval_ms = 5;
+  options.fold_delay_ms = 60000;
+  return options;
+}
+
+// Steps of one forward phase each, busy for `us` microseconds.
+void BusySteps(Session& session, int64_t first, int64_t count, int us) {
+  for (int64_t i = first; i < first + count; ++i) {
+    StepScope step(session, StepIndex(i), Samples(1));
+    TRAINSCOPE_PHASE(kForward);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+}
+
+size_t RowsWithin(const std::string& path, size_t want, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  size_t rows = 0;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const absl::StatusOr<std::vector<Report::Step>> read = exporter::ReadStepsFile(path);
+    rows = read.ok() ? read->size() : 0;
+  } while (rows < want && std::chrono::steady_clock::now() < deadline);
+  return rows;
+}
+
+// Each thread says what it has open, so the fold need not wait
+// fold_delay_ms (a minute here) when nothing is: the rows come as the
+// steps end.
+TEST(OpenScopesTest, RowsComeAsStepsEndWhenNothingIsOpen) {
+  TempDir dir;
+  auto session = Session::Start(PatientOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  BusySteps(*session, 0, 200, 50);
+  EXPECT_EQ(RowsWithin(dir.File("steps.jsonl"), 199, std::chrono::seconds(20)), 199u)
+      << "every row but the last step's (it waits for the next step) before Finish, long "
+         "before fold_delay_ms";
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->events.late, 0);
+  EXPECT_EQ(report->timing.steps, 200);
+}
+
+// A range open on another thread, outside the steps, holds the fold back
+// to its start: the steps after it wait, and it is not late.
+TEST(OpenScopesTest, ARangeOpenOnAnotherThreadIsWaitedFor) {
+  TempDir dir;
+  auto session = Session::Start(PatientOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::atomic<bool> opened{false}, close{false};
+  std::thread other([&] {
+    TRAINSCOPE_PHASE(kCheckpoint);
+    opened = true;
+    while (!close) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!opened) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  BusySteps(*session, 0, 100, 500);  // 50 ms
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const absl::StatusOr<std::vector<Report::Step>> held =
+      exporter::ReadStepsFile(dir.File("steps.jsonl"));
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->size(), 0u) << "no row while a range that began before them is open";
+  close = true;
+  other.join();
+  // All but the last step's, which waits for a next step.
+  EXPECT_EQ(RowsWithin(dir.File("steps.jsonl"), 99, std::chrono::seconds(20)), 99u);
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->events.late, 0);
+  EXPECT_GT(PhaseTotalS(*report, Phase::kCheckpoint), 0.2) << "the whole range, not late";
+}
+
+// A range around many steps on the thread that records them, ended before
+// the drain looks: a burst of 40,000 events after an idle spell (the idle
+// drain's wait has grown to about a quarter second), so that one drain (or
+// Finish's) most likely takes it whole, the range last. Its steps end no
+// cut, so the fold stays behind the range's start until the drain reached
+// its end; were each step a cut, the fold would pass its start chunks
+// before (4096 events a chunk) and the range would be late.
+TEST(OpenScopesTest, ARangeAroundTheStepsIsNotLate) {
+  TempDir dir;
+  Options options = PatientOptions(dir.path());
+  options.buffer_bytes_per_thread = Bytes(uint64_t{16} << 20);
+  options.flush_interval_ms = 1000;  // the idle drain's wait may grow to a second
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  BusySteps(*session, 0, 10, 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    TRAINSCOPE_PHASE(kEval);
+    BusySteps(*session, 10, 20000, 0);
+  }
+  BusySteps(*session, 20010, 10, 10);
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->events.late, 0);
+  EXPECT_EQ(report->events.dropped, 0);
+  EXPECT_EQ(report->timing.steps, 20020);
+  const absl::StatusOr<std::vector<Report::Step>> rows =
+      exporter::ReadStepsFile(dir.File("steps.jsonl"));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 20020u);
+  for (size_t k = 0; k < rows->size(); ++k) {
+    ASSERT_EQ((*rows)[k].index, static_cast<int64_t>(k));
+    // The eval range covers steps 10 to 20009 whole.
+    ASSERT_EQ((*rows)[k].phase_ms[static_cast<int>(Phase::kEval)] > 0, k >= 10 && k < 20010) << k;
+  }
+}
+
+// An async range has no thread's scope to stand for it: while one is open
+// the fold waits fold_delay_ms, and it is not late.
+TEST(OpenScopesTest, AnOpenAsyncRangeIsWaitedFor) {
+  TempDir dir;
+  auto session = Session::Start(PatientOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  AsyncRange copy = AsyncRange::Begin(Phase::kHostToDevice);
+  BusySteps(*session, 0, 100, 500);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const absl::StatusOr<std::vector<Report::Step>> held =
+      exporter::ReadStepsFile(dir.File("steps.jsonl"));
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->size(), 0u);
+  std::thread([&] { copy.End(); }).join();
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->events.late, 0);
+  EXPECT_GT(PhaseTotalS(*report, Phase::kHostToDevice), 0.2);
+  EXPECT_EQ(report->timing.steps, 100);
+}
+
+// An async range that began and ended on the busiest thread since the
+// last drain lies in its ring after steps that began after it: that drain
+// folds its rings whole, not chunk by chunk up to the steps' ends.
+TEST(OpenScopesTest, AnAsyncRangeInsideABurstIsNotLate) {
+  TempDir dir;
+  Options options = PatientOptions(dir.path());
+  options.buffer_bytes_per_thread = Bytes(uint64_t{16} << 20);
+  options.flush_interval_ms = 1000;
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  BusySteps(*session, 0, 10, 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    AsyncRange copy = AsyncRange::Begin(Phase::kHostToDevice);
+    BusySteps(*session, 10, 20000, 0);
+  }  // ended here, on this thread, after 40,000 events
+  BusySteps(*session, 20010, 10, 10);
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->events.late, 0);
+  EXPECT_EQ(report->events.dropped, 0);
+  EXPECT_EQ(report->timing.steps, 20020);
+}
+
+// The ring's view of the scopes open on its thread.
+TEST(OpenScopesTest, TheRingKnowsTheOutermostOpenScope) {
+  ThreadBuffer ring(64, 0, 0);
+  EXPECT_EQ(ring.open_since(), ThreadBuffer::kNothingOpen);
+  EXPECT_TRUE(ring.OpenScope());
+  EXPECT_EQ(ring.open_since(), ThreadBuffer::kOpening);
+  ring.SetOpenStart(1234);
+  EXPECT_FALSE(ring.OpenScope());  // nested
+  EXPECT_EQ(ring.ScopeDepth(), 2);
+  ring.CloseScope();
+  EXPECT_EQ(ring.open_since(), 1234);
+  EXPECT_EQ(ring.ScopeDepth(), 1);  // the outermost: its Event is a cut
+  ring.CloseScope();
+  EXPECT_EQ(ring.open_since(), ThreadBuffer::kNothingOpen);
 }
 
 }  // namespace

@@ -56,7 +56,12 @@ struct Event {
   uint32_t value;  // NameId for ranges, sample count for kStep
   EventKind kind;
   Phase phase;
-  uint16_t begin_thread;  // kAsync: registry index of the beginning thread
+  // kAsync: the registry index of the thread it began on. kRange, kStep:
+  // the scopes open on the thread when it ended, itself included (0: not
+  // known). 1 marks a cut: no later Event of the thread began before this
+  // one's end, so the drain may fold up to it before it has read the rest
+  // of the ring.
+  uint16_t aux;
 };
 static_assert(sizeof(Event) == 32, "Event must stay compact");
 
@@ -77,7 +82,12 @@ class ThreadBuffer {
   ThreadBuffer& operator=(const ThreadBuffer&) = delete;
 
   // Appends `event`, or counts it as dropped when the ring is full.
-  // Cost: a handful of stores; never blocks, allocates or locks.
+  // Cost: a handful of stores; never blocks, allocates or locks. A range
+  // pushed by hand (not by a scope.h scope) should be bracketed by
+  // OpenScope/SetOpenStart and CloseScope, with ScopeDepth() in its `aux`:
+  // the drain folds up to the oldest scope a thread says it has open, and a
+  // range it was not told of may arrive after the drain passed its start
+  // (counted late).
   void Push(const Event& event) noexcept {
     const uint64_t head = head_.load(std::memory_order_relaxed);
     if (TRAINSCOPE_UNLIKELY(head - tail_cache_ >= capacity_)) {
@@ -111,6 +121,36 @@ class ThreadBuffer {
 
   // Events dropped because the ring was full. Any thread may read it.
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Scope nesting, kept by the owning thread for the drain (scope.h calls
+  // these; not for user code). A scope calls OpenScope() before it reads its
+  // start, SetOpenStart() with that start when OpenScope() returned true
+  // (the outermost scope), ScopeDepth() for its Event's `aux`, and
+  // CloseScope() after its Push. Cost: an increment or decrement and, for
+  // the outermost scope only, one store each way (plain moves on x86).
+  bool OpenScope() noexcept {
+    if (depth_++ != 0) return false;
+    // Before the start is read: a drain that looks in between holds back.
+    open_since_.store(kOpening, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the clock read stays after
+    return true;
+  }
+  void SetOpenStart(int64_t ticks) noexcept { open_since_.store(ticks, std::memory_order_release); }
+  // The scopes open, the caller's included, saturated to 16 bits.
+  uint16_t ScopeDepth() const noexcept {
+    return static_cast<uint16_t>(depth_ > 0xFFFF ? 0xFFFF : depth_);
+  }
+  void CloseScope() noexcept {
+    // Release, after the Push: a drain that sees nothing open sees the Event.
+    if (--depth_ == 0) open_since_.store(kNothingOpen, std::memory_order_release);
+  }
+  // Consumer side, read before a drain: the start (ticks) of the outermost
+  // scope open on the thread, kNothingOpen, or kOpening while a scope is
+  // reading its start. Every Event of the thread not in that drain began
+  // at or after it, or after the read.
+  static constexpr int64_t kNothingOpen = -1;
+  static constexpr int64_t kOpening = 0;
+  int64_t open_since() const noexcept { return open_since_.load(std::memory_order_acquire); }
+
   // Marks the ring as given back by its thread (at thread exit): once drained,
   // the session frees it. Not on the hot path.
   void Retire() noexcept { retired_.store(true, std::memory_order_release); }
@@ -140,6 +180,8 @@ class ThreadBuffer {
   uint16_t index_;
   alignas(64) std::atomic<uint64_t> head_{0};
   uint64_t tail_cache_ = 0;  // producer's last view of tail_
+  int32_t depth_ = 0;        // scopes open on the owning thread (its own)
+  std::atomic<int64_t> open_since_{kNothingOpen};
   std::atomic<uint64_t> dropped_{0};
   alignas(64) std::atomic<uint64_t> tail_{0};
   std::atomic<bool> retired_{false};
@@ -158,6 +200,13 @@ extern std::atomic<int64_t> g_current_step;
 // Event is pushed, so the Session's drain, reading it first, never folds time
 // of a step it has not drained.
 extern std::atomic<int64_t> g_step_open_since;
+// AsyncRanges: those begun (the high 32 bits, wrapping) and those begun and
+// not ended yet (the low 32 bits), in any session. One add at Begin
+// (kAsyncBegun + 1), one subtract at End. While any is open, or one began
+// since the last drain, the drain waits fold_delay_ms for them (their start
+// is on no thread's open scope).
+inline constexpr uint64_t kAsyncBegun = uint64_t{1} << 32;
+extern std::atomic<uint64_t> g_async;
 // True while the active session emits NVTX ranges.
 extern std::atomic<bool> g_nvtx_enabled;
 // True while the active session wants to hear of step boundaries (a device

@@ -65,15 +65,18 @@ class PhaseScope {
     step_ = CurrentStep();
     nvtx_ = detail::NvtxOn();
     if (nvtx_) detail::NvtxPush(name, phase, step_);
+    const bool outermost = buffer_->OpenScope();
     start_ns_ = ReadTicks();
+    if (outermost) buffer_->SetOpenStart(start_ns_);
   }
 
   ~PhaseScope() {
     if (buffer_ == nullptr) return;
     const TimestampNs end_ns = ReadTicks();
     if (nvtx_) detail::NvtxPop();
-    buffer_->Push(Event{start_ns_, end_ns, step_, name_, EventKind::kRange,
-                        phase_, 0});
+    buffer_->Push(
+        Event{start_ns_, end_ns, step_, name_, EventKind::kRange, phase_, buffer_->ScopeDepth()});
+    buffer_->CloseScope();
   }
 
   PhaseScope(const PhaseScope&) = delete;
@@ -107,7 +110,9 @@ class StepScope {
     }
     nvtx_ = detail::NvtxOn();
     if (nvtx_) detail::NvtxPushStep(index_);
+    const bool outermost = buffer_->OpenScope();
     start_ns_ = ReadTicks();
+    if (outermost) buffer_->SetOpenStart(start_ns_);
     // A load and a store, not an exchange: one thread owns its steps, and a
     // locked read-modify-write would double the scope's cost.
     previous_open_since_ = detail::g_step_open_since.load(std::memory_order_relaxed);
@@ -121,8 +126,9 @@ class StepScope {
     detail::g_current_step.store(previous_step_, std::memory_order_relaxed);
     const auto samples = static_cast<uint32_t>(
         samples_ < 0 ? 0 : (samples_ > 0xFFFFFFFF ? 0xFFFFFFFF : samples_));
-    buffer_->Push(Event{start_ns_, end_ns, index_, samples, EventKind::kStep,
-                        Phase::kOther, 0});
+    buffer_->Push(Event{start_ns_, end_ns, index_, samples, EventKind::kStep, Phase::kOther,
+                        buffer_->ScopeDepth()});
+    buffer_->CloseScope();
     // After the push (release): a drain that sees the step closed sees it.
     detail::g_step_open_since.store(previous_open_since_, std::memory_order_release);
   }
@@ -136,6 +142,7 @@ class StepScope {
     if (buffer_ == nullptr) return;
     if (nvtx_) detail::NvtxPop();
     detail::g_current_step.store(previous_step_, std::memory_order_relaxed);
+    buffer_->CloseScope();
     detail::g_step_open_since.store(previous_open_since_, std::memory_order_release);
     buffer_ = nullptr;
   }
@@ -173,13 +180,15 @@ class AsyncRange {
   AsyncRange() noexcept = default;
 
   // Begins a range of `phase` named `name` (the phase's own name by default).
-  // Cost: like a PhaseScope's begin. Inactive when no session is recording.
+  // Cost: like a PhaseScope's begin plus one atomic increment (End: one
+  // atomic decrement). Inactive when no session is recording.
   static AsyncRange Begin(Phase phase, NameId name) noexcept {
     AsyncRange range;
     ThreadBuffer* buffer = detail::ScopeBuffer();
     if (buffer == nullptr) return range;
     range.generation_ =
         detail::g_generation.load(std::memory_order_relaxed);
+    if (range.generation_ == 0) return range;  // the session ended meanwhile
     range.begin_thread_ = buffer->index();
     range.phase_ = phase;
     range.name_ = name;
@@ -188,6 +197,8 @@ class AsyncRange {
       range.nvtx_ = true;
       range.nvtx_id_ = detail::NvtxStart(name, phase, range.step_);
     }
+    // Before the start is read: the drain waits for open ranges.
+    detail::g_async.fetch_add(detail::kAsyncBegun + 1, std::memory_order_seq_cst);
     range.start_ns_ = ReadTicks();
     return range;
   }
@@ -207,6 +218,8 @@ class AsyncRange {
       buffer->Push(Event{start_ns_, end_ns, step_, name_, EventKind::kAsync,
                          phase_, begin_thread_});
     }
+    // After the push (release): a drain that sees none open sees the Event.
+    detail::g_async.fetch_sub(1, std::memory_order_release);
     generation_ = 0;
   }
 

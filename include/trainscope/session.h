@@ -102,12 +102,17 @@ struct Options {
   } trace_schedule;
   Bytes trace_budget_bytes{uint64_t{256} << 20};
   // The report is analysed as the run goes, in memory that does not grow
-  // with its length (docs/architecture.md): at each drain the time up to
-  // this long ago, and never inside the open step, is folded into the
-  // report's aggregates and its steps written to steps.jsonl. A range still
-  // open longer than this outside a step (a background checkpoint write)
-  // arrives late: its earlier part is missing from phases and idle, counted
-  // in report.events.late. Memory: the intervals recorded in this time.
+  // with its length (docs/architecture.md): at each drain the time before
+  // the oldest scope still open on any thread (each thread's ring says
+  // when its outermost open scope began), and never inside the open step,
+  // is folded into the report's aggregates and its steps written to
+  // steps.jsonl; with nothing open, up to 1 ms ago, and a step's row once
+  // the next step has ended (its memory sample has come by then). The fold
+  // waits at most this long for a scope still open, and this long behind
+  // while an AsyncRange is open or once step sync times are expected
+  // (Session::ExpectStepSyncTimes; their times are on no thread's scope). A range still open longer
+  // than this (a background checkpoint write) arrives late: its earlier part is missing from phases
+  // and idle, counted in report.events.late. Memory: at most the intervals recorded in this time.
   int fold_delay_ms = 5000;
   // The most the analysis holds in intervals not yet folded (48 bytes each).
   // When fold_delay_ms of intervals at the rate they come would fill more
@@ -253,6 +258,13 @@ class Session {
   // report.distributed.device_sync_late. Cost: a lock and a push; at most
   // 4096 wait for the next drain (more are counted late).
   void AddStepSyncTime(int64_t step, double seconds);
+  // Says that AddStepSyncTime will come for the steps from now on (as
+  // libtorch::ProcessGroup does when it times collectives on the device):
+  // the steps' rows then wait Options::fold_delay_ms for their times,
+  // which come steps late, instead of the next step's end. The first
+  // AddStepSyncTime says it too, but rows written before it miss their
+  // time. Cost: a store.
+  void ExpectStepSyncTimes();
   // Runs `hook` at the start of Finish(), before recording stops: an
   // AsyncCheckpointer waits for its save in flight there. Returns an id for
   // RemoveFinishHook. Thread-safe.

@@ -64,6 +64,8 @@ struct ProcessGroup::Impl {
     };
     device_timed = backend_name == "nccl" && session.has_value() &&
                    !truthy("TORCH_NCCL_BLOCKING_WAIT") && !truthy("NCCL_BLOCKING_WAIT");
+    // Their times come steps late: the session's rows wait for them.
+    if (device_timed) session->ExpectStepSyncTimes();
   }
   // A CUDA error while timing turns the timing off; the collective and the
   // run go on (it is not a dead peer).

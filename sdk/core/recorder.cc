@@ -20,6 +20,7 @@ namespace detail {
 std::atomic<uint32_t> g_generation{0};
 std::atomic<int64_t> g_current_step{-1};
 std::atomic<int64_t> g_step_open_since{-1};
+std::atomic<uint64_t> g_async{0};
 std::atomic<bool> g_ticks_are_tsc{false};
 std::atomic<bool> g_nvtx_enabled{false};
 std::atomic<bool> g_step_hook{false};

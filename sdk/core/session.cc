@@ -114,15 +114,19 @@ uint64_t RingBytes(Bytes requested) {
   return events * sizeof(Event);
 }
 
-// The recorder's cost per scope (two ReadTicks and a push), measured on a
+// The recorder's cost per scope (two ReadTicks, the nesting count and a
+// push, as PhaseScope does), measured on a
 // private ring so that nothing is recorded. After the clock is chosen.
 double CalibrateScopeCostNs() {
   constexpr int kIterations = 4096;
   ThreadBuffer ring(8192, 0, 0);
   const TimestampNs begin = NowNs();
   for (int i = 0; i < kIterations; ++i) {
+    const bool outermost = ring.OpenScope();
     const int64_t start = ReadTicks();
-    ring.Push(Event{start, ReadTicks(), i, 0, EventKind::kRange, Phase::kOther, 0});
+    if (outermost) ring.SetOpenStart(start);
+    ring.Push(Event{start, ReadTicks(), i, 0, EventKind::kRange, Phase::kOther, ring.ScopeDepth()});
+    ring.CloseScope();
     if ((i & 4095) == 4095) ring.Drain([](const Event*, size_t) {});
   }
   return static_cast<double>(NowNs() - begin) / kIterations;
@@ -204,6 +208,25 @@ struct Session::Impl {
   // dropped past kMemoryKept).
   std::unordered_map<int64_t, MemorySample> memory;
   std::atomic<bool> memory_sampled{false};  // set with the first sample
+  // When the newest memory sample came: a step's sample comes after the
+  // step, so the fold waits for it (at most fold_delay_ms) before the row.
+  std::atomic<TimestampNs> last_memory_ns{0};
+  // Set by ExpectStepSyncTimes or the first AddStepSyncTime: those times
+  // come from the device, steps after theirs, and the fold waits
+  // fold_delay_ms for them.
+  std::atomic<bool> device_sync_expected{false};
+  // The drainer's: the async ranges begun as of the last drain that saw
+  // none open (all 1s: it saw some), and the start of the newest step drained.
+  uint64_t async_quiet_begun = ~uint64_t{0};
+  TimestampNs newest_step_start_ns = std::numeric_limits<TimestampNs>::min();
+  // A step's row waits for the next step to end (or fold_delay_ms): what a
+  // run measures of a step after it (its memory sample, a collective's
+  // time) comes by then. No limit in a run without steps.
+  TimestampNs StepGate() const {
+    return newest_step_start_ns == std::numeric_limits<TimestampNs>::min()
+               ? std::numeric_limits<TimestampNs>::max()
+               : newest_step_start_ns;
+  }
   static constexpr size_t kMemoryKept = 4096;
   // AddStepSyncTime's (step, ns), until the drainer hands them to the fold:
   // at most kDeviceSyncWaiting (16 bytes each).
@@ -378,19 +401,69 @@ void Session::Impl::DrainOnce(bool final) {
   // With the TSC, 1 ms of margin: the same tick may convert a little earlier
   // at a later drain (interpolated then, extrapolated now), and the fold
   // must not have passed the step's start by then.
-  const int64_t open_since = open_ticks < 0 ? -1 : (tsc ? ToNs(open_ticks) - 1000000 : open_ticks);
+  constexpr TimestampNs kMargin = 1000000;
+  const int64_t open_since = open_ticks < 0 ? -1 : (tsc ? ToNs(open_ticks) - kMargin : open_ticks);
+  // Read before the rings too: an async range has no thread's scope to
+  // stand for it, and device sync times come late; while one is open, or
+  // once the run measures them, the fold waits fold_delay_ms.
+  const uint64_t async = detail::g_async.load(std::memory_order_seq_cst);
+  const bool async_open =
+      (async & 0xFFFFFFFF) != 0 || device_sync_expected.load(std::memory_order_relaxed);
+  // An async range that began since the last drain and ended since may be
+  // in a ring after a cut it began before: fold this drain's rings whole.
+  const bool async_quiet = !async_open && async >> 32 == async_quiet_begun;
+  async_quiet_begun = async_open ? ~uint64_t{0} : async >> 32;
   snapshot_registrations = core::ThreadRegistry::Get().registrations();  // before: none missed
   entries = core::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
   fullest = 0;
+  // What each thread has open, read before any ring is drained: an Event
+  // not in this drain began at or after its thread's outermost open scope,
+  // or after `now` (a thread registered since the snapshot too). So nothing
+  // still to come begins before `bound`, and the fold may pass everything
+  // else up to it. The margin, as for the step: a tick converts a little
+  // differently at a later drain.
+  TimestampNs bound = now - kMargin;
+  size_t drained_intervals = 0;     // events and device records, for the rate
+  size_t busiest = entries.size();  // drained last, folded as it is drained
+  size_t most = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].buffer == nullptr) continue;
+    const int64_t since = entries[i].buffer->open_since();
+    if (since == ThreadBuffer::kOpening) {
+      bound = std::numeric_limits<TimestampNs>::min();  // a start being read: wait
+    } else if (since != ThreadBuffer::kNothingOpen) {
+      bound = std::min(bound, tsc ? ToNs(since) - kMargin : since);
+    }
+    if (const size_t pending = entries[i].buffer->pending(); pending >= most) {
+      most = pending;
+      busiest = i;
+    }
+  }
+  if (open_since >= 0) bound = std::min(bound, open_since);
+  if (memory_sampled.load(std::memory_order_acquire)) {
+    bound = std::min(bound, last_memory_ns.load(std::memory_order_acquire));
+  }
+  // The busiest ring is folded chunk by chunk while the chunk is in cache,
+  // up to its last cut (an Event with no scope open around it: no later
+  // Event of the thread began before its end), once every other ring is in
+  // the fold. Not with an async range open, nor with device records, which
+  // come after the rings.
+  const bool stream = async_quiet && collector == nullptr;
   // A slot's last thread, also after it exited (an async range that began
   // there may end elsewhere later).
   auto tid_of = [this](uint16_t index) {
     return index < threads.size() ? threads[index].os_tid : 0u;
   };
   core::ThreadRegistry& registry = core::ThreadRegistry::Get();
-  for (size_t i = 0; i < entries.size(); ++i) {
+  for (size_t n = 0; n < entries.size(); ++n) {
+    // The busiest last.
+    const size_t i = busiest >= entries.size() ? n
+                     : n + 1 == entries.size() ? busiest
+                     : n >= busiest            ? n + 1
+                                               : n;
     if (entries[i].buffer == nullptr) continue;  // a free slot
+    const bool streaming = stream && i == busiest;
     ThreadState& thread = threads[i];
     if (thread.buffer != entries[i].buffer.get()) {  // a new thread in the slot
       thread.buffer = entries[i].buffer.get();
@@ -413,6 +486,7 @@ void Session::Impl::DrainOnce(bool final) {
     }
     const size_t drained = entries[i].buffer->Drain([&](Event* events, size_t count) {
       recorded += static_cast<int64_t>(count);
+      drained_intervals += count;
       // In chunks of 4096 (128 KB): each event is converted, folded and
       // shown to the trace windows while it is in cache, not in three passes
       // over a burst of megabytes.
@@ -422,6 +496,15 @@ void Session::Impl::DrainOnce(bool final) {
       for (size_t from = 0; from < count; from += kChunk) {
         const size_t to = std::min(count, from + kChunk);
         const Event* chunk = events + from;
+        TimestampNs cut = std::numeric_limits<TimestampNs>::min();
+        auto note = [&](const Event& e) {  // converted
+          if (e.kind == EventKind::kStep) {
+            newest_step_start_ns = std::max(newest_step_start_ns, e.start_ns);
+          }
+          if (e.aux == 1 && (e.kind == EventKind::kRange || e.kind == EventKind::kStep)) {
+            cut = e.end_ns;  // a ring is in end order
+          }
+        };
         if (tsc) {  // ticks to the session clock
           Event* out = windows != nullptr ? converted.data() : nullptr;
           for (size_t k = from; k < to; ++k) {
@@ -429,13 +512,22 @@ void Session::Impl::DrainOnce(bool final) {
             e.start_ns = calibration.ToNs(e.start_ns, &hint);
             if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns, &hint);
             if (out != nullptr) out[k - from] = e;
+            note(e);
             Fold(e, thread.track);
           }
           if (out != nullptr) chunk = out;
         } else {
-          for (size_t k = from; k < to; ++k) Fold(events[k], thread.track);
+          for (size_t k = from; k < to; ++k) {
+            note(events[k]);
+            Fold(events[k], thread.track);
+          }
         }
         if (windows != nullptr) windows->AddEvents(thread.os_tid, chunk, to - from, tid_of);
+        if (const TimestampNs up_to = std::min({bound, cut, StepGate()});
+            streaming && up_to > fold->watermark()) {
+          fold->Advance(up_to);
+          continue;
+        }
         if (to - from < kChunk) break;
         // A burst larger than the budget is folded as it is converted; the
         // fold takes batches of up to 16384 without a copy (so, taken here
@@ -460,14 +552,17 @@ void Session::Impl::DrainOnce(bool final) {
   // Read before taking the records: what completes in between comes next time.
   const TimestampNs device_complete =
       collector != nullptr ? collector->CompleteBefore() : std::numeric_limits<TimestampNs>::max();
+  const size_t before_device = fold->input().size();
   if (collector != nullptr) collector->AppendTo(&fold->input());
-  // Fold what no open range can still reach: fold_delay_ms behind, or less
-  // when the intervals of that long would not fit in half of
-  // fold_buffer_bytes at the rate they come, and not into the open step; at
-  // once when the held intervals exceed the budget.
+  drained_intervals += fold->input().size() - before_device;
+  // Fold what no open range can still reach: up to `bound`, but waiting at
+  // most fold_delay_ms for a range still open (or less when the intervals of
+  // that long would not fit in half of fold_buffer_bytes at the rate they
+  // come), and not into the open step; at once when the held intervals
+  // exceed the budget.
   const auto budget =
       static_cast<double>(options.fold_buffer_bytes.value / 2 / sizeof(analysis::Interval));
-  const auto arrived = static_cast<double>(fold->input().size());
+  const auto arrived = static_cast<double>(drained_intervals);
   if (last_drain_ns > 0 && now > last_drain_ns) {
     const double rate = arrived / static_cast<double>(now - last_drain_ns);
     intervals_per_ns = intervals_per_ns == 0 ? rate : 0.8 * intervals_per_ns + 0.2 * rate;
@@ -482,7 +577,10 @@ void Session::Impl::DrainOnce(bool final) {
   if (intervals_per_ns > 0) {
     delay = std::min(delay, static_cast<TimestampNs>(budget / intervals_per_ns));
   }
+  // Up to what no thread has open (bound), waiting at most `delay` for a
+  // scope or async range still open.
   TimestampNs watermark = now - delay;
+  if (!async_open) watermark = std::max(watermark, std::min(bound, StepGate()));
   if (open_since >= 0) watermark = std::min(watermark, open_since);
   // Not past device work whose records CUPTI has not handed back yet.
   watermark = std::min(watermark, device_complete);
@@ -499,7 +597,7 @@ void Session::Impl::DrainOnce(bool final) {
   const bool first = folded == std::numeric_limits<TimestampNs>::min();
   const bool over = held > options.fold_buffer_bytes.value / 2;
   const bool segment =
-      first || over || watermark - folded >= std::max<TimestampNs>(delay / 2, 1000000);
+      first || over || watermark - folded >= std::max<TimestampNs>((now - watermark) / 2, 1000000);
   TimestampNs to = segment ? watermark : folded;
   if (segment && !first && !over && intervals_per_ns > 0) {
     constexpr double kSliceIntervals = 8192;
@@ -753,6 +851,10 @@ void Session::RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& memory = impl_->memory;
   memory[step] = {current_bytes, peak_bytes};
+  // Here too, not only with the step's row: a sample that came after its
+  // row (the first, or after fold_delay_ms) still counts in the peak.
+  impl_->report.memory.peak_bytes = std::max(impl_->report.memory.peak_bytes, peak_bytes);
+  impl_->last_memory_ns.store(NowNs(), std::memory_order_release);
   impl_->memory_sampled.store(true, std::memory_order_release);
   if (memory.size() > Impl::kMemoryKept) {  // samples of steps that never came
     auto oldest = std::min_element(memory.begin(), memory.end(),
@@ -794,8 +896,13 @@ void Session::NoteCheckpointSave(double blocking_s, double persist_s, uint64_t b
   if (c.saves == 1) impl_->first_save_ns = impl_->last_save_ns;
 }
 
+void Session::ExpectStepSyncTimes() {
+  if (impl_ != nullptr) impl_->device_sync_expected.store(true, std::memory_order_relaxed);
+}
+
 void Session::AddStepSyncTime(int64_t step, double seconds) {
   if (impl_ == nullptr || !(seconds >= 0)) return;
+  impl_->device_sync_expected.store(true, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->report.distributed.device_sync_s += seconds;
   if (impl_->device_sync.size() >= Impl::kDeviceSyncWaiting) {

@@ -102,7 +102,7 @@ int TraceWriter::FormatEvent(std::string* out_text, uint32_t os_tid, const Event
   }
   if (e.kind == EventKind::kAsync) {
     const uint64_t id = next_async_id_++;
-    const uint32_t begin_tid = thread_id_of(e.begin_thread);
+    const uint32_t begin_tid = thread_id_of(e.aux);
     for (int edge = 0; edge < 2; ++edge) {
       fmt::format_to(std::back_inserter(out),
                      ",\n{{\"ph\":\"{}\",\"cat\":\"trainscope_async\",\"name\":{},\"id\":{},"
