@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -849,32 +850,41 @@ TEST(OpenScopesTest, ARangeOpenOnAnotherThreadIsWaitedFor) {
   EXPECT_GT(PhaseTotalS(*report, Phase::kCheckpoint), 0.2) << "the whole range, not late";
 }
 
-// A range around many steps on the thread that records them, ended before
-// the drain looks: a burst of 40,000 events after an idle spell (the idle
-// drain's wait has grown to about a quarter second), so that one drain (or
-// Finish's) most likely takes it whole, the range last. Its steps end no
-// cut, so the fold stays behind the range's start until the drain reached
-// its end; were each step a cut, the fold would pass its start chunks
-// before (4096 events a chunk) and the range would be late.
-TEST(OpenScopesTest, ARangeAroundTheStepsIsNotLate) {
-  TempDir dir;
+// 10 steps, an idle spell (the idle drain's wait grows to about a quarter
+// second), `burst` (steps 10 to 20009: 40,000 events, so that one drain,
+// or Finish's, most likely takes them whole), 10 more steps. The report,
+// checked for nothing late or dropped.
+Report BurstAfterAnIdleSpell(const TempDir& dir, const std::function<void(Session&)>& burst) {
   Options options = PatientOptions(dir.path());
   options.buffer_bytes_per_thread = Bytes(uint64_t{16} << 20);
   options.flush_interval_ms = 1000;  // the idle drain's wait may grow to a second
   auto session = Session::Start(options);
-  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return Report{};
   BusySteps(*session, 0, 10, 10);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  {
-    TRAINSCOPE_PHASE(kEval);
-    BusySteps(*session, 10, 20000, 0);
-  }
+  burst(*session);
   BusySteps(*session, 20010, 10, 10);
   absl::StatusOr<Report> report = session->Finish();
-  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report.ok()) << report.status();
+  if (!report.ok()) return Report{};
   EXPECT_EQ(report->events.late, 0);
   EXPECT_EQ(report->events.dropped, 0);
   EXPECT_EQ(report->timing.steps, 20020);
+  return *report;
+}
+
+// A range around many steps on the thread that records them, ended before
+// the drain looks, the range's Event last. Its steps end no cut, so the
+// fold stays behind the range's start until the drain reached its end;
+// were each step a cut, the fold would pass its start chunks before (4096
+// events a chunk) and the range would be late.
+TEST(OpenScopesTest, ARangeAroundTheStepsIsNotLate) {
+  TempDir dir;
+  BurstAfterAnIdleSpell(dir, [](Session& session) {
+    TRAINSCOPE_PHASE(kEval);
+    BusySteps(session, 10, 20000, 0);
+  });
   const absl::StatusOr<std::vector<Report::Step>> rows =
       exporter::ReadStepsFile(dir.File("steps.jsonl"));
   ASSERT_TRUE(rows.ok()) << rows.status();
@@ -886,8 +896,8 @@ TEST(OpenScopesTest, ARangeAroundTheStepsIsNotLate) {
   }
 }
 
-// An async range has no thread's scope to stand for it: while one is open
-// the fold waits fold_delay_ms, and it is not late.
+// An open async range holds the fold back for fold_delay_ms: its start is
+// on no thread's open scope, and it is not late.
 TEST(OpenScopesTest, AnOpenAsyncRangeIsWaitedFor) {
   TempDir dir;
   auto session = Session::Start(PatientOptions(dir.path()));
@@ -912,23 +922,10 @@ TEST(OpenScopesTest, AnOpenAsyncRangeIsWaitedFor) {
 // folds its rings whole, not chunk by chunk up to the steps' ends.
 TEST(OpenScopesTest, AnAsyncRangeInsideABurstIsNotLate) {
   TempDir dir;
-  Options options = PatientOptions(dir.path());
-  options.buffer_bytes_per_thread = Bytes(uint64_t{16} << 20);
-  options.flush_interval_ms = 1000;
-  auto session = Session::Start(options);
-  ASSERT_TRUE(session.ok()) << session.status();
-  BusySteps(*session, 0, 10, 10);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  {
+  BurstAfterAnIdleSpell(dir, [](Session& session) {
     AsyncRange copy = AsyncRange::Begin(Phase::kHostToDevice);
-    BusySteps(*session, 10, 20000, 0);
-  }  // ended here, on this thread, after 40,000 events
-  BusySteps(*session, 20010, 10, 10);
-  absl::StatusOr<Report> report = session->Finish();
-  ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_EQ(report->events.late, 0);
-  EXPECT_EQ(report->events.dropped, 0);
-  EXPECT_EQ(report->timing.steps, 20020);
+    BusySteps(session, 10, 20000, 0);
+  });  // the range ended there, on this thread, after 40,000 events
 }
 
 // The ring's view of the scopes open on its thread.
