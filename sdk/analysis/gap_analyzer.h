@@ -107,6 +107,10 @@ struct IdleBreakdown {
 
 // A span of time labelled with an idle cause (IdleCauseName order).
 struct CauseSpan {
+  CauseSpan() = default;
+  // For emplace_back: built in place, not copied from the stack.
+  CauseSpan(TimestampNs start_ns, TimestampNs end_ns, int cause_index)
+      : start(start_ns), end(end_ns), cause(cause_index) {}
   TimestampNs start = 0;
   TimestampNs end = 0;
   int cause = 0;

@@ -483,12 +483,18 @@ void RunFold::Take() {
     return run;
   };
   std::vector<Interval>& in = input_.mutable_intervals();
-  if (in.size() >= kRunIntervals * 3 / 4 && in.size() <= kRunIntervals) {
-    // A nearly full batch (a burst) becomes a run as it is, without a copy;
-    // its steps stay in it too (a segment passes them by) until the
-    // watermark passes them. A smaller one joins the last fresh run: runs
-    // of the input's room for a drain's few thousand intervals each held
-    // 31 MB at 500,000 events/s (soak).
+  // A nearly full batch (a burst), or one of at least an eighth of a run
+  // while fewer than kSwappedRuns runs are held (a drain folding a busy
+  // ring chunk by chunk: each is folded and its run emptied before the
+  // next), becomes a run as it is, without a copy; its steps stay in it too
+  // (a segment passes them by) until the watermark passes them. Else it
+  // joins the last fresh run: runs of the input's room for a drain's few
+  // thousand intervals each held 31 MB at 500,000 events/s (soak).
+  constexpr size_t kSwappedRuns = 4;
+  const bool swap = in.size() <= kRunIntervals &&
+                    (in.size() >= kRunIntervals * 3 / 4 ||
+                     (in.size() >= kRunIntervals / 8 && s.runs.size() < kSwappedRuns));
+  if (swap) {
     Impl::Run& run = new_run();
     run.intervals.swap(in);
     // The input keeps room for a run's worth: no growth, no page faults.
@@ -656,7 +662,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   bool in_order = true;
   auto add_cause = [&](TimestampNs a, TimestampNs b, int cause) {
     in_order = in_order && (causes.empty() || a >= causes.back().end);
-    if (in_order) causes.push_back({a, b, cause});
+    if (in_order) causes.emplace_back(a, b, cause);
   };
   for (const Impl::Run& run : s.runs) {
     if (!reaches(run)) continue;
@@ -667,14 +673,14 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       const TimestampNs b = std::min(end, i.end_ns);
       if (IsHostRange(i.kind)) {
         if (b <= a) continue;
-        s.phase_spans[static_cast<int>(i.phase)].push_back(IntervalSet::Span(a, b));
+        s.phase_spans[static_cast<int>(i.phase)].emplace_back(a, b);
         if (const int cause = kCauseOfPhase[static_cast<int>(i.phase)]; cause >= 0) {
           add_cause(a, b, cause);
         }
       } else if (IsDeviceKind(i.kind)) {
         const int p = (run.flags[k] & kLaunchFound) != 0 ? static_cast<int>(i.phase) : kPhaseCount;
         s.device_busy_seen[p] = true;
-        if (b > a) s.device_spans[p].push_back(IntervalSet::Span(a, b));
+        if (b > a) s.device_spans[p].emplace_back(a, b);
       } else if (i.kind == IntervalKind::kSyncCall || i.kind == IntervalKind::kRuntimeCall) {
         int cause = GapAnalyzer::PhaseCause(Phase::kSync);
         if (i.kind == IntervalKind::kRuntimeCall) {
@@ -687,7 +693,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
           cause = s.call_cause[i.name];
         }
         if (b > a) {
-          s.call_spans[cause].push_back(IntervalSet::Span(a, b));
+          s.call_spans[cause].emplace_back(a, b);
           add_cause(a, b, cause);
         }
         calls = true;

@@ -321,9 +321,10 @@ inline void Session::Impl::Fold(const Event& e, uint32_t track) {
     c.mean += (static_cast<double>(e.end_ns) - c.mean) / static_cast<double>(++c.samples);
     return;
   }
-  analysis::Interval interval;
+  // Filled where it is kept (Timeline::Append).
+  analysis::Interval& interval = input.Append();
   interval.start_ns = e.start_ns;
-  interval.end_ns = e.end_ns;
+  interval.end_ns = std::max(e.start_ns, e.end_ns);
   interval.step = e.step;
   interval.phase = e.phase;
   interval.track = track;
@@ -341,7 +342,6 @@ inline void Session::Impl::Fold(const Event& e, uint32_t track) {
                                                 : analysis::IntervalKind::kHostRange;
     if (e.kind == EventKind::kAsync) interval.track = async_track;
   }
-  input.Add(interval);
 }
 
 // A step's row: its memory sample, then steps.jsonl.
@@ -395,7 +395,9 @@ void Session::Impl::DrainOnce(bool final) {
     }
   }
   // Read before the rings: a step open now has not been drained; one closed
-  // now has (StepScope resets this after its push).
+  // now has (StepScope resets this after its push). Not the same as its
+  // thread's open scope (`bound` below): that one is waited for at most
+  // fold_delay_ms while async ranges are open, an open step always.
   const TimestampNs now = NowNs();
   const int64_t open_ticks = detail::g_step_open_since.load(std::memory_order_acquire);
   // With the TSC, 1 ms of margin: the same tick may convert a little earlier
@@ -407,12 +409,12 @@ void Session::Impl::DrainOnce(bool final) {
   // stand for it, and device sync times come late; while one is open, or
   // once the run measures them, the fold waits fold_delay_ms.
   const uint64_t async = detail::g_async.load(std::memory_order_seq_cst);
-  const bool async_open =
+  const bool wait_full_delay =
       (async & 0xFFFFFFFF) != 0 || device_sync_expected.load(std::memory_order_relaxed);
   // An async range that began since the last drain and ended since may be
   // in a ring after a cut it began before: fold this drain's rings whole.
-  const bool async_quiet = !async_open && async >> 32 == async_quiet_begun;
-  async_quiet_begun = async_open ? ~uint64_t{0} : async >> 32;
+  const bool async_quiet = !wait_full_delay && async >> 32 == async_quiet_begun;
+  async_quiet_begun = wait_full_delay ? ~uint64_t{0} : async >> 32;
   snapshot_registrations = core::ThreadRegistry::Get().registrations();  // before: none missed
   entries = core::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
@@ -424,7 +426,7 @@ void Session::Impl::DrainOnce(bool final) {
   // else up to it. The margin, as for the step: a tick converts a little
   // differently at a later drain.
   TimestampNs bound = now - kMargin;
-  size_t drained_intervals = 0;     // events and device records, for the rate
+  const int64_t recorded_before = recorded;  // for the rate, with device records
   size_t busiest = entries.size();  // drained last, folded as it is drained
   size_t most = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -456,13 +458,8 @@ void Session::Impl::DrainOnce(bool final) {
     return index < threads.size() ? threads[index].os_tid : 0u;
   };
   core::ThreadRegistry& registry = core::ThreadRegistry::Get();
-  for (size_t n = 0; n < entries.size(); ++n) {
-    // The busiest last.
-    const size_t i = busiest >= entries.size() ? n
-                     : n + 1 == entries.size() ? busiest
-                     : n >= busiest            ? n + 1
-                                               : n;
-    if (entries[i].buffer == nullptr) continue;  // a free slot
+  auto drain_ring = [&](size_t i) {
+    if (entries[i].buffer == nullptr) return;  // a free slot
     const bool streaming = stream && i == busiest;
     ThreadState& thread = threads[i];
     if (thread.buffer != entries[i].buffer.get()) {  // a new thread in the slot
@@ -486,7 +483,6 @@ void Session::Impl::DrainOnce(bool final) {
     }
     const size_t drained = entries[i].buffer->Drain([&](Event* events, size_t count) {
       recorded += static_cast<int64_t>(count);
-      drained_intervals += count;
       // In chunks of 4096 (128 KB): each event is converted, folded and
       // shown to the trace windows while it is in cache, not in three passes
       // over a burst of megabytes.
@@ -548,13 +544,18 @@ void Session::Impl::DrainOnce(bool final) {
       if (windows != nullptr) windows->ForgetThread(thread.os_tid);
       entries[i].buffer.reset();
     }
+  };
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i != busiest) drain_ring(i);
   }
+  if (busiest < entries.size()) drain_ring(busiest);  // the busiest last
   // Read before taking the records: what completes in between comes next time.
   const TimestampNs device_complete =
       collector != nullptr ? collector->CompleteBefore() : std::numeric_limits<TimestampNs>::max();
   const size_t before_device = fold->input().size();
   if (collector != nullptr) collector->AppendTo(&fold->input());
-  drained_intervals += fold->input().size() - before_device;
+  const size_t drained_intervals =
+      static_cast<size_t>(recorded - recorded_before) + (fold->input().size() - before_device);
   // Fold what no open range can still reach: up to `bound`, but waiting at
   // most fold_delay_ms for a range still open (or less when the intervals of
   // that long would not fit in half of fold_buffer_bytes at the rate they
@@ -580,7 +581,7 @@ void Session::Impl::DrainOnce(bool final) {
   // Up to what no thread has open (bound), waiting at most `delay` for a
   // scope or async range still open.
   TimestampNs watermark = now - delay;
-  if (!async_open) watermark = std::max(watermark, std::min(bound, StepGate()));
+  if (!wait_full_delay) watermark = std::max(watermark, std::min(bound, StepGate()));
   if (open_since >= 0) watermark = std::min(watermark, open_since);
   // Not past device work whose records CUPTI has not handed back yet.
   watermark = std::min(watermark, device_complete);
