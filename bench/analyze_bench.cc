@@ -99,7 +99,7 @@
 #include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/hta_breakdown.h"
 #include "sdk/analysis/trace_analysis.h"
-#include "sdk/analysis/timeline.h"
+#include "sdk/ground/timeline.h"
 #include "sdk/kineto/trace_import.h"
 
 extern char** environ;
@@ -114,11 +114,11 @@ using trainscope::analysis::GapAnalyzer;
 using trainscope::analysis::HtaBreakdown;
 using trainscope::analysis::HtaTraceFacts;
 using trainscope::analysis::IdleBreakdown;
-using trainscope::analysis::Interval;
-using trainscope::analysis::IntervalKind;
-using trainscope::analysis::Timeline;
-using trainscope::analysis::Track;
-using trainscope::analysis::TrackKind;
+using trainscope::ground::Interval;
+using trainscope::ground::IntervalKind;
+using trainscope::ground::Timeline;
+using trainscope::ground::Track;
+using trainscope::ground::TrackKind;
 
 // Goals.
 constexpr double kGapGoalRecordsPerS = 20e6;

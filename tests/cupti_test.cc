@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "sdk/analysis/timeline.h"
 #include "sdk/cupti/buffer_pool.h"
 #include "sdk/cupti/collector.h"
+#include "sdk/ground/timeline.h"
 #include "trainscope/clock.h"
 
 #if TRAINSCOPE_WITH_CUPTI
@@ -45,9 +45,9 @@
 namespace trainscope::cupti {
 namespace {
 
-using analysis::IntervalKind;
-using analysis::Timeline;
-using analysis::TrackKind;
+using ground::IntervalKind;
+using ground::Timeline;
+using ground::TrackKind;
 
 bool HaveCudaDriver() {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -259,9 +259,9 @@ const CUpti_Activity* AsActivity(const T& record) {
 }
 
 // The intervals of `kind`, in the order they were added.
-std::vector<analysis::Interval> OfKind(const Timeline& timeline, IntervalKind kind) {
-  std::vector<analysis::Interval> out;
-  for (const analysis::Interval& i : timeline.intervals()) {
+std::vector<ground::Interval> OfKind(const Timeline& timeline, IntervalKind kind) {
+  std::vector<ground::Interval> out;
+  for (const ground::Interval& i : timeline.intervals()) {
     if (i.kind == kind) out.push_back(i);
   }
   return out;
@@ -314,7 +314,7 @@ TEST(RecordConverterTest, KernelsGetOneTrackPerDeviceStreamWithNamesAndCorrelati
   EXPECT_EQ(kernels[0].track, kernels[1].track);  // same device and stream
   EXPECT_NE(kernels[0].track, kernels[2].track);  // other stream
   EXPECT_NE(kernels[0].track, kernels[3].track);  // other device
-  const analysis::Track& stream7 = timeline.tracks()[kernels[0].track];
+  const ground::Track& stream7 = timeline.tracks()[kernels[0].track];
   EXPECT_EQ(stream7.kind, TrackKind::kDeviceStream);
   EXPECT_EQ(stream7.pid, 0);
   EXPECT_EQ(stream7.tid, 7);
@@ -388,7 +388,7 @@ TEST(RecordConverterTest, ApiCallsLandOnTheirThreadTrackAndShareTheKernelsCorrel
   EXPECT_EQ(timeline.name(calls[0].name), "cudaLaunchKernel");  // version suffix dropped
   EXPECT_EQ(timeline.name(calls[1].name), "cuLaunchKernel");
   EXPECT_EQ(timeline.name(calls[2].name), "CUDA runtime API 9999");
-  const analysis::Track& main = timeline.tracks()[calls[0].track];
+  const ground::Track& main = timeline.tracks()[calls[0].track];
   EXPECT_EQ(main.kind, TrackKind::kHostThread);
   EXPECT_EQ(main.pid, pid);
   EXPECT_EQ(main.tid, 100);
@@ -479,7 +479,7 @@ TEST(RecordConverterTest, SyncCallTakesTheThreadOfTheApiCallWithItsCorrelationId
   EXPECT_EQ(syncs[0].track, calls[0].track);
   EXPECT_EQ(syncs[0].value, 41);
   EXPECT_EQ(syncs[0].duration_ns(), 890);
-  const analysis::Track& unknown = timeline.tracks()[syncs[1].track];
+  const ground::Track& unknown = timeline.tracks()[syncs[1].track];
   EXPECT_EQ(unknown.kind, TrackKind::kHostThread);
   EXPECT_EQ(unknown.pid, getpid());
   EXPECT_EQ(unknown.tid, 0);
@@ -669,7 +669,7 @@ struct Written {
   CuptiRecord record;
 };
 struct GpuRun {
-  std::vector<analysis::Interval> host;  // phases and steps, on the fold's track 0
+  std::vector<ground::Interval> host;  // phases and steps, on the fold's track 0
   std::vector<std::pair<TimestampNs, TimestampNs>> steps;
   std::vector<Written> written;  // in the order CUPTI writes them
   TimestampNs end_ns = 0;
@@ -691,7 +691,7 @@ GpuRun SimulateGpuRun(int steps, uint64_t seed) {
   TimestampNs free7 = now, free9 = now;
   uint32_t correlation = 1;
   auto range = [&](TimestampNs a, TimestampNs b, int64_t step, Phase phase, IntervalKind kind) {
-    analysis::Interval i;
+    ground::Interval i;
     i.start_ns = a;
     i.end_ns = b;
     i.step = step;
@@ -798,7 +798,7 @@ DeviceFold FoldAsItArrives(const GpuRun& run, const analysis::RunFoldOptions& op
   std::vector<Buffer> held;    // with CUPTI, written to or waiting to complete
   int open[3] = {-1, -1, -1};  // each chain's buffer being written
   int64_t opened = 0, newest_returned = -1;
-  std::vector<analysis::Interval> host = run.host;
+  std::vector<ground::Interval> host = run.host;
   std::stable_sort(host.begin(), host.end(),
                    [](const auto& a, const auto& b) { return a.end_ns < b.end_ns; });
   size_t next_host = 0, next_write = 0, open_step = 0;
@@ -862,7 +862,7 @@ struct WholeRun {
 WholeRun AnalyzeWholeGpuRun(const GpuRun& run, const analysis::RunFoldOptions& options) {
   WholeRun out;
   Timeline timeline = HostTimeline();
-  for (const analysis::Interval& i : run.host) timeline.Add(i);
+  for (const ground::Interval& i : run.host) timeline.Add(i);
   RecordConverter converter(&FakeCallbackName);
   for (const Written& w : run.written) AddRecord(&converter, w.record);
   converter.AppendTo(&timeline);
@@ -1005,7 +1005,7 @@ std::string WalkInChild(const std::string& library, std::string* why_not) {
           Timeline timeline;
           converter.AppendTo(&timeline);
           out = "walked " + std::to_string(walked) + "\n";
-          for (const analysis::Interval& i : timeline.intervals()) {
+          for (const ground::Interval& i : timeline.intervals()) {
             out += std::to_string(static_cast<int>(i.kind)) + " " + timeline.name(i.name) + " " +
                    std::to_string(i.value) + " " + timeline.tracks()[i.track].name + "\n";
           }
@@ -1318,7 +1318,7 @@ TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersCl
   ASSERT_EQ(sets.size(), 1u);
   EXPECT_EQ(timeline.name(kernels[0].name), "trainscope_empty_kernel");
   // The timestamp callback puts device time on the recorder's clock.
-  for (const analysis::Interval& i : {kernels[0], sets[0]}) {
+  for (const ground::Interval& i : {kernels[0], sets[0]}) {
     EXPECT_GE(i.start_ns, t0);
     EXPECT_LE(i.end_ns, t1);
     EXPECT_EQ(timeline.tracks()[i.track].kind, TrackKind::kDeviceStream);
@@ -1327,7 +1327,7 @@ TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersCl
   // The launch is on this thread's track (OS thread ids) with the kernel's id.
   const auto tid = static_cast<int64_t>(syscall(SYS_gettid));
   bool found_launch = false;
-  for (const analysis::Interval& call : calls) {
+  for (const ground::Interval& call : calls) {
     if (call.value != kernels[0].value) continue;
     found_launch = true;
     EXPECT_EQ(timeline.name(call.name), "cuLaunchKernel");
@@ -1336,7 +1336,7 @@ TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersCl
     EXPECT_LE(call.end_ns, kernels[0].end_ns);
   }
   EXPECT_TRUE(found_launch);
-  for (const analysis::Interval& sync : OfKind(timeline, IntervalKind::kSyncCall)) {
+  for (const ground::Interval& sync : OfKind(timeline, IntervalKind::kSyncCall)) {
     EXPECT_EQ(timeline.tracks()[sync.track].tid, tid) << timeline.name(sync.name);
   }
 

@@ -15,7 +15,7 @@
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/run_fold.h"
 #include "sdk/analysis/step_analysis.h"
-#include "sdk/analysis/timeline.h"
+#include "sdk/ground/timeline.h"
 
 namespace trainscope::analysis {
 namespace {

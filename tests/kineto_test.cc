@@ -266,7 +266,7 @@ TEST(HtaBreakdownTest, NanosecondTimestampsRoundAsPandasFloat64Does) {
   // The timeline itself keeps the nanoseconds as written.
   std::vector<int64_t> starts;
   for (const auto& i : trace->timeline.intervals()) {
-    if (i.kind == analysis::IntervalKind::kKernel) starts.push_back(i.start_ns);
+    if (i.kind == ground::IntervalKind::kKernel) starts.push_back(i.start_ns);
   }
   EXPECT_EQ(starts, (std::vector<int64_t>{1700000000000000100, 1700000000000010400,
                                           1700000000000020900, 1700000000000030000}));
@@ -343,8 +343,8 @@ TEST(HtaBreakdownTest, NanosToMicrosIsTheParsersDouble) {
   int wrong = 0;
   for (const int64_t ns : values) {
     const std::string text = text_of(ns);
-    if (analysis::NanosToMicros(ns) != std::strtod(text.c_str(), nullptr) && ++wrong <= 5) {
-      ADD_FAILURE() << text << ": " << fmt::format("{}", analysis::NanosToMicros(ns));
+    if (ground::NanosToMicros(ns) != std::strtod(text.c_str(), nullptr) && ++wrong <= 5) {
+      ADD_FAILURE() << text << ": " << fmt::format("{}", ground::NanosToMicros(ns));
     }
   }
   EXPECT_EQ(wrong, 0);
@@ -420,8 +420,8 @@ TEST(TraceReaderTest, EscapedKeysAndArgsBeforeCatAreRead) {
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->kernels, 2);
   std::set<int64_t> streams;
-  for (const analysis::Track& t : trace->timeline.tracks()) {
-    if (t.kind == analysis::TrackKind::kDeviceStream) streams.insert(t.tid);
+  for (const ground::Track& t : trace->timeline.tracks()) {
+    if (t.kind == ground::TrackKind::kDeviceStream) streams.insert(t.tid);
   }
   EXPECT_EQ(streams, (std::set<int64_t>{7, 9}));
 }
@@ -696,7 +696,7 @@ TEST(TraceReaderTest, TimesInEveryShapeReadExactly) {
   std::vector<Want> wants;
   for (int k = 0; k < 20000; ++k) {
     const auto magnitude =
-        static_cast<int64_t>((random() >> (random() % 64)) % (analysis::kMaxTraceNanos - 1));
+        static_cast<int64_t>((random() >> (random() % 64)) % (ground::kMaxTraceNanos - 1));
     const bool negative = random() % 2 == 1;
     const std::string value = std::to_string(magnitude);  // value x 10^-3 us
     std::string digits = value;
@@ -728,7 +728,7 @@ TEST(TraceReaderTest, TimesInEveryShapeReadExactly) {
     if (exponent != 0 || random() % 2 == 0) {
       text += fmt::format("{}{}", random() % 2 ? "e" : "E", exponent);
     }
-    if (want >= analysis::kMaxTraceNanos) continue;
+    if (want >= ground::kMaxTraceNanos) continue;
     wants.push_back({(negative ? "-" : "") + text, negative ? -want : want});
   }
   TempDir dir;
@@ -1083,10 +1083,10 @@ void ExpectSameImport(const std::string& path, int threads) {
     EXPECT_EQ(many->read.threads, most) << "one thread per 4 MiB";
   }
   EXPECT_EQ(many->read.shares_dropped, 0);
-  const analysis::Timeline &a = one->timeline, &b = many->timeline;
+  const ground::Timeline &a = one->timeline, &b = many->timeline;
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    const analysis::Interval &x = a.intervals()[i], &y = b.intervals()[i];
+    const ground::Interval &x = a.intervals()[i], &y = b.intervals()[i];
     ASSERT_EQ(std::tie(x.start_ns, x.end_ns, x.step, x.value, x.name, x.track, x.kind, x.phase),
               std::tie(y.start_ns, y.end_ns, y.step, y.value, y.name, y.track, y.kind, y.phase))
         << "interval " << i;
@@ -1095,7 +1095,7 @@ void ExpectSameImport(const std::string& path, int threads) {
   for (uint32_t id = 0; id < a.names(); ++id) EXPECT_EQ(a.name(id), b.name(id));
   ASSERT_EQ(a.tracks().size(), b.tracks().size());
   for (size_t t = 0; t < a.tracks().size(); ++t) {
-    const analysis::Track &x = a.tracks()[t], &y = b.tracks()[t];
+    const ground::Track &x = a.tracks()[t], &y = b.tracks()[t];
     EXPECT_EQ(std::tie(x.kind, x.pid, x.tid, x.name), std::tie(y.kind, y.pid, y.tid, y.name));
   }
   EXPECT_EQ(std::tie(one->kernels, one->memcpys, one->memsets, one->runtime_calls,
@@ -1556,8 +1556,8 @@ TEST(TraceReaderTest, TrainscopeTracesImportWithTheirPhasesAndSteps) {
   EXPECT_EQ(trace->steps, 3);
   EXPECT_EQ(trace->host_ranges, 3);
   int forward = 0;
-  for (const analysis::Interval& i : trace->timeline.intervals()) {
-    forward += i.kind == analysis::IntervalKind::kHostRange && i.phase == Phase::kForward;
+  for (const ground::Interval& i : trace->timeline.intervals()) {
+    forward += i.kind == ground::IntervalKind::kHostRange && i.phase == Phase::kForward;
   }
   EXPECT_EQ(forward, 3);
 }

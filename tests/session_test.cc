@@ -14,9 +14,10 @@
 #include <set>
 #include <thread>
 
-#include "sdk/core/environment.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
+#include "sdk/ground/cuda_devices.h"
+#include "sdk/session/environment.h"
 #include "tests/test_util.h"
 #include "trainscope/trainscope.h"
 
@@ -472,7 +473,7 @@ TEST(SessionTest, TimeToTargetIsTheFirstEvaluationThatMeetsIt) {
   TempDir dir;
   auto session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok()) << session.status();
-  const absl::StatusOr<core::ProcessStart> start = core::ReadProcessStart();
+  const absl::StatusOr<environment::ProcessStart> start = environment::ReadProcessStart();
   ASSERT_TRUE(start.ok());
   session->SetQualityTarget("eval_mse", 0.5, /*higher_is_better=*/false);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -596,7 +597,7 @@ TEST(SessionTest, WithoutACudaDriverTheDeviceTimelineIsReportedUnavailable) {
   { StepScope step(*session, 0); TRAINSCOPE_PHASE(kForward); }
   auto report = session->Finish();
   ASSERT_TRUE(report.ok()) << report.status();
-  if (core::ProbeCudaDevices().count == 0) {
+  if (ground::ProbeCudaDevices().count == 0) {
     EXPECT_EQ(report->device_timeline.status.rfind("unavailable (", 0), 0u)
         << report->device_timeline.status;
     EXPECT_EQ(report->idle.busy_source, "cpu_compute_phases");  // the host-only analysis ran

@@ -1,7 +1,7 @@
 // The recorder's TSC clock: the calibration that turns ticks into
 // CLOCK_MONOTONIC nanoseconds (fed simulated drift), the machine check, and
 // a session's ranges on the clock CUPTI uses, with either clock.
-#include "sdk/core/tick_clock.h"
+#include "sdk/ground/tick_clock.h"
 
 #include <gtest/gtest.h>
 
@@ -21,8 +21,8 @@
 namespace trainscope {
 namespace {
 
-using core::TickCalibration;
-using core::TickPair;
+using ground::TickCalibration;
+using ground::TickPair;
 using testing::TempDir;
 
 constexpr double kPi = 3.14159265358979323846;
@@ -140,7 +140,7 @@ std::string FileFirstLine(const std::string& path) {
 
 TEST(TscUsableTest, AgreesWithTheKernelsClocksourceAndCpuFlags) {
   std::string why;
-  const bool usable = core::TscUsable(&why);
+  const bool usable = ground::TscUsable(&why);
   const std::string source =
       FileFirstLine("/sys/devices/system/clocksource/clocksource0/current_clocksource");
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -218,7 +218,7 @@ void ExpectRangeOnTheSessionClock(Options::Clock clock, const std::string& expec
 
 TEST(SessionClockTest, RangesReadWithTheTscLandOnTheSessionClock) {
   std::string why;
-  if (!core::TscUsable(&why)) GTEST_SKIP() << "the TSC is not usable here: " << why;
+  if (!ground::TscUsable(&why)) GTEST_SKIP() << "the TSC is not usable here: " << why;
   ExpectRangeOnTheSessionClock(Options::Clock::kAuto, "tsc");
 }
 

@@ -12,9 +12,9 @@
 #include <set>
 #include <thread>
 
-#include "sdk/analysis/timeline.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/trace_writer.h"
+#include "sdk/ground/timeline.h"
 #include "tests/test_util.h"
 #include "trainscope/trainscope.h"
 
@@ -207,14 +207,14 @@ TEST(TraceWindowsTest, DeviceWorkGoesWithItsLaunchingStepOrByTime) {
   TraceWindows windows(writer->get(), options);
   Feeder feed(&windows);
   feed.Steps(0, 10, {6});  // kept: 0, 1 (first window) and 6 (slowest)
-  analysis::Timeline device;
-  const uint32_t stream = device.AddTrack({analysis::TrackKind::kDeviceStream, 0, 7, "stream 7"});
+  ground::Timeline device;
+  const uint32_t stream = device.AddTrack({ground::TrackKind::kDeviceStream, 0, 7, "stream 7"});
   auto kernel = [&](int64_t step, TimestampNs start, const char* name) {
-    analysis::Interval i;
+    ground::Interval i;
     i.start_ns = start;
     i.end_ns = start + 500'000;
     i.step = step;
-    i.kind = analysis::IntervalKind::kKernel;
+    i.kind = ground::IntervalKind::kKernel;
     i.track = stream;
     i.name = device.Intern(name);
     device.Add(i);
@@ -226,11 +226,11 @@ TEST(TraceWindowsTest, DeviceWorkGoesWithItsLaunchingStepOrByTime) {
   // A launch from LibTorch's autograd thread, which trainscope never saw:
   // its track takes the thread's OS name (cupti::RecordConverter).
   const uint32_t autograd =
-      device.AddTrack({analysis::TrackKind::kHostThread, 1, 5555, "pt_autograd_0"});
-  analysis::Interval call;
+      device.AddTrack({ground::TrackKind::kHostThread, 1, 5555, "pt_autograd_0"});
+  ground::Interval call;
   call.start_ns = feed.start_of(6) + 50;
   call.end_ns = call.start_ns + 30;
-  call.kind = analysis::IntervalKind::kRuntimeCall;
+  call.kind = ground::IntervalKind::kRuntimeCall;
   call.track = autograd;
   call.name = device.Intern("cudaLaunchKernel");
   device.Add(call);

@@ -9,7 +9,7 @@
 //
 // Scopes read ReadTicks() instead: raw time-stamp-counter ticks (one
 // unordered `rdtsc`, about 2.5x cheaper than CLOCK_MONOTONIC here) when the
-// session found the TSC invariant (sdk/core/tick_clock.h, TscUsable), else
+// session found the TSC invariant (sdk/ground/tick_clock.h, TscUsable), else
 // NowNs(). The drainer converts ticks into CLOCK_MONOTONIC nanoseconds with a
 // calibration it re-measures at every drain, so nothing outside the rings
 // ever sees a tick. docs/clock.md has the measurements.

@@ -65,9 +65,9 @@ struct Event {
 };
 static_assert(sizeof(Event) == 32, "Event must stay compact");
 
-namespace core {
+namespace recorder {
 class ThreadRegistry;
-}  // namespace core
+}  // namespace recorder
 
 // A single-producer, single-consumer ring of Events owned by one thread.
 // Push is called only by the owning thread; Drain only by the Session's
@@ -171,7 +171,7 @@ class ThreadBuffer {
   uint16_t index() const { return index_; }
 
  private:
-  friend class core::ThreadRegistry;  // sets index_ once it has a slot
+  friend class recorder::ThreadRegistry;  // sets index_ once it has a slot
 
   std::unique_ptr<Event[]> events_;
   size_t capacity_;

@@ -288,7 +288,7 @@ class Session {
   // The options the session was started with.
   const Options& options() const;
 
-  // Internal (sdk/core/session.cc).
+  // Internal (sdk/session/session.cc).
   struct Impl;
 
  private:

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "sdk/analysis/interval_set.h"
-#include "sdk/analysis/timeline.h"
+#include "sdk/analysis/model.h"
 
 namespace trainscope::analysis {
 

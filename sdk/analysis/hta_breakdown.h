@@ -34,7 +34,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sdk/analysis/timeline.h"
+#include "sdk/analysis/model.h"
 
 namespace trainscope::analysis {
 

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "sdk/analysis/timeline.h"
+#include "sdk/analysis/model.h"
 
 namespace trainscope::analysis {
 

@@ -4,8 +4,8 @@
 
 #include <vector>
 
+#include "sdk/analysis/model.h"
 #include "sdk/analysis/step_analysis.h"
-#include "sdk/analysis/timeline.h"
 #include "trainscope/report.h"
 
 namespace trainscope::analysis {

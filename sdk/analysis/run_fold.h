@@ -64,9 +64,9 @@
 #include <vector>
 
 #include "sdk/analysis/gap_analyzer.h"
+#include "sdk/analysis/model.h"
 #include "sdk/analysis/quantile_sketch.h"
 #include "sdk/analysis/run_analysis.h"
-#include "sdk/analysis/timeline.h"
 #include "trainscope/report.h"
 
 namespace trainscope::analysis {

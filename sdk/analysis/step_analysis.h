@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sdk/analysis/timeline.h"
+#include "sdk/analysis/model.h"
 
 namespace trainscope::analysis {
 

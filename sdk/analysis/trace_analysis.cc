@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "sdk/core/cpus.h"
+#include "sdk/ground/cpus.h"
 
 namespace trainscope::analysis {
 
@@ -15,7 +15,7 @@ TraceAnalysis AnalyzeTimeline(const Timeline& timeline, const HtaTraceFacts& fac
   TraceAnalysis result;
   std::thread hta;
   std::exception_ptr hta_error;  // rethrown here, as on one thread
-  if (timeline.size() >= 10000 && (threads == 0 ? core::AvailableCpus() : threads) > 1) {
+  if (timeline.size() >= 10000 && (threads == 0 ? ground::AvailableCpus() : threads) > 1) {
     try {
       hta = std::thread([&] {
         try {

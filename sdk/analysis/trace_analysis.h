@@ -5,8 +5,8 @@
 
 #include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/hta_breakdown.h"
+#include "sdk/analysis/model.h"
 #include "sdk/analysis/step_analysis.h"
-#include "sdk/analysis/timeline.h"
 
 namespace trainscope::analysis {
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "fmt/format.h"
-#include "sdk/core/files.h"
-#include "sdk/export/json_writer.h"
+#include "sdk/ground/files.h"
+#include "sdk/ground/json_writer.h"
 #include "trainscope/checkpoint.h"
 #include "trainscope/scope.h"
 #include "trainscope/session.h"
@@ -58,7 +58,7 @@ bool ValidFileName(std::string_view name) {
   });
 }
 
-absl::Status Errno(int error, std::string_view what) { return core::ErrnoStatus(error, what); }
+absl::Status Errno(int error, std::string_view what) { return ground::ErrnoStatus(error, what); }
 
 absl::Status FsyncPath(const std::string& path, int flags) {
   const int fd = open(path.c_str(), flags | O_CLOEXEC);
@@ -202,7 +202,7 @@ const char* SavePhaseName(SavePhase phase) {
 }
 
 std::string ManifestToJson(const CheckpointManifest& m) {
-  exporter::JsonWriter j(exporter::JsonWriter::kPretty);
+  ground::JsonWriter j(ground::JsonWriter::kPretty);
   j.BeginObject();
   j.Key("format_version").Int(m.format_version);
   j.Key("step").Int(m.step);
@@ -418,7 +418,7 @@ absl::StatusOr<CheckpointStore> CheckpointStore::Open(CheckpointStoreOptions opt
     if (stat(dir.c_str(), &st) != 0) return Errno(errno, fmt::format("checkpoint store {}", dir));
     return CheckpointStore(std::move(impl));
   }
-  if (absl::Status s = core::EnsureWritableDirectory(dir); !s.ok()) return s;
+  if (absl::Status s = ground::EnsureWritableDirectory(dir); !s.ok()) return s;
   if (impl->options.rank > 0) return CheckpointStore(std::move(impl));  // rank 0 owns the store
   const std::string lock = dir + "/" + kLock;
   impl->lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);

@@ -11,8 +11,8 @@
 #include "absl/flags/flag.h"
 #include "fmt/format.h"
 #include "sdk/cli/commands.h"
-#include "sdk/core/cpus.h"
 #include "sdk/export/analysis_report.h"
+#include "sdk/ground/cpus.h"
 #include "sdk/kineto/trace_import.h"
 
 ABSL_FLAG(int, jobs, 0, "analyze DIR: traces analysed at once (0: one per available core)");
@@ -72,10 +72,10 @@ int AnalyzeDirectory(const std::string& dir, const std::string& format) {
     return kExitBadInput;
   }
   int jobs = absl::GetFlag(FLAGS_jobs);
-  if (jobs <= 0) jobs = core::AvailableCpus();
+  if (jobs <= 0) jobs = ground::AvailableCpus();
   jobs = std::min<int>(jobs, static_cast<int>(files.size()));
   int threads = absl::GetFlag(FLAGS_threads);
-  if (threads == 0) threads = std::max(1, core::AvailableCpus() / jobs);
+  if (threads == 0) threads = std::max(1, ground::AvailableCpus() / jobs);
   std::vector<absl::StatusOr<exporter::AnalyzedTrace>> results(files.size(),
                                                               absl::UnknownError("not run"));
   std::atomic<size_t> next{0};

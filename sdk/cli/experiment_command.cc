@@ -8,7 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "sdk/cli/commands.h"
-#include "sdk/core/files.h"
+#include "sdk/ground/files.h"
 #include "sdk/tuning/experiment.h"
 
 ABSL_FLAG(std::string, output, "experiment.json",
@@ -34,7 +34,7 @@ int RunExperimentCommand(const std::vector<std::string>& args) {
                  "usage: trainscope experiment run SPEC.json [-o experiment.json] [--resume]\n");
     return kExitUsage;
   }
-  absl::StatusOr<std::string> text = core::ReadFileToString(args[1]);
+  absl::StatusOr<std::string> text = ground::ReadFileToString(args[1]);
   if (!text.ok()) {
     std::fprintf(stderr, "trainscope: %s\n", std::string(text.status().message()).c_str());
     return kExitBadInput;

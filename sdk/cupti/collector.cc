@@ -11,10 +11,10 @@
 #include <utility>
 
 #include "fmt/format.h"
-#include "sdk/core/environment.h"
 #include "sdk/cupti/buffer_pool.h"
 #include "sdk/cupti/library.h"
 #include "sdk/cupti/records.h"
+#include "sdk/ground/cuda_devices.h"
 
 namespace trainscope::cupti {
 namespace {
@@ -273,7 +273,7 @@ absl::StatusOr<std::unique_ptr<Collector>> Collector::Start(const CollectorOptio
   }
   // Probe the driver before anything calls into CUPTI: without libcuda.so.1
   // some libcupti builds crash in their first call.
-  const core::CudaDevices devices = core::ProbeCudaDevices();
+  const ground::CudaDevices devices = ground::ProbeCudaDevices();
   if (devices.count == 0) {
     g_claimed.store(false);
     return absl::UnavailableError(fmt::format("CUPTI unavailable: {}", devices.status));
@@ -343,7 +343,7 @@ TimestampNs Collector::CompleteBefore() {
   return s.converter.CompleteBefore(NowNs() - TimestampNs{s.options.launch_timeout_ms} * 1000000);
 }
 
-void Collector::AppendTo(analysis::Timeline* timeline) {
+void Collector::AppendTo(ground::Timeline* timeline) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->converter.AppendTo(timeline);
 }

@@ -58,7 +58,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sdk/analysis/timeline.h"
+#include "sdk/ground/timeline.h"
 #include "trainscope/clock.h"
 
 namespace trainscope::cupti {
@@ -92,7 +92,7 @@ struct CollectorStats {
 
 class Collector {
  public:
-  // Checks for a CUDA driver and device (core::ProbeCudaDevices) before
+  // Checks for a CUDA driver and device (ground::ProbeCudaDevices) before
   // anything touches CUPTI, loads libcupti (library.h has the search order),
   // asks for OS thread ids, registers the timestamp and buffer callbacks and
   // enables CONCURRENT_KERNEL, MEMCPY, MEMSET, SYNCHRONIZATION, RUNTIME, DRIVER
@@ -125,7 +125,7 @@ class Collector {
   // Moves the intervals converted so far into `timeline` (see
   // RecordConverter::AppendTo for the tracks, names and values). Call after
   // Stop() for the complete set; a second call appends only what came after.
-  void AppendTo(analysis::Timeline* timeline);
+  void AppendTo(ground::Timeline* timeline);
 
   // The time before which every record has been handed back, as far as
   // CUPTI's records tell (RecordConverter::CompleteBefore): the start of the

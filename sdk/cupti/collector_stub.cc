@@ -19,7 +19,7 @@ Collector::Collector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Collector::~Collector() = default;
 void Collector::SetActive(bool) {}
 absl::Status Collector::Stop() { return absl::OkStatus(); }
-void Collector::AppendTo(analysis::Timeline*) {}
+void Collector::AppendTo(ground::Timeline*) {}
 TimestampNs Collector::CompleteBefore() { return std::numeric_limits<TimestampNs>::max(); }
 CollectorStats Collector::stats() const { return {}; }
 

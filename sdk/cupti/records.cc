@@ -63,21 +63,21 @@ std::string_view StripVersionSuffix(std::string_view name) {
   return name.substr(0, v);
 }
 
-analysis::IntervalKind IntervalKindOf(RecordKind kind) {
+ground::IntervalKind IntervalKindOf(RecordKind kind) {
   switch (kind) {
     case RecordKind::kKernel:
-      return analysis::IntervalKind::kKernel;
+      return ground::IntervalKind::kKernel;
     case RecordKind::kMemcpy:
-      return analysis::IntervalKind::kMemcpy;
+      return ground::IntervalKind::kMemcpy;
     case RecordKind::kMemset:
-      return analysis::IntervalKind::kMemset;
+      return ground::IntervalKind::kMemset;
     case RecordKind::kSyncCall:
-      return analysis::IntervalKind::kSyncCall;
+      return ground::IntervalKind::kSyncCall;
     case RecordKind::kRuntimeCall:
     case RecordKind::kDriverCall:
       break;
   }
-  return analysis::IntervalKind::kRuntimeCall;
+  return ground::IntervalKind::kRuntimeCall;
 }
 
 // A call whose work shows up as a device record with its correlation id.
@@ -367,7 +367,7 @@ std::string RecordConverter::ThreadName(bool own_process, uint32_t tid) {
   return it->second;
 }
 
-void RecordConverter::AppendTo(analysis::Timeline* timeline) {
+void RecordConverter::AppendTo(ground::Timeline* timeline) {
   // The host thread of each runtime/driver call, for the sync records.
   std::unordered_map<uint32_t, const Record*> calls;
   for (const Record& r : records_) {
@@ -381,9 +381,9 @@ void RecordConverter::AppendTo(analysis::Timeline* timeline) {
     auto [it, added] = tracks.try_emplace({device, a, b}, 0);
     if (added) {
       it->second = device
-                       ? timeline->FindOrAddTrack(analysis::TrackKind::kDeviceStream, a, b,
+                       ? timeline->FindOrAddTrack(ground::TrackKind::kDeviceStream, a, b,
                                                   fmt::format("GPU {} stream {}", a, b))
-                       : timeline->FindOrAddTrack(analysis::TrackKind::kHostThread, a, b,
+                       : timeline->FindOrAddTrack(ground::TrackKind::kHostThread, a, b,
                                                   b == 0 ? std::string("CUDA sync (thread unknown)")
                                                          : ThreadName(a == own_pid, b));
     }
@@ -402,7 +402,7 @@ void RecordConverter::AppendTo(analysis::Timeline* timeline) {
       track = track_of(false, r.process, r.thread);
     }
     if (names[r.name] < 0) names[r.name] = timeline->Intern(names_.name(r.name));
-    analysis::Interval interval;
+    ground::Interval interval;
     interval.start_ns = r.start_ns;
     interval.end_ns = r.end_ns;
     interval.value = r.correlation_id;

@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include "sdk/analysis/timeline.h"
+#include "sdk/ground/timeline.h"
 #include "trainscope/clock.h"
 
 namespace trainscope::cupti {
@@ -110,7 +110,7 @@ class RecordConverter {
   // the correlation id, step -1, phase kOther. A kSyncCall takes the thread of
   // the runtime or driver call with its correlation id, or else goes on the
   // track (this process, tid 0) named "CUDA sync (thread unknown)".
-  void AppendTo(analysis::Timeline* timeline);
+  void AppendTo(ground::Timeline* timeline);
 
   // ---- What has arrived -------------------------------------------------
   //
@@ -169,7 +169,7 @@ class RecordConverter {
 
   CallbackNameFn callback_name_;
   std::vector<Record> records_;
-  analysis::NameTable names_;
+  ground::NameTable names_;
   std::unordered_map<uint64_t, ApiName> api_names_;  // (domain << 32 | cbid) -> name
   // Host track names of this process's threads, read once per thread from
   // /proc/self/task/<tid>/comm (autograd's "pt_autograd_0"): one entry per

@@ -6,7 +6,7 @@
 
 #include "fmt/format.h"
 #include "sdk/analysis/step_analysis.h"
-#include "sdk/export/json_writer.h"
+#include "sdk/ground/json_writer.h"
 
 namespace trainscope::exporter {
 namespace {
@@ -14,7 +14,7 @@ namespace {
 double Ms(TimestampNs ns) { return ns / 1e6; }
 double Us(TimestampNs ns) { return ns / 1e3; }
 
-void WriteHta(const analysis::HtaBreakdown& hta, JsonWriter& j) {
+void WriteHta(const analysis::HtaBreakdown& hta, ground::JsonWriter& j) {
   j.Key("temporal_breakdown_us").BeginObject();
   j.Key("idle_time(us)").Number(hta.temporal.idle_us);
   j.Key("compute_time(us)").Number(hta.temporal.compute_us);
@@ -32,7 +32,7 @@ void WriteHta(const analysis::HtaBreakdown& hta, JsonWriter& j) {
   j.EndArray();
 }
 
-void WriteGaps(const analysis::TraceAnalysis& a, JsonWriter& j) {
+void WriteGaps(const analysis::TraceAnalysis& a, ground::JsonWriter& j) {
   const analysis::IdleBreakdown& idle = a.idle;
   j.BeginObject();
   j.Key("busy_source").String(idle.busy_source);
@@ -86,7 +86,7 @@ void WriteGaps(const analysis::TraceAnalysis& a, JsonWriter& j) {
   j.EndObject();
 }
 
-void WriteTrace(const AnalyzedTrace& t, JsonWriter& j) {
+void WriteTrace(const AnalyzedTrace& t, ground::JsonWriter& j) {
   j.BeginObject();
   j.Key("trace").String(t.path);
   j.Key("rank").Int(t.rank);
@@ -128,7 +128,7 @@ void Line(std::string* out, std::string text) {
 }  // namespace
 
 std::string AnalysisToJson(const AnalyzedTrace& trace) {
-  JsonWriter j(JsonWriter::kPretty);
+  ground::JsonWriter j(ground::JsonWriter::kPretty);
   WriteTrace(trace, j);
   return j.Take() + "\n";
 }
@@ -184,7 +184,7 @@ std::string AnalysisToText(const AnalyzedTrace& t) {
 }
 
 std::string RanksToJson(const std::vector<AnalyzedTrace>& ranks) {
-  JsonWriter j(JsonWriter::kPretty);
+  ground::JsonWriter j(ground::JsonWriter::kPretty);
   j.BeginObject();
   j.Key("ranks").BeginArray();
   for (const AnalyzedTrace& t : ranks) WriteTrace(t, j);

@@ -8,9 +8,9 @@
 
 #include "fmt/format.h"
 #include "sdk/analysis/straggler.h"
-#include "sdk/export/json_writer.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
+#include "sdk/ground/json_writer.h"
 #include "trainscope/ranks.h"
 
 namespace trainscope {
@@ -45,7 +45,7 @@ std::vector<std::string> FindReports(const std::string& dir, std::error_code* er
 }
 
 std::string ToJson(const analysis::StragglerReport& s) {
-  exporter::JsonWriter j(exporter::JsonWriter::kPretty);
+  ground::JsonWriter j(ground::JsonWriter::kPretty);
   j.BeginObject();
   j.Key("world_size").Int(s.world_size);
   j.Key("ranks_reporting").Int(static_cast<int64_t>(s.ranks.size()));

@@ -6,13 +6,13 @@
 #include <limits>
 
 #include "fmt/format.h"
-#include "sdk/core/files.h"
-#include "sdk/export/json_writer.h"
+#include "sdk/ground/files.h"
+#include "sdk/ground/json_writer.h"
 
 namespace trainscope::exporter {
 
 std::string ReportToJson(const Report& r) {
-  JsonWriter j(JsonWriter::kPretty);
+  ground::JsonWriter j(ground::JsonWriter::kPretty);
   j.BeginObject();
   j.Key("schema_version").Int(r.schema_version);
   j.Key("run").BeginObject();
@@ -611,7 +611,7 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
 }
 
 absl::StatusOr<Report> ReadReportFile(const std::string& path) {
-  absl::StatusOr<std::string> content = core::ReadFileToString(path);
+  absl::StatusOr<std::string> content = ground::ReadFileToString(path);
   if (!content.ok()) return content.status();
   return ParseReportJson(*content, path);
 }

@@ -13,8 +13,8 @@
 #include <iterator>
 
 #include "fmt/format.h"
-#include "sdk/core/files.h"
-#include "sdk/export/json_writer.h"
+#include "sdk/ground/files.h"
+#include "sdk/ground/json_writer.h"
 
 namespace trainscope::exporter {
 
@@ -152,7 +152,7 @@ char* WriteStepRow(char* out, const Report::Step& row) {
     *out++ = '"';
   } else {
     std::string escaped;
-    AppendJsonString(&escaped, cause);
+    ground::AppendJsonString(&escaped, cause);
     std::memcpy(out, escaped.data(), escaped.size());
     out += escaped.size();
   }
@@ -233,7 +233,7 @@ absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_vie
 }
 
 absl::StatusOr<std::vector<Report::Step>> ReadStepsFile(const std::string& path) {
-  absl::StatusOr<std::string> text = core::ReadFileToString(path);
+  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
   if (!text.ok()) return text.status();
   std::vector<Report::Step> rows;
   size_t line_no = 0;
@@ -265,7 +265,7 @@ absl::StatusOr<std::unique_ptr<StepsWriter>> StepsWriter::Open(const std::string
   std::unique_ptr<StepsWriter> writer(new StepsWriter());
   writer->path_ = fmt::format("{}/{}", dir, file);
   writer->fd_ = ::open(writer->path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (writer->fd_ < 0) return core::ErrnoStatus(errno, "creating " + writer->path_);
+  if (writer->fd_ < 0) return ground::ErrnoStatus(errno, "creating " + writer->path_);
   return writer;
 }
 
@@ -280,7 +280,7 @@ void StepsWriter::Append(const Report::Step& row) {
     status_.Update(Flush());
     std::string line;
     AppendStepRowJsonLine(&line, row);
-    if (fd_ >= 0) status_.Update(core::WriteAll(fd_, line, "writing " + path_));
+    if (fd_ >= 0) status_.Update(ground::WriteAll(fd_, line, "writing " + path_));
   } else {
     used_ = static_cast<size_t>(WriteStepRow(buffer_.data() + used_, row) - buffer_.data());
   }
@@ -290,7 +290,8 @@ void StepsWriter::Append(const Report::Step& row) {
 
 absl::Status StepsWriter::Flush() {
   if (fd_ < 0 || used_ == 0) return status_;
-  status_.Update(core::WriteAll(fd_, std::string_view(buffer_.data(), used_), "writing " + path_));
+  status_.Update(
+      ground::WriteAll(fd_, std::string_view(buffer_.data(), used_), "writing " + path_));
   used_ = 0;
   return status_;
 }
@@ -298,7 +299,7 @@ absl::Status StepsWriter::Flush() {
 absl::Status StepsWriter::Close() {
   if (fd_ < 0) return status_;
   absl::Status status = Flush();
-  if (::fsync(fd_) != 0 && status.ok()) status = core::ErrnoStatus(errno, "syncing " + path_);
+  if (::fsync(fd_) != 0 && status.ok()) status = ground::ErrnoStatus(errno, "syncing " + path_);
   ::close(fd_);
   fd_ = -1;
   return status;

@@ -16,9 +16,9 @@ constexpr size_t kLookahead = 3;       // the settle rule's consecutive steps,
 constexpr double kSettled = 1.25;      // ... the slowest within this x the fastest,
 constexpr int64_t kLatestStart = 100;  // ... or at this step position at the latest
 
-bool IsDeviceSide(analysis::IntervalKind kind) {
-  return analysis::IsDeviceKind(kind) || kind == analysis::IntervalKind::kRuntimeCall ||
-         kind == analysis::IntervalKind::kSyncCall;
+bool IsDeviceSide(ground::IntervalKind kind) {
+  return ground::IsDeviceKind(kind) || kind == ground::IntervalKind::kRuntimeCall ||
+         kind == ground::IntervalKind::kSyncCall;
 }
 
 }  // namespace
@@ -376,8 +376,8 @@ void TraceWindows::DropWindow(int64_t id) {
   window.steps.clear();
 }
 
-void TraceWindows::AddDevice(const analysis::Timeline& timeline) {
-  for (const analysis::Interval& i : timeline.intervals()) {
+void TraceWindows::AddDevice(const ground::Timeline& timeline) {
+  for (const ground::Interval& i : timeline.intervals()) {
     if (!IsDeviceSide(i.kind)) continue;
     Chunk* chunk = nullptr;
     if (i.step >= 0) {

@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "sdk/analysis/timeline.h"
 #include "sdk/export/trace_writer.h"
+#include "sdk/ground/timeline.h"
 #include "trainscope/recorder.h"
 
 namespace trainscope::exporter {
@@ -85,7 +85,7 @@ class TraceWindows {
                  const TraceWriter::ThreadIdOf& thread_id_of);
   // Device work, calls and syncs released by the analysis, with their
   // launching step (else placed by time among the steps held).
-  void AddDevice(const analysis::Timeline& timeline);
+  void AddDevice(const ground::Timeline& timeline);
   // Thread `os_tid` exited: its name leaves the trace's metadata unless the
   // trace holds its events.
   void ForgetThread(uint32_t os_tid);

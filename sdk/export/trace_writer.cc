@@ -10,8 +10,8 @@
 #include <iterator>
 
 #include "fmt/format.h"
-#include "sdk/core/files.h"
-#include "sdk/export/json_writer.h"
+#include "sdk/ground/files.h"
+#include "sdk/ground/json_writer.h"
 #include "trainscope/version.h"
 
 namespace trainscope::exporter {
@@ -42,18 +42,18 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
   writer->body_fd_ =
       open(writer->body_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (writer->body_fd_ < 0) {
-    return core::ErrnoStatus(errno, fmt::format("creating {}", writer->body_path_));
+    return ground::ErrnoStatus(errno, fmt::format("creating {}", writer->body_path_));
   }
   std::string& h = writer->header_;
   h = "{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"traceName\":";
-  AppendJsonString(&h, run_name);
+  ground::AppendJsonString(&h, run_name);
   h += ",\"trainscope\":{\"version\":\"" TRAINSCOPE_VERSION_STRING
        "\",\"clock\":\"CLOCK_MONOTONIC\",\"time_unit\":\"us\"},\n\"traceEvents\":[\n";
   fmt::format_to(std::back_inserter(h),
                  "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,"
                  "\"args\":{{\"name\":",
                  pid);
-  AppendJsonString(&h, fmt::format("trainscope: {}", run_name));
+  ground::AppendJsonString(&h, fmt::format("trainscope: {}", run_name));
   h += "}}";
   absl::Status status = writer->Publish(false);
   if (!status.ok()) return status;
@@ -90,7 +90,7 @@ int TraceWriter::FormatEvent(std::string* out_text, uint32_t os_tid, const Event
     return 1;
   }
   std::string name;
-  AppendJsonString(&name, NameOf(e.value));
+  ground::AppendJsonString(&name, NameOf(e.value));
   if (e.kind == EventKind::kCounter) {  // a counter track (Perfetto, chrome://tracing)
     fmt::format_to(std::back_inserter(out),
                    ",\n{{\"ph\":\"C\",\"cat\":\"trainscope\",\"name\":{},\"pid\":{},\"tid\":{},"
@@ -126,18 +126,18 @@ int TraceWriter::FormatEvent(std::string* out_text, uint32_t os_tid, const Event
   return 1;
 }
 
-bool TraceWriter::FormatDeviceInterval(std::string* out, const analysis::Timeline& timeline,
-                                       const analysis::Interval& i) {
-  using analysis::IntervalKind;
-  const bool device = analysis::IsDeviceKind(i.kind);
+bool TraceWriter::FormatDeviceInterval(std::string* out, const ground::Timeline& timeline,
+                                       const ground::Interval& i) {
+  using ground::IntervalKind;
+  const bool device = ground::IsDeviceKind(i.kind);
   const bool call = i.kind == IntervalKind::kRuntimeCall;
   const bool sync = i.kind == IntervalKind::kSyncCall;
   if (!device && !call && !sync) return false;
   if (device_tracks_named_.size() < timeline.tracks().size()) {
     device_tracks_named_.resize(timeline.tracks().size(), false);
   }
-  const analysis::Track& track = timeline.tracks()[i.track];
-  const bool on_device = track.kind == analysis::TrackKind::kDeviceStream;
+  const ground::Track& track = timeline.tracks()[i.track];
+  const bool on_device = track.kind == ground::TrackKind::kDeviceStream;
   if (on_device && !device_tracks_named_[i.track]) {
     device_tracks_named_[i.track] = true;
     fmt::format_to(std::back_inserter(stream_metadata_),
@@ -159,7 +159,7 @@ bool TraceWriter::FormatDeviceInterval(std::string* out, const analysis::Timelin
                     : sync                            ? "cuda_sync"
                                                       : "cuda_runtime";
   std::string name;
-  AppendJsonString(&name, timeline.name(i.name));
+  ground::AppendJsonString(&name, timeline.name(i.name));
   fmt::format_to(std::back_inserter(*out),
                  ",\n{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":", cat,
                  name, track.pid, track.tid);
@@ -177,9 +177,9 @@ bool TraceWriter::FormatDeviceInterval(std::string* out, const analysis::Timelin
   return true;
 }
 
-absl::Status TraceWriter::AppendDeviceIntervals(const analysis::Timeline& timeline) {
+absl::Status TraceWriter::AppendDeviceIntervals(const ground::Timeline& timeline) {
   std::string text;
-  for (const analysis::Interval& i : timeline.intervals()) {
+  for (const ground::Interval& i : timeline.intervals()) {
     FormatDeviceInterval(&text, timeline, i);
     if (text.size() >= kBufferLimit) {
       if (absl::Status status = AppendToBody(text); !status.ok()) return status;
@@ -197,7 +197,7 @@ void TraceWriter::NameThread(uint32_t os_tid, std::string_view name) {
                  ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},"
                  "\"args\":{{\"name\":",
                  pid_, os_tid);
-  AppendJsonString(&event, name);
+  ground::AppendJsonString(&event, name);
   event += "}}";
   thread_names_bytes_ += event.size();
 }
@@ -213,13 +213,13 @@ uint64_t TraceWriter::frame_bytes() const { return header_.size() + kFooter.size
 
 absl::Status TraceWriter::AppendToBody(std::string_view text) {
   if (text.empty()) return absl::OkStatus();
-  absl::Status status = core::WriteAll(body_fd_, text, fmt::format("writing {}", body_path_));
+  absl::Status status = ground::WriteAll(body_fd_, text, fmt::format("writing {}", body_path_));
   if (status.ok()) {
     body_bytes_ += text.size();
   } else if (ftruncate(body_fd_, static_cast<off_t>(body_bytes_)) != 0) {
     // A failed (e.g. full-disk) write may leave part of an event behind: cut
     // the body back to the last whole window so the next Publish stays valid.
-    status = core::ErrnoStatus(errno, fmt::format("truncating {}", body_path_));
+    status = ground::ErrnoStatus(errno, fmt::format("truncating {}", body_path_));
   }
   return status;
 }
@@ -227,32 +227,32 @@ absl::Status TraceWriter::AppendToBody(std::string_view text) {
 absl::Status TraceWriter::Publish(bool final, const std::vector<std::string_view>& held) {
   const std::string temp = fmt::format("{}/.trace.json.tmp.{}", dir_, pid_);
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return core::ErrnoStatus(errno, fmt::format("creating {}", temp));
+  if (fd < 0) return ground::ErrnoStatus(errno, fmt::format("creating {}", temp));
   const std::string what = fmt::format("writing {}", temp);
-  absl::Status status = core::WriteAll(fd, header_, what);
+  absl::Status status = ground::WriteAll(fd, header_, what);
   uint64_t bytes = header_.size() + body_bytes_ + kFooter.size();
-  if (status.ok()) status = core::WriteAll(fd, stream_metadata_, what);
+  if (status.ok()) status = ground::WriteAll(fd, stream_metadata_, what);
   bytes += stream_metadata_.size();
   for (const auto& [tid, event] : thread_names_) {
-    if (status.ok()) status = core::WriteAll(fd, event, what);
+    if (status.ok()) status = ground::WriteAll(fd, event, what);
     bytes += event.size();
   }
   off_t offset = 0;
   const auto size = static_cast<off_t>(body_bytes_);
   while (status.ok() && offset < size) {
     const ssize_t n = sendfile(fd, body_fd_, &offset, static_cast<size_t>(size - offset));
-    if (n < 0 && errno != EINTR) status = core::ErrnoStatus(errno, what);
+    if (n < 0 && errno != EINTR) status = ground::ErrnoStatus(errno, what);
     if (n == 0) break;
   }
   for (std::string_view text : held) {
-    if (status.ok()) status = core::WriteAll(fd, text, what);
+    if (status.ok()) status = ground::WriteAll(fd, text, what);
     bytes += text.size();
   }
-  if (status.ok()) status = core::WriteAll(fd, kFooter, what);
-  if (status.ok() && final && fsync(fd) != 0) status = core::ErrnoStatus(errno, what);
-  if (close(fd) != 0 && status.ok()) status = core::ErrnoStatus(errno, what);
+  if (status.ok()) status = ground::WriteAll(fd, kFooter, what);
+  if (status.ok() && final && fsync(fd) != 0) status = ground::ErrnoStatus(errno, what);
+  if (close(fd) != 0 && status.ok()) status = ground::ErrnoStatus(errno, what);
   if (status.ok() && rename(temp.c_str(), path_.c_str()) != 0) {
-    status = core::ErrnoStatus(errno, fmt::format("renaming {} to {}", temp, path_));
+    status = ground::ErrnoStatus(errno, fmt::format("renaming {} to {}", temp, path_));
   }
   if (!status.ok()) {
     unlink(temp.c_str());

@@ -28,7 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sdk/analysis/timeline.h"
+#include "sdk/ground/timeline.h"
 #include "trainscope/recorder.h"
 
 namespace trainscope::exporter {
@@ -56,10 +56,10 @@ class TraceWriter {
   // device/stream/correlation (and the launching step and phase); calls as
   // cat "cuda_runtime" on their thread. Names each stream once, in the
   // metadata. Returns false (writing nothing) for other intervals.
-  bool FormatDeviceInterval(std::string* out, const analysis::Timeline& timeline,
-                            const analysis::Interval& i);
+  bool FormatDeviceInterval(std::string* out, const ground::Timeline& timeline,
+                            const ground::Interval& i);
   // Formats every device interval of `timeline` and appends them to the body.
-  absl::Status AppendDeviceIntervals(const analysis::Timeline& timeline);
+  absl::Status AppendDeviceIntervals(const ground::Timeline& timeline);
   // Names thread `os_tid` in the metadata (the latest name wins). Memory: one
   // entry a named thread.
   void NameThread(uint32_t os_tid, std::string_view name);

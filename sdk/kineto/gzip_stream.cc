@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
-#include "sdk/core/files.h"
+#include "sdk/ground/files.h"
 
 namespace trainscope::kineto {
 namespace {
@@ -68,8 +68,8 @@ absl::StatusOr<bool> GzipStream::Refill() {
     got = read(fd_, in_.get() + s.avail_in, kInput - s.avail_in);
   } while (got < 0 && errno == EINTR);
   if (got < 0) {
-    return core::ErrnoStatus(errno, fmt::format("cannot read the gzip data (compressed byte {})",
-                                                compressed_));
+    return ground::ErrnoStatus(
+        errno, fmt::format("cannot read the gzip data (compressed byte {})", compressed_));
   }
   if (got == 0) {
     in_eof_ = true;

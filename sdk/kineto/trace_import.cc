@@ -14,9 +14,9 @@
 namespace trainscope::kineto {
 namespace {
 
-using analysis::Interval;
-using analysis::IntervalKind;
-using analysis::TrackKind;
+using ground::Interval;
+using ground::IntervalKind;
+using ground::TrackKind;
 
 constexpr std::string_view kStepPrefix = "ProfilerStep#";
 
@@ -168,12 +168,12 @@ void Importer::Commit(std::unique_ptr<EventSink> share) {
   const Importer& from = part.importer;
   // Names and tracks in the order the run first used them: the order a
   // serial import would have added them in.
-  const analysis::Timeline& timeline = in.timeline;
+  const ground::Timeline& timeline = in.timeline;
   std::vector<uint32_t> names(timeline.names());
   for (uint32_t id = 0; id < names.size(); ++id) names[id] = out_->timeline.Intern(timeline.name(id));
   std::vector<uint32_t> tracks(timeline.tracks().size());
   for (uint32_t id = 0; id < tracks.size(); ++id) {
-    const analysis::Track& t = timeline.tracks()[id];
+    const ground::Track& t = timeline.tracks()[id];
     tracks[id] = Track(t.kind, t.pid, t.tid);
   }
   for (Interval interval : timeline.intervals()) {

@@ -20,14 +20,14 @@
 
 #include "absl/status/statusor.h"
 #include "sdk/analysis/hta_breakdown.h"
-#include "sdk/analysis/timeline.h"
+#include "sdk/ground/timeline.h"
 #include "sdk/kineto/trace_reader.h"
 
 namespace trainscope::kineto {
 
 struct ImportedTrace {
   std::string path;
-  analysis::Timeline timeline;  // sorted
+  ground::Timeline timeline;    // sorted
   std::optional<int64_t> rank;  // distributedInfo.rank
   ReadStats read;
   int64_t kernels = 0, memcpys = 0, memsets = 0, runtime_calls = 0, sync_calls = 0,

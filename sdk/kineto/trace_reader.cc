@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "fmt/format.h"
-#include "sdk/analysis/timeline.h"
-#include "sdk/core/cpus.h"
-#include "sdk/core/files.h"
+#include "sdk/ground/cpus.h"
+#include "sdk/ground/files.h"
+#include "sdk/ground/timeline.h"
 #include "sdk/kineto/gzip_stream.h"
 #include "sdk/kineto/json_scanner.h"
 
@@ -157,10 +157,10 @@ bool FastInteger(simdjson::ondemand::value& value, int64_t* out) {
   return true;
 }
 
-// Times of 2^53 us and more (analysis::kMaxTraceNanos) are refused, after
+// Times of 2^53 us and more (ground::kMaxTraceNanos) are refused, after
 // rounding to the nanosecond: 9007199254740991.9995 reads as 2^53 us, so it
 // is refused too (the bound is exclusive).
-constexpr auto kMaxNanos = static_cast<uint64_t>(analysis::kMaxTraceNanos);
+constexpr auto kMaxNanos = static_cast<uint64_t>(ground::kMaxTraceNanos);
 
 // A JSON number of microseconds, sign already taken (p, n: the rest), as
 // whole nanoseconds in *magnitude: exact, digits past the nanosecond rounded
@@ -782,7 +782,7 @@ struct TraceReader::Impl {
     int64_t end = 0;
     if (event->has_ts && event->has_dur &&
         (__builtin_add_overflow(event->ts_ns, event->dur_ns, &end) ||
-         end >= analysis::kMaxTraceNanos || end <= -analysis::kMaxTraceNanos)) {
+         end >= ground::kMaxTraceNanos || end <= -ground::kMaxTraceNanos)) {
       return Fault(simdjson::NUMBER_OUT_OF_RANGE, "ts + dur", bad_key);
     }
     return simdjson::SUCCESS;
@@ -1018,7 +1018,7 @@ struct TraceReader::Impl {
 
   // How many threads may parse `bytes` of elements.
   int ThreadsFor(size_t bytes) const {
-    const int cpus = max_threads > 0 ? max_threads : core::AvailableCpus();
+    const int cpus = max_threads > 0 ? max_threads : ground::AvailableCpus();
     return static_cast<int>(std::min<size_t>({static_cast<size_t>(cpus),
                                               bytes / kMinShare, 64}));
   }
@@ -1432,7 +1432,7 @@ absl::Status TraceReader::ReadWith(const std::string& path, ParallelSink& sink,
   s.path = path;
   s.max_threads = max_threads_;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return core::ErrnoStatus(errno, fmt::format("cannot open trace {}", path));
+  if (fd < 0) return ground::ErrnoStatus(errno, fmt::format("cannot open trace {}", path));
   s.input = input;
   off_t gzip_size = 0;
   if (s.MapWhole(fd)) {

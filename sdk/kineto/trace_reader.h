@@ -48,7 +48,7 @@ namespace trainscope::kineto {
 // nanoseconds, never through a double: exact to the nanosecond in any
 // number shape ("5e-05" too), further digits rounded to the nearest. A time
 // that reads as 2^53 us or more, or a ts + dur that reaches it
-// (analysis::kMaxTraceNanos), is an error naming the event and the member.
+// (ground::kMaxTraceNanos), is an error naming the event and the member.
 struct RawEvent {
   std::string_view ph;
   std::string_view cat;

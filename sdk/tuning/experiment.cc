@@ -21,10 +21,10 @@
 
 #include "fmt/format.h"
 #include "sdk/analysis/quantile_sketch.h"
-#include "sdk/core/files.h"
-#include "sdk/export/json_writer.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
+#include "sdk/ground/files.h"
+#include "sdk/ground/json_writer.h"
 #include "sdk/tuning/gpu_covariates.h"
 #include "sdk/tuning/statistics.h"
 #include "simdjson.h"
@@ -359,7 +359,7 @@ std::optional<Workload> WorkloadOf(const std::vector<Trial>& trials, int v) {
   return std::nullopt;
 }
 
-void WriteWorkload(exporter::JsonWriter& j, const std::optional<Workload>& w) {
+void WriteWorkload(ground::JsonWriter& j, const std::optional<Workload>& w) {
   if (!w) {
     j.Null();
     return;
@@ -395,7 +395,7 @@ void WriteWorkload(exporter::JsonWriter& j, const std::optional<Workload>& w) {
 // A YAML double-quoted scalar (JSON string syntax is valid YAML).
 std::string Yaml(std::string_view text) {
   std::string out;
-  exporter::AppendJsonString(&out, text);
+  ground::AppendJsonString(&out, text);
   return out;
 }
 
@@ -706,7 +706,7 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
                                                const RunOptions& options) {
   ExperimentResult result;
   const std::string trials_dir = TrialsDir(options);
-  if (absl::Status s = core::EnsureWritableDirectory(trials_dir); !s.ok()) return s;
+  if (absl::Status s = ground::EnsureWritableDirectory(trials_dir); !s.ok()) return s;
   const GpuCovariates gpu;
   result.gpu_covariates = gpu.status();
   if (options.progress != nullptr) {
@@ -725,7 +725,7 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
     result.verdict = Decide(outcomes, verdict_options);
     if (!result.baseline) result.baseline = WorkloadOf(result.trials, 0);
     result.preset = MakePreset(spec, result.trials, result.verdict);
-    return core::WriteFileAtomically(options.output, ExperimentJson(spec, result));
+    return ground::WriteFileAtomically(options.output, ExperimentJson(spec, result));
   };
   bool stopped = false;
   result.trials = options.done;
@@ -745,7 +745,7 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       t.variant = variant;
       const VariantSpec& v = spec.variants[static_cast<size_t>(variant)];
       t.output_dir = fmt::format("{}/{:03d}-{}", trials_dir, t.order, v.name);
-      if (absl::Status s = core::EnsureWritableDirectory(t.output_dir); !s.ok()) return s;
+      if (absl::Status s = ground::EnsureWritableDirectory(t.output_dir); !s.ok()) return s;
       std::vector<std::string> argv = spec.command;
       argv.insert(argv.end(), v.args.begin(), v.args.end());
       for (std::string& a : argv) {
@@ -818,7 +818,7 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
 
 absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
                                                         const ExperimentSpec& spec) {
-  absl::StatusOr<std::string> text = core::ReadFileToString(path);
+  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
   if (!text.ok()) return text.status();
   simdjson::dom::parser parser;
   simdjson::padded_string padded(*text);
@@ -926,7 +926,7 @@ absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
 }
 
 absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
-  absl::StatusOr<std::string> text = core::ReadFileToString(path);
+  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
   if (!text.ok()) return text.status();
   simdjson::dom::parser parser;
   simdjson::padded_string padded(*text);
@@ -1054,7 +1054,7 @@ absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
 }
 
 std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& result) {
-  exporter::JsonWriter j(exporter::JsonWriter::kPretty);
+  ground::JsonWriter j(ground::JsonWriter::kPretty);
   j.BeginObject();
   j.Key("schema_version").Int(1);
   j.Key("hypothesis").String(spec.hypothesis);

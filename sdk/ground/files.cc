@@ -1,5 +1,5 @@
 // Durable file writes. See files.h.
-#include "sdk/core/files.h"
+#include "sdk/ground/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 
 #include "fmt/format.h"
 
-namespace trainscope::core {
+namespace trainscope::ground {
 
 absl::Status ErrnoStatus(int error, std::string_view what) {
   const std::string message = fmt::format("{}: {}", what, std::strerror(error));
@@ -119,4 +119,4 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return content;
 }
 
-}  // namespace trainscope::core
+}  // namespace trainscope::ground

@@ -1,10 +1,10 @@
-// sdk/core/thread_registry.h: which threads record into the active session.
+// sdk/recorder/thread_registry.h: which threads record into the active session.
 //
 // The registry owns (shared with each thread) every ring of the active
 // session. Threads register lazily on their first recorded event; the
 // Session's drainer takes snapshots of the list to drain it. Internal.
-#ifndef TRAINSCOPE_SDK_CORE_THREAD_REGISTRY_H_
-#define TRAINSCOPE_SDK_CORE_THREAD_REGISTRY_H_
+#ifndef TRAINSCOPE_SDK_RECORDER_THREAD_REGISTRY_H_
+#define TRAINSCOPE_SDK_RECORDER_THREAD_REGISTRY_H_
 
 #include <atomic>
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 #include "trainscope/recorder.h"
 
-namespace trainscope::core {
+namespace trainscope::recorder {
 
 // A registered thread as the drainer sees it.
 struct ThreadEntry {
@@ -85,6 +85,6 @@ class ThreadRegistry {
 // The Linux thread id of the calling thread (cached per thread).
 uint32_t CurrentOsTid();
 
-}  // namespace trainscope::core
+}  // namespace trainscope::recorder
 
-#endif  // TRAINSCOPE_SDK_CORE_THREAD_REGISTRY_H_
+#endif  // TRAINSCOPE_SDK_RECORDER_THREAD_REGISTRY_H_

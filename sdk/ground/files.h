@@ -1,6 +1,6 @@
-// sdk/core/files.h: durable file writes and errno-to-Status (internal).
-#ifndef TRAINSCOPE_SDK_CORE_FILES_H_
-#define TRAINSCOPE_SDK_CORE_FILES_H_
+// sdk/ground/files.h: durable file writes and errno-to-Status (internal).
+#ifndef TRAINSCOPE_SDK_GROUND_FILES_H_
+#define TRAINSCOPE_SDK_GROUND_FILES_H_
 
 #include <string>
 #include <string_view>
@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace trainscope::core {
+namespace trainscope::ground {
 
 // A Status for errno `error` while doing `what` ("writing /out/report.json"):
 // ENOSPC and EDQUOT map to ResourceExhausted, EACCES/EPERM/EROFS to
@@ -32,6 +32,6 @@ absl::Status WriteAll(int fd, std::string_view data, std::string_view what);
 // Reads a whole file. Errors name the path.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
-}  // namespace trainscope::core
+}  // namespace trainscope::ground
 
-#endif  // TRAINSCOPE_SDK_CORE_FILES_H_
+#endif  // TRAINSCOPE_SDK_GROUND_FILES_H_

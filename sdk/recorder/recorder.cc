@@ -11,8 +11,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "sdk/core/thread_registry.h"
 #include "sdk/nvtx/nvtx.h"
+#include "sdk/recorder/thread_registry.h"
 
 namespace trainscope {
 
@@ -27,7 +27,7 @@ std::atomic<bool> g_step_hook{false};
 TRAINSCOPE_THREAD_LOCAL ThreadState t_thread = {nullptr, 0};
 
 ThreadBuffer* RegisterCurrentThread(uint32_t generation) {
-  return core::ThreadRegistry::Get().RegisterCurrentThread(generation, /*counts_event=*/true);
+  return recorder::ThreadRegistry::Get().RegisterCurrentThread(generation, /*counts_event=*/true);
 }
 }  // namespace detail
 
@@ -61,16 +61,13 @@ ThreadOwner::~ThreadOwner() {
 }  // namespace
 
 ThreadBuffer::ThreadBuffer(size_t capacity, uint32_t os_tid, uint16_t index)
-    : capacity_(FloorPowerOfTwo(capacity)),
-      mask_(capacity_ - 1),
-      os_tid_(os_tid),
-      index_(index) {
+    : capacity_(FloorPowerOfTwo(capacity)), mask_(capacity_ - 1), os_tid_(os_tid), index_(index) {
   events_ = std::make_unique<Event[]>(capacity_);
 }
 
 ThreadBuffer::~ThreadBuffer() = default;
 
-namespace core {
+namespace recorder {
 
 uint32_t CurrentOsTid() {
   static thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -142,8 +139,7 @@ ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool co
     char name[32] = {};
     if (static_cast<pid_t>(tid) == getpid()) {
       names_[tid] = Name{"main", false};
-    } else if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 &&
-               name[0] != '\0') {
+    } else if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 && name[0] != '\0') {
       names_[tid] = Name{name, false};
     }
   }
@@ -196,7 +192,7 @@ void ThreadRegistry::SetThreadName(uint32_t os_tid, std::string name) {
   names_[os_tid] = Name{std::move(name), true};
 }
 
-}  // namespace core
+}  // namespace recorder
 
 namespace {
 // Interned names. A deque keeps every string at a stable address.
@@ -230,18 +226,17 @@ std::string_view LookupName(NameId id) {
   NameTable& table = Names();
   std::lock_guard<std::mutex> lock(table.mu);
   const size_t index = id - kFirstCustomNameId;
-  return index < table.names.size() ? std::string_view(table.names[index])
-                                    : std::string_view();
+  return index < table.names.size() ? std::string_view(table.names[index]) : std::string_view();
 }
 
 void NameThisThread(std::string_view name) {
-  const uint32_t tid = core::CurrentOsTid();
-  core::ThreadRegistry::Get().SetThreadName(tid, std::string(name));
+  const uint32_t tid = recorder::CurrentOsTid();
+  recorder::ThreadRegistry::Get().SetThreadName(tid, std::string(name));
   nvtx::NameThread(tid, name);
   // Register now, so the thread shows even if it records nothing.
   const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
   if (generation != 0 && detail::t_thread.generation != generation) {
-    core::ThreadRegistry::Get().RegisterCurrentThread(generation, /*counts_event=*/false);
+    recorder::ThreadRegistry::Get().RegisterCurrentThread(generation, /*counts_event=*/false);
   }
 }
 

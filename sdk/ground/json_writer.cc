@@ -1,22 +1,32 @@
 // The JSON writer. See json_writer.h.
-#include "sdk/export/json_writer.h"
+#include "sdk/ground/json_writer.h"
 
 #include <cmath>
 #include <iterator>
 
 #include "fmt/format.h"
 
-namespace trainscope::exporter {
+namespace trainscope::ground {
 
 void AppendJsonString(std::string* out, std::string_view text) {
   out->push_back('"');
   for (const char c : text) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           fmt::format_to(std::back_inserter(*out), "\\u{:04x}", static_cast<int>(c));
@@ -125,4 +135,4 @@ JsonWriter& JsonWriter::Bool(const std::optional<bool>& value) {
   return value ? Bool(*value) : Null();
 }
 
-}  // namespace trainscope::exporter
+}  // namespace trainscope::ground

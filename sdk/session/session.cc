@@ -19,18 +19,18 @@
 #include "sdk/analysis/quantile_sketch.h"
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/run_fold.h"
-#include "sdk/analysis/timeline.h"
-#include "sdk/core/environment.h"
-#include "sdk/core/files.h"
-#include "sdk/core/thread_registry.h"
-#include "sdk/core/tick_clock.h"
 #include "sdk/cupti/collector.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/export/summary.h"
 #include "sdk/export/trace_windows.h"
 #include "sdk/export/trace_writer.h"
+#include "sdk/ground/files.h"
+#include "sdk/ground/tick_clock.h"
+#include "sdk/ground/timeline.h"
 #include "sdk/nvtx/nvtx.h"
+#include "sdk/recorder/thread_registry.h"
+#include "sdk/session/environment.h"
 #include "trainscope/recorder.h"
 
 namespace trainscope {
@@ -64,14 +64,15 @@ absl::Status ValidateOptions(Options& o) {
   if (o.world_size < 0) o.world_size = EnvInt("WORLD_SIZE", 1);
   if (o.rank < 0) o.rank = EnvInt("RANK", 0);
   if (o.world_size < 1 || o.rank >= o.world_size) {
-    return absl::InvalidArgumentError(fmt::format(
-        "Options::rank is {} and world_size {}: need 0 <= rank < world_size", o.rank,
-        o.world_size));
+    return absl::InvalidArgumentError(
+        fmt::format("Options::rank is {} and world_size {}: need 0 <= rank < world_size", o.rank,
+                    o.world_size));
   }
   if (o.buffer_bytes_per_thread.value < kMinBufferBytes ||
       o.buffer_bytes_per_thread.value > kMaxBufferBytes) {
     return absl::InvalidArgumentError(
-        fmt::format("Options::buffer_bytes_per_thread is {}; it must be between {} and {}", o.buffer_bytes_per_thread.value, kMinBufferBytes, kMaxBufferBytes));
+        fmt::format("Options::buffer_bytes_per_thread is {}; it must be between {} and {}",
+                    o.buffer_bytes_per_thread.value, kMinBufferBytes, kMaxBufferBytes));
   }
   if (o.flush_interval_ms <= 0 || o.trace_checkpoint_interval_ms <= 0) {
     return absl::InvalidArgumentError(
@@ -140,20 +141,20 @@ struct Session::Impl {
   std::string device_status = "off";
   uint32_t generation = 0;
   std::atomic<bool> finished{false};  // read by borrowed handles on other threads
-  core::ProcessStart process_start;
+  environment::ProcessStart process_start;
   std::optional<double> submit_unix_s;
   Report report;  // environment facts at Start; analysis at Finish
   double scope_cost_ns = 0;
   // The recorder's clock: TSC ticks converted at each drain, or CLOCK_MONOTONIC.
   bool tsc = false;
   std::string clock_note;
-  core::TickCalibration calibration;  // drainer thread (Finish after the join)
+  ground::TickCalibration calibration;  // drainer thread (Finish after the join)
   TimestampNs last_calibration_ns = 0;
   void ChooseClock();
   TimestampNs ToNs(int64_t ticks) const { return tsc ? calibration.ToNs(ticks) : ticks; }
   std::unique_ptr<exporter::TraceWriter> trace;
   std::unique_ptr<exporter::TraceWindows> windows;  // with trace: what it keeps
-  absl::Status trace_status;  // first trace error, reported at Finish
+  absl::Status trace_status;                        // first trace error, reported at Finish
   std::unique_ptr<exporter::StepsWriter> steps_file;
   absl::Status steps_status;  // first steps-file error, reported at Finish
 
@@ -168,9 +169,9 @@ struct Session::Impl {
     uint32_t track = kNoTrack;  // in fold->input()
     std::string written_name;
   };
-  std::vector<ThreadState> threads;        // per registry slot
-  std::vector<core::ThreadEntry> entries;  // last registry snapshot
-  uint64_t snapshot_registrations = 0;     // the registry's count before it
+  std::vector<ThreadState> threads;            // per registry slot
+  std::vector<recorder::ThreadEntry> entries;  // last registry snapshot
+  uint64_t snapshot_registrations = 0;         // the registry's count before it
   uint32_t async_track = 0;
   uint32_t step_name = 0;
   // Recorder name -> fold name (+1; 0: not yet), by NameId: ids are dense
@@ -193,7 +194,7 @@ struct Session::Impl {
   // the trace windows: the ring's slots are only read, so the producer
   // finds their cache lines clean when it comes round to them again.
   std::vector<Event> converted;
-  double intervals_per_ns = 0;    // drained, smoothed over drains
+  double intervals_per_ns = 0;  // drained, smoothed over drains
 
   TimestampNs target_met_ns = 0;  // the first evaluation meeting the target; 0: none yet
   // RecordLatency's milliseconds, and the span they were recorded over.
@@ -273,8 +274,7 @@ void Session::Impl::StartDeviceTimeline() {
     constexpr std::string_view kPrefix = "CUPTI unavailable: ";
     if (reason.rfind(kPrefix, 0) == 0) reason.erase(0, kPrefix.size());
     device_status = fmt::format("unavailable ({})", reason);
-    std::fprintf(stderr, "trainscope: CUPTI unavailable: %s; host-only analysis\n",
-                 reason.c_str());
+    std::fprintf(stderr, "trainscope: CUPTI unavailable: %s; host-only analysis\n", reason.c_str());
     return;
   }
   collector = std::move(*started);
@@ -297,18 +297,18 @@ void Session::Impl::StartFold() {
   fold_options.device = collector != nullptr;
   fold = std::make_unique<analysis::RunFold>(
       fold_options, [this](Report::Step& row) { WriteStepRow(row); },
-      [this](const analysis::Timeline& released) {
+      [this](const ground::Timeline& released) {
         if (windows != nullptr) windows->AddDevice(released);
       });
-  analysis::Timeline& input = fold->input();
+  ground::Timeline& input = fold->input();
   async_track =
-      input.AddTrack({analysis::TrackKind::kHostAsync, report.run.pid, 0, "cross-thread ranges"});
+      input.AddTrack({ground::TrackKind::kHostAsync, report.run.pid, 0, "cross-thread ranges"});
   step_name = input.Intern("step");
 }
 
 // One drained event into the fold (or the counters).
 inline void Session::Impl::Fold(const Event& e, uint32_t track) {
-  analysis::Timeline& input = fold->input();
+  ground::Timeline& input = fold->input();
   if (e.kind == EventKind::kCounter) {
     auto [it, added] = counters.try_emplace(e.value);
     Report::Counter& c = it->second;
@@ -322,7 +322,7 @@ inline void Session::Impl::Fold(const Event& e, uint32_t track) {
     return;
   }
   // Filled where it is kept (Timeline::Append).
-  analysis::Interval& interval = input.Append();
+  ground::Interval& interval = input.Append();
   interval.start_ns = e.start_ns;
   interval.end_ns = std::max(e.start_ns, e.end_ns);
   interval.step = e.step;
@@ -330,7 +330,7 @@ inline void Session::Impl::Fold(const Event& e, uint32_t track) {
   interval.track = track;
   latest_end_ns = std::max(latest_end_ns, e.end_ns);
   if (e.kind == EventKind::kStep) {
-    interval.kind = analysis::IntervalKind::kStep;
+    interval.kind = ground::IntervalKind::kStep;
     interval.value = e.value;
     interval.name = step_name;
   } else {
@@ -338,8 +338,8 @@ inline void Session::Impl::Fold(const Event& e, uint32_t track) {
     uint32_t& name = e.value < kDenseNames ? DenseName(e.value) : sparse_names[e.value];
     if (name == 0) name = input.Intern(LookupName(e.value)) + 1;
     interval.name = name - 1;
-    interval.kind = e.kind == EventKind::kAsync ? analysis::IntervalKind::kAsyncRange
-                                                : analysis::IntervalKind::kHostRange;
+    interval.kind = e.kind == EventKind::kAsync ? ground::IntervalKind::kAsyncRange
+                                                : ground::IntervalKind::kHostRange;
     if (e.kind == EventKind::kAsync) interval.track = async_track;
   }
 }
@@ -364,15 +364,15 @@ void Session::Impl::WriteStepRow(Report::Step& row) {
 
 void Session::Impl::ChooseClock() {
   std::string why_not;
-  if (options.clock == Options::Clock::kAuto && core::TscUsable(&why_not)) {
+  if (options.clock == Options::Clock::kAuto && ground::TscUsable(&why_not)) {
     tsc = true;
     clock_note = "tsc";
     // Two points 200 us apart: a first rate until the drains add better ones.
-    calibration.Add(core::ReadTickPair());
+    calibration.Add(ground::ReadTickPair());
     const TimestampNs until = NowNs() + 200000;
     while (NowNs() < until) {
     }
-    const core::TickPair second = core::ReadTickPair();
+    const ground::TickPair second = ground::ReadTickPair();
     calibration.Add(second);
     last_calibration_ns = second.ns;
   } else {
@@ -388,7 +388,7 @@ void Session::Impl::DrainOnce(bool final) {
   // A calibration point at least every 10 ms, before the rings: what they
   // hold converts between points, or just ahead of the last.
   if (tsc) {
-    const core::TickPair point = core::ReadTickPair();
+    const ground::TickPair point = ground::ReadTickPair();
     if (final || point.ns - last_calibration_ns >= 10000000) {
       calibration.Add(point);
       last_calibration_ns = point.ns;
@@ -415,8 +415,8 @@ void Session::Impl::DrainOnce(bool final) {
   // in a ring after a cut it began before: fold this drain's rings whole.
   const bool async_quiet = !wait_full_delay && async >> 32 == async_quiet_begun;
   async_quiet_begun = wait_full_delay ? ~uint64_t{0} : async >> 32;
-  snapshot_registrations = core::ThreadRegistry::Get().registrations();  // before: none missed
-  entries = core::ThreadRegistry::Get().Snapshot();
+  snapshot_registrations = recorder::ThreadRegistry::Get().registrations();  // before: none missed
+  entries = recorder::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
   fullest = 0;
   // What each thread has open, read before any ring is drained: an Event
@@ -427,7 +427,7 @@ void Session::Impl::DrainOnce(bool final) {
   // differently at a later drain.
   TimestampNs bound = now - kMargin;
   const int64_t recorded_before = recorded;  // for the rate, with device records
-  size_t busiest = entries.size();  // drained last, folded as it is drained
+  size_t busiest = entries.size();           // drained last, folded as it is drained
   size_t most = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].buffer == nullptr) continue;
@@ -457,7 +457,7 @@ void Session::Impl::DrainOnce(bool final) {
   auto tid_of = [this](uint16_t index) {
     return index < threads.size() ? threads[index].os_tid : 0u;
   };
-  core::ThreadRegistry& registry = core::ThreadRegistry::Get();
+  recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
   auto drain_ring = [&](size_t i) {
     if (entries[i].buffer == nullptr) return;  // a free slot
     const bool streaming = stream && i == busiest;
@@ -471,11 +471,11 @@ void Session::Impl::DrainOnce(bool final) {
     const bool retired = entries[i].buffer->retired();
     if (thread.track == kNoTrack) {
       thread.track =
-          fold->input().AddTrack({analysis::TrackKind::kHostThread, report.run.pid, thread.os_tid,
-                                  core::ThreadRegistry::Get().ThreadName(thread.os_tid)});
+          fold->input().AddTrack({ground::TrackKind::kHostThread, report.run.pid, thread.os_tid,
+                                  recorder::ThreadRegistry::Get().ThreadName(thread.os_tid)});
     }
     if (trace != nullptr) {
-      std::string name = core::ThreadRegistry::Get().ThreadName(thread.os_tid);
+      std::string name = recorder::ThreadRegistry::Get().ThreadName(thread.os_tid);
       if (!name.empty() && name != thread.written_name) {
         trace->NameThread(thread.os_tid, name);
         thread.written_name = std::move(name);
@@ -486,7 +486,7 @@ void Session::Impl::DrainOnce(bool final) {
       // In chunks of 4096 (128 KB): each event is converted, folded and
       // shown to the trace windows while it is in cache, not in three passes
       // over a burst of megabytes.
-      core::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
+      ground::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
       constexpr size_t kChunk = 4096;
       if (tsc && windows != nullptr && converted.size() < kChunk) converted.resize(kChunk);
       for (size_t from = 0; from < count; from += kChunk) {
@@ -528,7 +528,7 @@ void Session::Impl::DrainOnce(bool final) {
         // A burst larger than the budget is folded as it is converted; the
         // fold takes batches of up to 16384 without a copy (so, taken here
         // from 12288, the input never grows past its room).
-        if ((fold->held() + fold->input().size()) * sizeof(analysis::Interval) >
+        if ((fold->held() + fold->input().size()) * sizeof(ground::Interval) >
             options.fold_buffer_bytes.value) {
           fold->Advance(latest_end_ns);  // this ring's later events end after it
         } else if (fold->input().size() >= 12288) {
@@ -562,7 +562,7 @@ void Session::Impl::DrainOnce(bool final) {
   // come), and not into the open step; at once when the held intervals
   // exceed the budget.
   const auto budget =
-      static_cast<double>(options.fold_buffer_bytes.value / 2 / sizeof(analysis::Interval));
+      static_cast<double>(options.fold_buffer_bytes.value / 2 / sizeof(ground::Interval));
   const auto arrived = static_cast<double>(drained_intervals);
   if (last_drain_ns > 0 && now > last_drain_ns) {
     const double rate = arrived / static_cast<double>(now - last_drain_ns);
@@ -585,7 +585,7 @@ void Session::Impl::DrainOnce(bool final) {
   if (open_since >= 0) watermark = std::min(watermark, open_since);
   // Not past device work whose records CUPTI has not handed back yet.
   watermark = std::min(watermark, device_complete);
-  const uint64_t held = (fold->held() + fold->input().size()) * sizeof(analysis::Interval);
+  const uint64_t held = (fold->held() + fold->input().size()) * sizeof(ground::Interval);
   if (held > options.fold_buffer_bytes.value) watermark = now;
   // Fold in segments of at least half the delay (each held interval is then
   // looked at a few times, not once a drain); in between, only take the input.
@@ -628,7 +628,8 @@ void Session::Impl::TakeDeviceSync() {
 
 void Session::Impl::DrainLoop() {
   using Clock = std::chrono::steady_clock;
-  auto next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
+  auto next_publish =
+      Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
   // The wait adapts to the fill rate: when a ring came back more than a
   // quarter full it halves (down to 1 ms), and it doubles, up to
   // flush_interval_ms, when they come back under a sixteenth full. Rings
@@ -650,8 +651,8 @@ void Session::Impl::DrainLoop() {
   constexpr double kFilling = 0.25;
   auto filling = [this] {
     // A thread registered since that snapshot: its ring is not in it.
-    if (core::ThreadRegistry::Get().registrations() != snapshot_registrations) return true;
-    for (const core::ThreadEntry& entry : entries) {
+    if (recorder::ThreadRegistry::Get().registrations() != snapshot_registrations) return true;
+    for (const recorder::ThreadEntry& entry : entries) {
       if (entry.buffer != nullptr && static_cast<double>(entry.buffer->pending()) >=
                                          kFilling * static_cast<double>(entry.buffer->capacity())) {
         return true;
@@ -701,7 +702,7 @@ absl::Status Session::Impl::WriteOutputs() {
   status.Update(steps_status);
   if (steps_file != nullptr) status.Update(steps_file->Close());
   if ((options.sinks & kSinkReportJson) != 0) {
-    status.Update(core::WriteFileAtomically(
+    status.Update(ground::WriteFileAtomically(
         fmt::format("{}/{}", options.output_dir, RankedFile(options, "report")),
         exporter::ReportToJson(report)));
   }
@@ -737,25 +738,25 @@ absl::StatusOr<Session> Session::Start(Options options) {
     return status;
   };
   if ((options.sinks & (kSinkTraceJson | kSinkReportJson)) != 0) {
-    if (absl::Status status = core::EnsureWritableDirectory(options.output_dir); !status.ok()) {
+    if (absl::Status status = ground::EnsureWritableDirectory(options.output_dir); !status.ok()) {
       return fail(status);
     }
   }
-  absl::StatusOr<core::ProcessStart> start = core::ReadProcessStart();
+  absl::StatusOr<environment::ProcessStart> start = environment::ReadProcessStart();
   if (!start.ok()) return fail(start.status());
   impl->process_start = *start;
   if (options.submit_time_unix_s) {
     impl->submit_unix_s = options.submit_time_unix_s;
   } else if (const char* text = std::getenv("TRAINSCOPE_SUBMIT_TIME"); text && *text) {
-    absl::StatusOr<double> submit = core::ParseSubmitTime(text);
+    absl::StatusOr<double> submit = environment::ParseSubmitTime(text);
     if (!submit.ok()) {
       return fail(absl::InvalidArgumentError(
           fmt::format("TRAINSCOPE_SUBMIT_TIME: {}", std::string(submit.status().message()))));
     }
     impl->submit_unix_s = *submit;
   }
-  core::DescribeEnvironment(options, &impl->report);
-  impl->report.run.started_at = core::FormatIso8601(impl->process_start.unix_s);
+  environment::DescribeEnvironment(options, &impl->report);
+  impl->report.run.started_at = environment::FormatIso8601(impl->process_start.unix_s);
   impl->report.resource_request = options.resource_request;
   impl->report.config = options.config;
   impl->report.run.rank = options.rank;
@@ -764,9 +765,8 @@ absl::StatusOr<Session> Session::Start(Options options) {
   impl->ChooseClock();
   impl->scope_cost_ns = CalibrateScopeCostNs();
   if ((options.sinks & kSinkTraceJson) != 0) {
-    auto trace =
-        exporter::TraceWriter::Open(options.output_dir, RankedFile(options, "trace"),
-                                    options.run_name, impl->report.run.pid);
+    auto trace = exporter::TraceWriter::Open(options.output_dir, RankedFile(options, "trace"),
+                                             options.run_name, impl->report.run.pid);
     if (!trace.ok()) return fail(trace.status());
     impl->trace = std::move(*trace);
     exporter::TraceWindowOptions windows;
@@ -793,12 +793,11 @@ absl::StatusOr<Session> Session::Start(Options options) {
   impl->generation = g_last_generation.fetch_add(1) + 1;
   if (impl->generation == 0) impl->generation = g_last_generation.fetch_add(1) + 1;
   const size_t capacity = impl->options.buffer_bytes_per_thread.value / sizeof(Event);
-  core::ThreadRegistry::Get().BeginSession(impl->generation, capacity);
+  recorder::ThreadRegistry::Get().BeginSession(impl->generation, capacity);
   detail::g_current_step.store(-1, std::memory_order_relaxed);
   detail::g_step_open_since.store(-1, std::memory_order_relaxed);
   if (impl->options.nvtx) nvtx::Initialize();
-  detail::g_nvtx_enabled.store(impl->options.nvtx && nvtx::Available(),
-                               std::memory_order_relaxed);
+  detail::g_nvtx_enabled.store(impl->options.nvtx && nvtx::Available(), std::memory_order_relaxed);
   detail::g_generation.store(impl->generation, std::memory_order_release);
   Impl* raw = impl.get();
   g_active_impl.store(raw, std::memory_order_release);
@@ -931,8 +930,9 @@ void Session::RemoveFinishHook(int id) {
   if (impl_ == nullptr) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& hooks = impl_->finish_hooks;
-  hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.first == id; }),
-              hooks.end());
+  hooks.erase(
+      std::remove_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.first == id; }),
+      hooks.end());
 }
 
 std::string Session::trace_file() const { return RankedFile(impl_->options, "trace"); }
@@ -1078,7 +1078,7 @@ absl::StatusOr<Report> Session::Finish() {
   s.finished = true;
 
   Report::Events& events = s.report.events;
-  core::ThreadRegistry& registry = core::ThreadRegistry::Get();
+  recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
   events.threads = static_cast<int>(registry.registered());
   events.buffer_bytes_per_thread =
       events.threads == 0 ? 0 : static_cast<int64_t>(RingBytes(s.options.buffer_bytes_per_thread));
@@ -1087,7 +1087,7 @@ absl::StatusOr<Report> Session::Finish() {
   // or not), those pushed since the final drain (scopes that ended during
   // Finish), and the step still open, whose event comes too late.
   events.dropped = registry.refused() + s.released_dropped;
-  for (const core::ThreadEntry& entry : s.entries) {
+  for (const recorder::ThreadEntry& entry : s.entries) {
     if (entry.buffer == nullptr) continue;
     events.dropped += static_cast<int64_t>(entry.buffer->dropped() + entry.buffer->pending());
   }
@@ -1099,7 +1099,7 @@ absl::StatusOr<Report> Session::Finish() {
     events.clock_calibrations = s.calibration.points();
     events.clock_max_error_ns = s.calibration.max_error_ns();
   }
-  core::ThreadRegistry::Get().EndSession();
+  recorder::ThreadRegistry::Get().EndSession();
 
   analysis::RunClock clock;
   clock.process_start_ns = s.process_start.monotonic_ns;
@@ -1110,8 +1110,8 @@ absl::StatusOr<Report> Session::Finish() {
   device.status = s.device_status;
   if (s.collector != nullptr) {
     if (absl::Status stopped = s.collector->Stop(); !stopped.ok()) {
-      device.status = fmt::format("collected, then failed to stop: {}",
-                                  std::string(stopped.message()));
+      device.status =
+          fmt::format("collected, then failed to stop: {}", std::string(stopped.message()));
     }
     s.collector->AppendTo(&s.fold->input());
     const cupti::CollectorStats stats = s.collector->stats();

@@ -1,11 +1,11 @@
 // The Timeline data model. See timeline.h.
-#include "sdk/analysis/timeline.h"
+#include "sdk/ground/timeline.h"
 
 #include <algorithm>
 #include <thread>
 #include <utility>
 
-namespace trainscope::analysis {
+namespace trainscope::ground {
 
 double NanosToMicros(TimestampNs ns) {
   // Up to 2^53 the integer is exact in a double and one division rounds
@@ -25,8 +25,7 @@ uint32_t Timeline::AddTrack(Track track) {
   return static_cast<uint32_t>(tracks_.size() - 1);
 }
 
-uint32_t Timeline::FindOrAddTrack(TrackKind kind, int64_t pid, int64_t tid,
-                                  std::string_view name) {
+uint32_t Timeline::FindOrAddTrack(TrackKind kind, int64_t pid, int64_t tid, std::string_view name) {
   for (size_t i = 0; i < tracks_.size(); ++i) {
     const Track& t = tracks_[i];
     if (t.kind == kind && t.pid == pid && t.tid == tid) return static_cast<uint32_t>(i);
@@ -68,4 +67,4 @@ void Timeline::Sort(bool two_threads) {
   std::stable_sort(intervals_.begin(), intervals_.end(), before);
 }
 
-}  // namespace trainscope::analysis
+}  // namespace trainscope::ground

@@ -9,9 +9,7 @@ namespace {
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the handler needs a lock-free flag");
 
-extern "C" void OnTerminationSignal(int signo) {
-  g_signal.store(signo, std::memory_order_relaxed);
-}
+extern "C" void OnTerminationSignal(int signo) { g_signal.store(signo, std::memory_order_relaxed); }
 
 }  // namespace
 

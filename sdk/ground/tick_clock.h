@@ -1,4 +1,4 @@
-// sdk/core/tick_clock.h: the recorder's timestamps, from the time-stamp
+// sdk/ground/tick_clock.h: the recorder's timestamps, from the time-stamp
 // counter to the session clock.
 //
 // Where the TSC is invariant (TscUsable), scopes record raw TSC ticks
@@ -15,8 +15,8 @@
 //   TickCalibration calibration;
 //   calibration.Add(ReadTickPair());       // at each drain, before reading rings
 //   event.start_ns = calibration.ToNs(event.start_ns);
-#ifndef TRAINSCOPE_SDK_CORE_TICK_CLOCK_H_
-#define TRAINSCOPE_SDK_CORE_TICK_CLOCK_H_
+#ifndef TRAINSCOPE_SDK_GROUND_TICK_CLOCK_H_
+#define TRAINSCOPE_SDK_GROUND_TICK_CLOCK_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +25,7 @@
 
 #include "trainscope/clock.h"
 
-namespace trainscope::core {
+namespace trainscope::ground {
 
 // True when raw TSC ticks can stand for time on this machine: an x86-64 CPU
 // whose /proc/cpuinfo flags include constant_tsc (a fixed rate) and
@@ -132,6 +132,6 @@ class TickCalibration {
   double ahead_ns_per_tick_ = 1.0;
 };
 
-}  // namespace trainscope::core
+}  // namespace trainscope::ground
 
-#endif  // TRAINSCOPE_SDK_CORE_TICK_CLOCK_H_
+#endif  // TRAINSCOPE_SDK_GROUND_TICK_CLOCK_H_

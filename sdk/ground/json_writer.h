@@ -1,4 +1,4 @@
-// sdk/export/json_writer.h: the one JSON writer of trainscope.
+// sdk/ground/json_writer.h: the one JSON writer of trainscope.
 //
 //   JsonWriter json(JsonWriter::kPretty);
 //   json.BeginObject().Key("run").BeginObject().Key("name").String("a").EndObject();
@@ -7,8 +7,8 @@
 //
 // Appends to an in-memory string; commas and (optionally) indentation are
 // managed for the caller. Non-finite numbers are written as null.
-#ifndef TRAINSCOPE_SDK_EXPORT_JSON_WRITER_H_
-#define TRAINSCOPE_SDK_EXPORT_JSON_WRITER_H_
+#ifndef TRAINSCOPE_SDK_GROUND_JSON_WRITER_H_
+#define TRAINSCOPE_SDK_GROUND_JSON_WRITER_H_
 
 #include <cstdint>
 #include <optional>
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace trainscope::exporter {
+namespace trainscope::ground {
 
 // Appends `text` as a JSON string literal (quotes and escapes included).
 void AppendJsonString(std::string* out, std::string_view text);
@@ -53,6 +53,6 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-}  // namespace trainscope::exporter
+}  // namespace trainscope::ground
 
-#endif  // TRAINSCOPE_SDK_EXPORT_JSON_WRITER_H_
+#endif  // TRAINSCOPE_SDK_GROUND_JSON_WRITER_H_

@@ -1,4 +1,4 @@
-// sdk/analysis/timeline.h: the one data model every source fills and every
+// sdk/ground/timeline.h: the one data model every source fills and every
 // analysis reads.
 //
 // Sources (the recorder's rings today; CUPTI buffers and Kineto traces next)
@@ -9,8 +9,8 @@
 //   uint32_t main = timeline.AddTrack({TrackKind::kHostThread, pid, tid, "main"});
 //   timeline.Add({start, end, step, 0, timeline.Intern("forward"), main,
 //                 IntervalKind::kHostRange, Phase::kForward});
-#ifndef TRAINSCOPE_SDK_ANALYSIS_TIMELINE_H_
-#define TRAINSCOPE_SDK_ANALYSIS_TIMELINE_H_
+#ifndef TRAINSCOPE_SDK_GROUND_TIMELINE_H_
+#define TRAINSCOPE_SDK_GROUND_TIMELINE_H_
 
 #include <cstdint>
 #include <string>
@@ -22,7 +22,7 @@
 #include "trainscope/clock.h"
 #include "trainscope/phase.h"
 
-namespace trainscope::analysis {
+namespace trainscope::ground {
 
 enum class TrackKind : uint8_t {
   kHostThread,    // one OS thread's ranges
@@ -139,6 +139,6 @@ class Timeline {
   NameTable names_;
 };
 
-}  // namespace trainscope::analysis
+}  // namespace trainscope::ground
 
-#endif  // TRAINSCOPE_SDK_ANALYSIS_TIMELINE_H_
+#endif  // TRAINSCOPE_SDK_GROUND_TIMELINE_H_

@@ -1,13 +1,13 @@
-// sdk/core/cpus.h: how many CPUs this process may run on (internal).
-#ifndef TRAINSCOPE_SDK_CORE_CPUS_H_
-#define TRAINSCOPE_SDK_CORE_CPUS_H_
+// sdk/ground/cpus.h: how many CPUs this process may run on (internal).
+#ifndef TRAINSCOPE_SDK_GROUND_CPUS_H_
+#define TRAINSCOPE_SDK_GROUND_CPUS_H_
 
 #include <sched.h>
 
 #include <algorithm>
 #include <thread>
 
-namespace trainscope::core {
+namespace trainscope::ground {
 
 // The CPUs the calling thread may run on: its affinity mask, so `taskset`
 // and container cpusets count, not the host's CPUs. At least 1. Cost: one
@@ -21,6 +21,6 @@ inline int AvailableCpus() {
   return std::max(cpus, 1);
 }
 
-}  // namespace trainscope::core
+}  // namespace trainscope::ground
 
-#endif  // TRAINSCOPE_SDK_CORE_CPUS_H_
+#endif  // TRAINSCOPE_SDK_GROUND_CPUS_H_

@@ -1,7 +1,5 @@
 // Process and machine facts for the report. See environment.h.
-#include "sdk/core/environment.h"
-
-#include "sdk/core/cpus.h"
+#include "sdk/session/environment.h"
 
 #include <dlfcn.h>
 #include <sys/utsname.h>
@@ -14,14 +12,16 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
-#include "fmt/format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "fmt/format.h"
+#include "sdk/ground/cpus.h"
+#include "sdk/ground/cuda_devices.h"
 #include "sdk/nvtx/nvtx.h"
 #include "trainscope/version.h"
 
-namespace trainscope::core {
+namespace trainscope::environment {
 namespace {
 
 std::string ReadFile(const char* path) {
@@ -80,7 +80,8 @@ std::string OsDescription() {
       pretty = std::string(absl::StripSuffix(absl::StripPrefix(line, "\""), "\""));
     }
   }
-  return fmt::format("{} (kernel {}, {})", pretty.empty() ? names.sysname : pretty, names.release, names.machine);
+  return fmt::format("{} (kernel {}, {})", pretty.empty() ? names.sysname : pretty, names.release,
+                     names.machine);
 }
 
 }  // namespace
@@ -113,54 +114,14 @@ absl::StatusOr<ProcessStart> ReadProcessStart() {
   return start;
 }
 
-CudaDevices ProbeCudaDevices() {
-  CudaDevices devices;
-  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (driver == nullptr) {
-    devices.status = "no CUDA driver: libcuda.so.1 not found";
-    return devices;
-  }
-  using InitFn = int (*)(unsigned);
-  using CountFn = int (*)(int*);
-  using GetFn = int (*)(int*, int);
-  using NameFn = int (*)(char*, int, int);
-  auto init = reinterpret_cast<InitFn>(dlsym(driver, "cuInit"));
-  auto count = reinterpret_cast<CountFn>(dlsym(driver, "cuDeviceGetCount"));
-  auto get = reinterpret_cast<GetFn>(dlsym(driver, "cuDeviceGet"));
-  auto name = reinterpret_cast<NameFn>(dlsym(driver, "cuDeviceGetName"));
-  if (init == nullptr || count == nullptr || get == nullptr || name == nullptr) {
-    devices.status = "CUDA driver lacks cuInit/cuDeviceGetName";
-    return devices;
-  }
-  if (const int rc = init(0); rc != 0) {
-    devices.status = fmt::format("cuInit failed with CUDA error {}{}", rc, rc == 100 ? " (no CUDA-capable device)" : "");
-    return devices;
-  }
-  int n = 0;
-  if (count(&n) != 0 || n == 0) {
-    devices.status = "no CUDA device visible";
-    return devices;
-  }
-  int device = 0;
-  char text[256] = {};
-  if (get(&device, 0) == 0 && name(text, sizeof(text), device) == 0) {
-    devices.first_name = text;
-  }
-  devices.count = n;
-  devices.status = fmt::format("{} CUDA device(s) via the driver API", n);
-  return devices;  // the driver stays loaded: CUDA libraries will want it
-}
-
 void DescribeEnvironment(const Options& options, Report* report) {
   Report::Run& run = report->run;
   run.name = options.run_name;
-  run.code_version = !options.code_version.empty()
-                         ? options.code_version
-                         : EnvOr("TRAINSCOPE_CODE_VERSION", GitCommit());
+  run.code_version = !options.code_version.empty() ? options.code_version
+                                                   : EnvOr("TRAINSCOPE_CODE_VERSION", GitCommit());
   if (run.code_version.empty()) run.code_version = "unknown";
-  run.data_version = !options.data_version.empty()
-                         ? options.data_version
-                         : EnvOr("TRAINSCOPE_DATA_VERSION", "unknown");
+  run.data_version = !options.data_version.empty() ? options.data_version
+                                                   : EnvOr("TRAINSCOPE_DATA_VERSION", "unknown");
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   run.host = host;
@@ -169,13 +130,11 @@ void DescribeEnvironment(const Options& options, Report* report) {
   Report::Environment& env = report->environment;
   env.cpu_model = CpuModel();
   // The CPUs this process may run on (affinity, cgroup cpusets), not the host's.
-  env.cpu_count = AvailableCpus();
-  const CudaDevices cuda = ProbeCudaDevices();
+  env.cpu_count = ground::AvailableCpus();
+  const ground::CudaDevices cuda = ground::ProbeCudaDevices();
   env.accelerator_count = cuda.count;
   env.accelerator = cuda.count > 0 ? cuda.first_name : env.cpu_model;
-  env.accelerator_status = cuda.count > 0
-                               ? cuda.status
-                               : fmt::format("CPU only ({})", cuda.status);
+  env.accelerator_status = cuda.count > 0 ? cuda.status : fmt::format("CPU only ({})", cuda.status);
   env.container_image =
       !options.container_image.empty() ? options.container_image : ContainerImage();
   env.os = OsDescription();
@@ -191,12 +150,15 @@ absl::StatusOr<double> ParseSubmitTime(std::string_view text) {
   if (absl::ParseTime(absl::RFC3339_full, std::string(text), &time, &error)) {
     return absl::ToDoubleSeconds(time - absl::UnixEpoch());
   }
-  return absl::InvalidArgumentError(fmt::format("submission time '{}': expected Unix seconds or ISO 8601 such as 2026-12-02T14:05:00Z ({})", text, error));
+  return absl::InvalidArgumentError(fmt::format(
+      "submission time '{}': expected Unix seconds or ISO 8601 such as 2026-12-02T14:05:00Z ({})",
+      text, error));
 }
 
 std::string FormatIso8601(double unix_s) {
-  const absl::Time time = absl::UnixEpoch() + absl::Milliseconds(static_cast<int64_t>(unix_s * 1000));
+  const absl::Time time =
+      absl::UnixEpoch() + absl::Milliseconds(static_cast<int64_t>(unix_s * 1000));
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", time, absl::UTCTimeZone());
 }
 
-}  // namespace trainscope::core
+}  // namespace trainscope::environment

@@ -1,7 +1,7 @@
-// sdk/core/environment.h: facts about the process and machine for the
+// sdk/session/environment.h: facts about the process and machine for the
 // baseline record (internal).
-#ifndef TRAINSCOPE_SDK_CORE_ENVIRONMENT_H_
-#define TRAINSCOPE_SDK_CORE_ENVIRONMENT_H_
+#ifndef TRAINSCOPE_SDK_SESSION_ENVIRONMENT_H_
+#define TRAINSCOPE_SDK_SESSION_ENVIRONMENT_H_
 
 #include <optional>
 #include <string>
@@ -12,7 +12,7 @@
 #include "trainscope/report.h"
 #include "trainscope/session.h"
 
-namespace trainscope::core {
+namespace trainscope::environment {
 
 // When this process started, on the recorder's clock and on the wall clock,
 // from /proc/self/stat (field 22, starttime).
@@ -22,17 +22,6 @@ struct ProcessStart {
 };
 // Errors: Internal naming /proc/self/stat if it cannot be read or parsed.
 absl::StatusOr<ProcessStart> ReadProcessStart();
-
-// The CUDA devices, read through the driver API (libcuda.so.1 is loaded with
-// dlopen, so nothing links against CUDA). Never fails: without a driver,
-// `count` is 0 and `status` says why ("no CUDA driver: libcuda.so.1 not
-// found").
-struct CudaDevices {
-  int count = 0;
-  std::string first_name;
-  std::string status;
-};
-CudaDevices ProbeCudaDevices();
 
 // Fills run identity and environment facts: code and data version, container
 // image, accelerator, CPU, OS and host. Options win over environment
@@ -47,6 +36,6 @@ absl::StatusOr<double> ParseSubmitTime(std::string_view text);
 // Formats Unix seconds as ISO 8601 UTC with milliseconds.
 std::string FormatIso8601(double unix_s);
 
-}  // namespace trainscope::core
+}  // namespace trainscope::environment
 
-#endif  // TRAINSCOPE_SDK_CORE_ENVIRONMENT_H_
+#endif  // TRAINSCOPE_SDK_SESSION_ENVIRONMENT_H_

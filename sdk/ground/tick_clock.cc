@@ -1,5 +1,5 @@
 // TSC ticks to the session clock. See tick_clock.h.
-#include "sdk/core/tick_clock.h"
+#include "sdk/ground/tick_clock.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <x86intrin.h>
 #endif
 
-namespace trainscope::core {
+namespace trainscope::ground {
 
 namespace {
 
@@ -176,4 +176,4 @@ double TickCalibration::tsc_hz() const {
          static_cast<double>(last_.ns - first_.ns);
 }
 
-}  // namespace trainscope::core
+}  // namespace trainscope::ground
