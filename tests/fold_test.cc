@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 #include "sdk/analysis/run_fold.h"
 #include "sdk/analysis/step_analysis.h"
 #include "sdk/ground/timeline.h"
+#include "sdk/session/segment_policy.h"
 
 namespace trainscope::analysis {
 namespace {
@@ -596,3 +598,62 @@ TEST(RunFoldTest, EachRowGetsItsOwnTagsAmongTagsOfStepsThatNeverCame) {
 
 }  // namespace
 }  // namespace trainscope::analysis
+
+namespace trainscope::drain {
+namespace {
+
+// The drain's segment policy (sdk/session/segment_policy.h), in ms.
+constexpr TimestampNs kMs = 1000000;
+
+drain::SegmentInput Waiting(TimestampNs folded, TimestampNs watermark, TimestampNs now) {
+  drain::SegmentInput in;
+  in.folded = folded;
+  in.watermark = watermark;
+  in.now = now;
+  in.since_drain = 1 * kMs;
+  in.intervals_per_ns = 0.001;  // 1 an microsecond: 8192 of them are 8 ms
+  in.arrived = 1000;
+  return in;
+}
+
+TEST(SegmentPolicyTest, ASegmentWaitsUntilItIsHalfAsLongAsItsWait) {
+  EXPECT_EQ(drain::SegmentEnd(Waiting(10 * kMs, 13 * kMs, 20 * kMs)), 10 * kMs)
+      << "3 ms to fold, 7 ms behind now: not yet";
+  EXPECT_EQ(drain::SegmentEnd(Waiting(10 * kMs, 13 * kMs, 19 * kMs)), 13 * kMs)
+      << "3 ms to fold, 6 ms behind now";
+  EXPECT_EQ(drain::SegmentEnd(Waiting(10 * kMs, 10 * kMs + kMs / 2, 10 * kMs + kMs / 2)), 10 * kMs)
+      << "under the 1 ms minimum";
+}
+
+// A drain that found nothing new folds the rest, however short: else the
+// rows of the last steps before a pause waited for the next input (issue
+// 15: 14 rows held for 20 s on a loaded machine, a rest under 1 ms).
+TEST(SegmentPolicyTest, ADrainThatFoundNothingNewFoldsTheRest) {
+  drain::SegmentInput in = Waiting(10 * kMs, 10 * kMs + kMs / 2, 30 * kMs);
+  EXPECT_EQ(drain::SegmentEnd(in), 10 * kMs);
+  in.arrived = 0;
+  EXPECT_EQ(drain::SegmentEnd(in), 10 * kMs + kMs / 2);
+}
+
+TEST(SegmentPolicyTest, ASegmentIsAboutASliceOfIntervalsAtTheirRate) {
+  drain::SegmentInput in = Waiting(0, 100 * kMs, 101 * kMs);
+  EXPECT_EQ(drain::SegmentEnd(in), 8192 * 1000) << "8192 intervals at 1 a microsecond";
+  in.intervals_per_ns = 0.1;  // 8192 of them are 82 us: the 1 ms minimum
+  EXPECT_EQ(drain::SegmentEnd(in), 1 * kMs);
+  in.since_drain = 20 * kMs;  // at least what came since the last drain
+  EXPECT_EQ(drain::SegmentEnd(in), 20 * kMs);
+}
+
+TEST(SegmentPolicyTest, TheFirstAndAnOverfullFoldAllTheyMay) {
+  drain::SegmentInput in = Waiting(std::numeric_limits<TimestampNs>::min(), 50 * kMs, 60 * kMs);
+  EXPECT_EQ(drain::SegmentEnd(in), 50 * kMs);
+  in = Waiting(10 * kMs, 11 * kMs, 100 * kMs);
+  in.over = true;
+  EXPECT_EQ(drain::SegmentEnd(in), 11 * kMs);
+  in = Waiting(10 * kMs, 9 * kMs, 100 * kMs);
+  in.over = true;
+  EXPECT_EQ(drain::SegmentEnd(in), 10 * kMs) << "never behind what is folded";
+}
+
+}  // namespace
+}  // namespace trainscope::drain

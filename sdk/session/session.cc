@@ -31,6 +31,7 @@
 #include "sdk/nvtx/nvtx.h"
 #include "sdk/recorder/thread_registry.h"
 #include "sdk/session/environment.h"
+#include "sdk/session/segment_policy.h"
 #include "trainscope/recorder.h"
 
 namespace trainscope {
@@ -587,25 +588,16 @@ void Session::Impl::DrainOnce(bool final) {
   watermark = std::min(watermark, device_complete);
   const uint64_t held = (fold->held() + fold->input().size()) * sizeof(ground::Interval);
   if (held > options.fold_buffer_bytes.value) watermark = now;
-  // Fold in segments of at least half the delay (each held interval is then
-  // looked at a few times, not once a drain); in between, only take the input.
-  // A segment folds at most about kSliceIntervals intervals' worth of time
-  // (at the rate they come), about a millisecond of work: a long segment
-  // would keep the drainer from the rings longer than a fast producer takes
-  // to fill one (32768 was 4 to 10 ms at 2 M events/s, and a 1 MiB ring
-  // holds 16 ms of them).
-  const TimestampNs folded = fold->watermark();
-  const bool first = folded == std::numeric_limits<TimestampNs>::min();
-  const bool over = held > options.fold_buffer_bytes.value / 2;
-  const bool segment =
-      first || over || watermark - folded >= std::max<TimestampNs>((now - watermark) / 2, 1000000);
-  TimestampNs to = segment ? watermark : folded;
-  if (segment && !first && !over && intervals_per_ns > 0) {
-    constexpr double kSliceIntervals = 8192;
-    to = std::min(
-        to, folded + std::max({TimestampNs{1000000}, since_drain,
-                               static_cast<TimestampNs>(kSliceIntervals / intervals_per_ns)}));
-  }
+  // How far: drain::SegmentEnd (segment_policy.h).
+  drain::SegmentInput segment;
+  segment.now = now;
+  segment.watermark = watermark;
+  segment.folded = fold->watermark();
+  segment.since_drain = since_drain;
+  segment.intervals_per_ns = intervals_per_ns;
+  segment.arrived = drained_intervals;
+  segment.over = held > options.fold_buffer_bytes.value / 2;
+  const TimestampNs to = drain::SegmentEnd(segment);
   TakeDeviceSync();
   fold->Advance(to);
   if (steps_file != nullptr && steps_status.ok()) steps_status.Update(steps_file->Flush());
