@@ -1,5 +1,5 @@
 // `trainscope analyze` output. See analysis_report.h.
-#include "sdk/export/analysis_report.h"
+#include "sdk/analyze/analysis_report.h"
 
 #include <algorithm>
 #include <iterator>
@@ -8,7 +8,7 @@
 #include "sdk/analysis/step_analysis.h"
 #include "sdk/ground/json_writer.h"
 
-namespace trainscope::exporter {
+namespace trainscope::analyze {
 namespace {
 
 double Ms(TimestampNs ns) { return ns / 1e6; }
@@ -140,10 +140,10 @@ std::string AnalysisToText(const AnalyzedTrace& t) {
                          "JSON in {:.3f} s)",
                          t.path, t.rank, t.kernels, t.memcpys, t.memsets, t.steps,
                          t.read.bytes / 1e6, t.parse_s));
-  Line(&out, fmt::format("{} idle: {:.1f}% of {:.1f} ms ({}), {} gaps, largest {:.3f} ms",
-                         idle.busy_source == "device_activity" ? "GPU" : "compute",
-                         100 * idle.share, Ms(idle.window_ns), idle.busy_source, idle.gaps,
-                         Ms(idle.largest_gap_ns)));
+  Line(&out,
+       fmt::format("{} idle: {:.1f}% of {:.1f} ms ({}), {} gaps, largest {:.3f} ms",
+                   idle.busy_source == "device_activity" ? "GPU" : "compute", 100 * idle.share,
+                   Ms(idle.window_ns), idle.busy_source, idle.gaps, Ms(idle.largest_gap_ns)));
   if (t.analysis.step_windows > 1) {
     Line(&out, fmt::format("  (over {} windows of consecutive steps; the time between them was "
                            "not recorded)",
@@ -163,7 +163,8 @@ std::string AnalysisToText(const AnalyzedTrace& t) {
   }
   std::string histogram = "gap lengths:";
   for (const analysis::GapBucket& b : idle.histogram) {
-    if (b.count > 0) histogram += fmt::format(" {} {}x ({:.3f} ms);", b.label, b.count, Ms(b.total_ns));
+    if (b.count > 0)
+      histogram += fmt::format(" {} {}x ({:.3f} ms);", b.label, b.count, Ms(b.total_ns));
   }
   Line(&out, histogram);
   for (const analysis::StreamActivity& s : idle.streams) {
@@ -171,14 +172,15 @@ std::string AnalysisToText(const AnalyzedTrace& t) {
                            s.device, s.stream, s.intervals, Ms(s.busy_ns), 100 * s.busy_share));
   }
   const analysis::HtaTemporalBreakdown& h = t.analysis.hta.temporal;
-  Line(&out, fmt::format("HTA temporal breakdown (us): idle {:.0f}, compute {:.0f}, non-compute "
-                         "{:.0f}, kernel time {:.0f}{}",
-                         h.idle_us, h.compute_us, h.non_compute_us, h.kernel_us,
-                         t.facts.profiler_steps >= 2 ? " (last ProfilerStep dropped, as HTA does)"
-                                                     : ""));
+  Line(&out,
+       fmt::format("HTA temporal breakdown (us): idle {:.0f}, compute {:.0f}, non-compute "
+                   "{:.0f}, kernel time {:.0f}{}",
+                   h.idle_us, h.compute_us, h.non_compute_us, h.kernel_us,
+                   t.facts.profiler_steps >= 2 ? " (last ProfilerStep dropped, as HTA does)" : ""));
   Line(&out, "HTA idle-time breakdown (us):");
   for (const analysis::HtaStreamIdle& row : t.analysis.hta.idle_by_stream) {
-    Line(&out, fmt::format("  stream {:>4} {:<12} {:>14.2f}", row.stream, row.category, row.idle_us));
+    Line(&out,
+         fmt::format("  stream {:>4} {:<12} {:>14.2f}", row.stream, row.category, row.idle_us));
   }
   return out;
 }
@@ -197,9 +199,11 @@ std::string RanksToJson(const std::vector<AnalyzedTrace>& ranks) {
   }
   j.Key("summary").BeginObject();
   j.Key("ranks").Int(static_cast<int64_t>(ranks.size()));
-  j.Key("idle_share_min").Number(shares.empty() ? 0 : *std::min_element(shares.begin(), shares.end()));
+  j.Key("idle_share_min")
+      .Number(shares.empty() ? 0 : *std::min_element(shares.begin(), shares.end()));
   j.Key("idle_share_median").Number(analysis::Median(shares));
-  j.Key("idle_share_max").Number(shares.empty() ? 0 : *std::max_element(shares.begin(), shares.end()));
+  j.Key("idle_share_max")
+      .Number(shares.empty() ? 0 : *std::max_element(shares.begin(), shares.end()));
   if (idlest != nullptr) j.Key("idlest_rank").Int(idlest->rank);
   j.EndObject();
   j.EndObject();
@@ -214,9 +218,10 @@ std::string RanksToText(const std::vector<AnalyzedTrace>& ranks) {
   for (const AnalyzedTrace& t : ranks) {
     const auto& idle = t.analysis.idle;
     shares.push_back(idle.share);
-    Line(&out, fmt::format("{:>5} {:>9} {:>11.1f}% {:>14} {:>10.3f}  {}", t.rank, t.kernels,
-                           100 * idle.share, idle.by_cause.empty() ? "-" : idle.by_cause.front().first,
-                           t.parse_s, t.path));
+    Line(&out,
+         fmt::format("{:>5} {:>9} {:>11.1f}% {:>14} {:>10.3f}  {}", t.rank, t.kernels,
+                     100 * idle.share, idle.by_cause.empty() ? "-" : idle.by_cause.front().first,
+                     t.parse_s, t.path));
   }
   if (!ranks.empty()) {
     Line(&out, fmt::format("across {} ranks: GPU idle min {:.1f}%, median {:.1f}%, max {:.1f}%",
@@ -227,4 +232,4 @@ std::string RanksToText(const std::vector<AnalyzedTrace>& ranks) {
   return out;
 }
 
-}  // namespace trainscope::exporter
+}  // namespace trainscope::analyze

@@ -1,0 +1,79 @@
+// `trainscope analyze` as a library. See analyze.h.
+#include "sdk/analyze/analyze.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <string_view>
+#include <thread>
+
+#include "fmt/format.h"
+
+namespace trainscope::analyze {
+namespace {
+
+bool IsTraceFile(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  auto ends = [&name](std::string_view suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends(".json") || ends(".json.gz");
+}
+
+}  // namespace
+
+absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads) {
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path, threads);
+  if (!trace.ok()) return trace.status();
+  AnalyzedTrace out;
+  out.path = trace->path;
+  out.rank = trace->rank.value_or(0);
+  out.read = trace->read;
+  out.kernels = trace->kernels;
+  out.memcpys = trace->memcpys;
+  out.memsets = trace->memsets;
+  out.runtime_calls = trace->runtime_calls;
+  out.sync_calls = trace->sync_calls;
+  out.steps = trace->steps;
+  out.parse_s = trace->parse_s;
+  out.facts = trace->hta;
+  out.analysis = analysis::AnalyzeTimeline(trace->timeline, trace->hta, threads);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> TraceFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    // A trainscope output folder also holds report.json: not a trace.
+    if (entry.is_regular_file() && IsTraceFile(entry.path()) &&
+        entry.path().filename() != "report.json") {
+      files.push_back(entry.path().string());
+    }
+  }
+  if (ec) return absl::InvalidArgumentError(fmt::format("{}: {}", dir, ec.message()));
+  if (files.empty()) {
+    return absl::InvalidArgumentError(fmt::format("{}: no .json or .json.gz traces", dir));
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<absl::StatusOr<AnalyzedTrace>> AnalyzeFiles(const std::vector<std::string>& files,
+                                                        int jobs, int threads) {
+  std::vector<absl::StatusOr<AnalyzedTrace>> results(files.size(), absl::UnknownError("not run"));
+  jobs = std::clamp<int>(jobs, 1, std::max<int>(1, static_cast<int>(files.size())));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < jobs; ++w) {
+    workers.emplace_back([&] {
+      for (size_t i = next++; i < files.size(); i = next++)
+        results[i] = AnalyzeFile(files[i], threads);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  return results;
+}
+
+}  // namespace trainscope::analyze
