@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "sdk/analysis/checkpoint_advice.h"
 #include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/interval_set.h"
 #include "sdk/analysis/launch_attribution.h"
@@ -74,6 +75,36 @@ class TimelineBuilder {
   Timeline timeline_;
   uint32_t track_;
 };
+
+// Young and Daly: 4 saves that blocked 8 s in all (2 s each), one every
+// 60 s, an MTBF of 1 h: sqrt(2 x 2 x 3600) = 120 s; at 60 s the run loses
+// 2/60 + 60/7200 of its time, and 30 s plus the 5 s restart a failure.
+TEST(CheckpointAdviceTest, YoungDalyIntervalAndTheRunsOwnCost) {
+  Report::Checkpoint c;
+  c.saves = 4;
+  c.blocking_s = 8;
+  c.interval_s = 60;
+  c.restart_delay_s = 5;
+  AdviseCheckpointInterval(1.0, &c);
+  EXPECT_EQ(c.mtbf_hours, 1.0);
+  EXPECT_DOUBLE_EQ(c.optimal_interval_s, 120.0);
+  EXPECT_DOUBLE_EQ(c.expected_overhead_share, 2.0 / 60 + 60.0 / 7200);
+  EXPECT_DOUBLE_EQ(c.expected_lost_s_per_failure, 35.0);
+}
+
+TEST(CheckpointAdviceTest, NoAdviceWithoutAnMtbfOrASave) {
+  Report::Checkpoint c;
+  c.saves = 3;
+  c.blocking_s = 3;
+  c.interval_s = 10;
+  AdviseCheckpointInterval(0, &c);
+  EXPECT_EQ(c.optimal_interval_s, 0);
+  EXPECT_EQ(c.expected_overhead_share, 0);
+  c.saves = 0;
+  AdviseCheckpointInterval(2.0, &c);
+  EXPECT_EQ(c.mtbf_hours, 2.0);
+  EXPECT_EQ(c.optimal_interval_s, 0) << "no save: no cost to weigh";
+}
 
 TEST(IntervalSetTest, UnionIntersectSubtract) {
   const IntervalSet a = IntervalSet::FromUnsorted({{5, 8}, {0, 3}, {2, 4}, {8, 9}});

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "fmt/format.h"
+#include "sdk/analysis/checkpoint_advice.h"
 #include "sdk/analysis/quantile_sketch.h"
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/run_fold.h"
@@ -933,27 +934,18 @@ std::string Session::report_file() const { return RankedFile(impl_->options, "re
 // The counters' statistics and the checkpoint figures. Called with mu
 // held, after the fold finished.
 void Session::Impl::SummarizeCountersAndCheckpoints() {
-  // Checkpoints: throughput, restart delay, and the Young/Daly advice.
+  // Checkpoints: throughput, restart delay, and the Young/Daly advice
+  // (analysis/checkpoint_advice.h).
   Report::Checkpoint& c = report.checkpoint;
   c.persist_bytes_per_s = c.persist_s > 0 ? c.bytes / c.persist_s : 0;
   const Report::Step& first = fold->first_row();
   if (c.resumed_from_step >= 0 && first.index >= 0) {
     c.restart_delay_s = first.start_s + first.duration_ms / 1e3;
   }
-  c.mtbf_hours = options.checkpoint_mtbf_hours;
   if (c.saves >= 2) {
     c.interval_s = (last_save_ns - first_save_ns) / 1e9 / static_cast<double>(c.saves - 1);
   }
-  if (c.mtbf_hours > 0 && c.saves > 0) {
-    const double mtbf_s = c.mtbf_hours * 3600;
-    const double cost_s = c.blocking_s / static_cast<double>(c.saves);
-    c.optimal_interval_s = std::sqrt(2 * cost_s * mtbf_s);
-    if (c.interval_s > 0) {
-      c.expected_overhead_share = cost_s / c.interval_s + c.interval_s / (2 * mtbf_s);
-      c.expected_lost_s_per_failure =
-          c.interval_s / 2 + (c.restart_delay_s > 0 ? c.restart_delay_s : 0);
-    }
-  }
+  analysis::AdviseCheckpointInterval(options.checkpoint_mtbf_hours, &c);
   report.counters.clear();
   for (const auto& [id, counter] : counters) report.counters.push_back(counter);
   std::sort(report.counters.begin(), report.counters.end(),
