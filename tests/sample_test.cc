@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "sdk/export/report_json.h"
@@ -431,10 +433,24 @@ TEST(TrainMlpSampleTest, MixedPrecisionRunsAndReachesTheTarget) {
     EXPECT_EQ(report->acceptance.passed, std::optional<bool>(true))
         << amp << ": eval_mse " << report->acceptance.value.value_or(-1);
     EXPECT_EQ(report->memory.source, "process_rss");
-    if (amp == "fp16") {  // the scaler's state lands in the report's config
-      bool has_scale = false;
-      for (const auto& [key, value] : report->config) has_scale |= key == "amp.final_scale";
-      EXPECT_TRUE(has_scale);
+    // fp16: the scaler's state lands in the report's config: its scale, a
+    // power of two (GradScaler starts at 2^16, halves on an overflow,
+    // doubles after a clean run), and the steps it skipped, fewer than all.
+    // bf16 needs no scaler, and the run says none.
+    std::optional<double> scale;
+    std::optional<int64_t> skipped;
+    for (const auto& [key, value] : report->config) {
+      if (key == "amp.final_scale") scale = std::stod(value);
+      if (key == "amp.skipped_steps") skipped = std::stoll(value);
+    }
+    if (amp == "fp16") {
+      ASSERT_TRUE(scale.has_value() && skipped.has_value());
+      EXPECT_GT(*scale, 0);
+      EXPECT_EQ(std::exp2(std::round(std::log2(*scale))), *scale) << *scale;
+      EXPECT_GE(*skipped, 0);
+      EXPECT_LT(*skipped, 300);
+    } else {
+      EXPECT_FALSE(scale.has_value() || skipped.has_value());
     }
     bool has_depth = false;
     for (const Report::Counter& c : report->counters) has_depth |= c.name == "loader.queue_depth";

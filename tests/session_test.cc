@@ -317,6 +317,16 @@ TEST(SessionTest, ScopesRecordNothingWithoutAnActiveSession) {
   {
     TRAINSCOPE_PHASE(kForward);  // finished: a no-op again
   }
+  // Neither scope outside a session reaches the next one: it sees only its own.
+  auto next = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(next.ok()) << next.status();
+  { TRAINSCOPE_PHASE(kBackward); }
+  auto second = next->Finish();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->events.recorded, 1);
+  EXPECT_EQ(second->events.dropped, 0);
+  ASSERT_EQ(second->phases.size(), 1u);
+  EXPECT_EQ(second->phases[0].phase, "backward");
 }
 
 TEST(SessionTest, SecondConcurrentSessionIsRefused) {
@@ -447,6 +457,8 @@ TEST(SessionTest, ReportCarriesTheBaselineRecord) {
   ASSERT_TRUE(session.ok());
   session->SetConfig("batch_size", "64");
   session->SetAcceptance("top1", 0.75, 0.76, /*higher_is_better=*/true);
+  // Startup is the process start to the first step: at least this pause.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   for (int i = 0; i < 3; ++i) {
     StepScope step(*session, i, Samples(64));
     TRAINSCOPE_PHASE(kForward);
@@ -463,7 +475,10 @@ TEST(SessionTest, ReportCarriesTheBaselineRecord) {
   EXPECT_EQ(r->acceptance.metric, "top1");
   EXPECT_EQ(r->acceptance.passed, true);
   EXPECT_NEAR(r->resource_hours, 4 * r->timing.total_s / 3600, 1e-12);
-  EXPECT_GE(r->timing.startup_s, 0);
+  EXPECT_GE(r->timing.startup_s, 0.05);
+  EXPECT_LT(r->timing.startup_s, r->timing.total_s);
+  EXPECT_NEAR(r->timing.startup_s + r->timing.steps_s, r->timing.total_s, 0.05)
+      << "startup, then the steps, then Finish soon after";
   EXPECT_GT(r->timing.total_s, r->timing.steps_s);
 }
 
