@@ -58,7 +58,7 @@ trainscope::Options BaseOptions(const std::string& dir) {
   trainscope::Options options;
   options.output_dir = dir;
   options.run_name = "drain_bench";
-  options.sinks = trainscope::kSinkReportJson | trainscope::kSinkTraceJson;
+  options.sinks = trainscope::Sink::kReportJson | trainscope::Sink::kTraceJson;
   options.summary_stream = nullptr;
   options.nvtx = false;
   options.device_timeline = false;
@@ -79,7 +79,7 @@ struct Capacity {
   long long recorded = 0, dropped = 0;
 };
 
-Capacity MeasureCapacity(const std::string& dir, long long events, uint32_t sinks) {
+Capacity MeasureCapacity(const std::string& dir, long long events, trainscope::Sink sinks) {
   trainscope::Options options = BaseOptions(dir);
   options.sinks = sinks;
   options.buffer_bytes_per_thread = trainscope::Bytes(uint64_t{256} << 20);
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
   }
-  auto capacity_with = [&](uint32_t sinks) {
+  auto capacity_with = [&](trainscope::Sink sinks) {
     std::vector<Capacity> capacity;
     for (int r = 0; r < runs; ++r) {
       capacity.push_back(MeasureCapacity(dir + "/capacity", events, sinks));
@@ -205,31 +205,31 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!only.empty()) {
-    const uint32_t sinks = only == "none"    ? trainscope::kSinkNone
-                           : only == "trace" ? trainscope::kSinkTraceJson
-                           : only == "rows"
-                               ? trainscope::kSinkReportJson
-                               : trainscope::kSinkReportJson | trainscope::kSinkTraceJson;
+    const trainscope::Sink sinks =
+        only == "none"    ? trainscope::Sink::kNone
+        : only == "trace" ? trainscope::Sink::kTraceJson
+        : only == "rows"  ? trainscope::Sink::kReportJson
+                          : trainscope::Sink::kReportJson | trainscope::Sink::kTraceJson;
     const Capacity c = capacity_with(sinks);
     std::printf("drain capacity (%s): %.2f M events per CPU second (%.0f ns an event)\n",
                 only.c_str(), c.drain_mev_cpu_s, 1e3 / c.drain_mev_cpu_s);
     return 0;
   }
-  const Capacity fold = capacity_with(trainscope::kSinkNone);
+  const Capacity fold = capacity_with(trainscope::Sink::kNone);
   std::printf(
       "drain capacity: producer %.1f M events/s, draining and folding %.2f M events per CPU "
       "second (goal >= 10): %s  [%lld recorded, %lld dropped; median of %d]\n",
       fold.producer_mev_s, fold.drain_mev_cpu_s, fold.drain_mev_cpu_s >= 10 ? "PASS" : "MISS",
       fold.recorded, fold.dropped, runs);
-  const Capacity c = capacity_with(trainscope::kSinkReportJson | trainscope::kSinkTraceJson);
+  const Capacity c = capacity_with(trainscope::Sink::kReportJson | trainscope::Sink::kTraceJson);
   std::printf(
       "  with every output: producer %.1f M events/s, drain %.2f M events per CPU second (goal "
       ">= 10): %s  [%lld recorded, %lld dropped; %.0f%% of it in the kernel; median of %d]\n",
       c.producer_mev_s, c.drain_mev_cpu_s, c.drain_mev_cpu_s >= 10 ? "PASS" : "MISS", c.recorded,
       c.dropped, 100 * c.kernel_share, runs);
   // Where the drain's time goes: the same with fewer outputs, as ns an event.
-  const Capacity trace = capacity_with(trainscope::kSinkTraceJson);
-  const Capacity rows = capacity_with(trainscope::kSinkReportJson);
+  const Capacity trace = capacity_with(trainscope::Sink::kTraceJson);
+  const Capacity rows = capacity_with(trainscope::Sink::kReportJson);
   auto ns = [](const Capacity& x) { return 1e3 / x.drain_mev_cpu_s; };
   auto kernel_ns = [&](const Capacity& x) { return ns(x) * x.kernel_share; };
   std::printf(

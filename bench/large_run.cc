@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   options.output_dir = argv[1];
   options.run_name = "large_run";
   options.buffer_bytes_per_thread = trainscope::Bytes(64u << 20);
-  options.sinks = trainscope::kSinkTraceJson | trainscope::kSinkReportJson;
+  options.sinks = trainscope::Sink::kTraceJson | trainscope::Sink::kReportJson;
   auto session = trainscope::Session::Start(options);
   if (!session.ok()) {
     std::fprintf(stderr, "large_run: %s\n", session.status().ToString().c_str());

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   options.output_dir = argv[1];
   options.run_name = "soak";
   // report.json + steps.jsonl + trace.json (its default windows)
-  options.sinks = trainscope::kSinkReportJson | trainscope::kSinkTraceJson;
+  options.sinks = trainscope::Sink::kReportJson | trainscope::Sink::kTraceJson;
   options.summary_stream = nullptr;
   options.nvtx = false;
   options.device_timeline = false;

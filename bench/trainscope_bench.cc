@@ -50,7 +50,7 @@
 //                             recorded benchmarks use: stores stream to DRAM).
 //
 // Recorded benchmarks start a fresh Session for every repetition (sinks =
-// kSinkNone, 64 MiB ring, 1 ms drain interval) and run a fixed number of
+// Sink::kNone, 64 MiB ring, 1 ms drain interval) and run a fixed number of
 // iterations, so the ring never fills (the drop path is never what is
 // measured) and Finish() keeps at most kRecordedIterations events (32 bytes
 // each) in memory. The events recorded and dropped are checked and printed,
@@ -160,7 +160,7 @@ int64_t CpuNs(clockid_t clock) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// One Session per repetition of a recorded benchmark: kSinkNone, a 64 MiB
+// One Session per repetition of a recorded benchmark: Sink::kNone, a 64 MiB
 // ring (2 Mi events, more than a repetition records) and a 1 ms drain
 // interval. Usage: RecordedSession rs(state, name, nvtx); if (!rs.ok())
 // return; ... the loop ...; rs.Finish();
@@ -179,7 +179,7 @@ class RecordedSession {
         extra_events_(extra_events) {
     trainscope::Options options;
     options.run_name = "trainscope_bench";
-    options.sinks = trainscope::kSinkNone;
+    options.sinks = trainscope::Sink::kNone;
     options.nvtx = nvtx;
     options.clock = clock;
     options.buffer_bytes_per_thread = trainscope::Bytes(uint64_t{64} << 20);

@@ -706,7 +706,7 @@ TEST(AsyncCheckpointerTest, SessionFinishWaitsForThePersistAndReportsIt) {
   TempDir dir;
   Options session_options;
   session_options.output_dir = dir.File("report");
-  session_options.sinks = kSinkReportJson;
+  session_options.sinks = Sink::kReportJson;
   session_options.device_timeline = false;
   absl::StatusOr<Session> session = Session::Start(session_options);
   ASSERT_TRUE(session.ok()) << session.status();
@@ -735,7 +735,7 @@ TEST(AsyncCheckpointerTest, TheSessionMayMoveAfterTheCheckpointerTookIt) {
   TempDir dir;
   Options session_options;
   session_options.output_dir = dir.File("report");
-  session_options.sinks = kSinkReportJson;
+  session_options.sinks = Sink::kReportJson;
   session_options.device_timeline = false;
   absl::StatusOr<Session> started = Session::Start(session_options);
   ASSERT_TRUE(started.ok()) << started.status();

@@ -1543,7 +1543,7 @@ TEST(TraceReaderTest, TrainscopeTracesImportWithTheirPhasesAndSteps) {
   TempDir dir;
   Options options;
   options.output_dir = dir.path();
-  options.sinks = kSinkTraceJson;
+  options.sinks = Sink::kTraceJson;
   auto session = Session::Start(options);
   ASSERT_TRUE(session.ok()) << session.status();
   for (int i = 0; i < 3; ++i) {

@@ -30,7 +30,7 @@ TEST(NoAllocationTest, HundredThousandScopesAfterRegistrationAllocateNothing) {
   testing::TempDir dir;
   Options options;
   options.output_dir = dir.path();
-  options.sinks = kSinkReportJson;
+  options.sinks = Sink::kReportJson;
   options.buffer_bytes_per_thread = Bytes(16u << 20);  // room for every event
   auto session = Session::Start(options);
   ASSERT_TRUE(session.ok()) << session.status();

@@ -38,7 +38,7 @@ class NvtxInjectionTest : public ::testing::Test {
   Options NvtxOptions() {
     Options options;
     options.output_dir = dir_.path();
-    options.sinks = kSinkNone;
+    options.sinks = Sink::kNone;
     return options;
   }
   TsNvtxApi api_{};

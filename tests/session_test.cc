@@ -30,7 +30,7 @@ Options QuietOptions(const std::string& dir) {
   Options options;
   options.output_dir = dir;
   options.run_name = "test";
-  options.sinks = kSinkTraceJson | kSinkReportJson;
+  options.sinks = Sink::kTraceJson | Sink::kReportJson;
   return options;
 }
 
@@ -674,7 +674,7 @@ TEST(SessionTest, ReportStaysTheSameSizeAndStepsGoToTheStepsFile) {
   for (int steps : {40, 4000}) {
     TempDir dir;
     Options options = QuietOptions(dir.path());
-    options.sinks = kSinkReportJson;
+    options.sinks = Sink::kReportJson;
     options.flush_interval_ms = 5;
     options.fold_delay_ms = 10;
     auto session = Session::Start(options);
@@ -731,7 +731,7 @@ TEST(SessionTest, ResidentMemoryAfter10MillionEventsStaysNearThatAfter1Million) 
 #endif
   TempDir dir;
   Options options = QuietOptions(dir.path());
-  options.sinks = kSinkReportJson;
+  options.sinks = Sink::kReportJson;
   options.nvtx = false;
   options.device_timeline = false;
   options.buffer_bytes_per_thread = Bytes(16u << 20);
@@ -792,7 +792,7 @@ double PhaseTotalS(const Report& report, Phase phase) {
 Options PatientOptions(const std::string& dir) {
   Options options = QuietOptions(dir);
   options.device_timeline = false;  // device records would hold the fold to CUPTI's flushes
-  options.sinks = kSinkReportJson;
+  options.sinks = Sink::kReportJson;
   options.flush_interval_ms = 5;
   options.fold_delay_ms = 60000;
   return options;

@@ -169,7 +169,7 @@ void ExpectRangeOnTheSessionClock(Options::Clock clock, const std::string& expec
   TempDir dir;
   Options options;
   options.output_dir = dir.path();
-  options.sinks = kSinkTraceJson | kSinkReportJson;
+  options.sinks = Sink::kTraceJson | Sink::kReportJson;
   options.warmup_steps = 0;
   options.clock = clock;
   options.trace_first_steps = 100;  // every step in trace.json, in order

@@ -50,7 +50,7 @@ Options QuietOptions(const std::string& dir) {
   Options options;
   options.output_dir = dir;
   options.run_name = "torch-loop-test";
-  options.sinks = kSinkTraceJson | kSinkReportJson;
+  options.sinks = Sink::kTraceJson | Sink::kReportJson;
   options.device_timeline = false;
   options.warmup_steps = 0;
   return options;

@@ -32,7 +32,7 @@ Options QuietOptions(const std::string& dir) {
   Options options;
   options.output_dir = dir;
   options.run_name = "torch-test";
-  options.sinks = kSinkTraceJson | kSinkReportJson;
+  options.sinks = Sink::kTraceJson | Sink::kReportJson;
   options.device_timeline = false;
   return options;
 }

@@ -281,7 +281,7 @@ TEST(TraceWindowsSessionTest, TraceSizeDoesNotGrowWithTheRun) {
     TempDir dir;
     Options options;
     options.output_dir = dir.path();
-    options.sinks = kSinkTraceJson | kSinkReportJson;
+    options.sinks = Sink::kTraceJson | Sink::kReportJson;
     options.warmup_steps = 5;
     options.flush_interval_ms = 5;
     options.fold_delay_ms = 20;

@@ -98,8 +98,11 @@ class StepScope {
  public:
   // Begins step `index` of `session`; `samples` is the number of training
   // examples the step processes (for throughput), settable later.
-  StepScope(Session& session, StepIndex index, Samples samples = Samples(0)) noexcept
-      : session_(&session), buffer_(detail::ScopeBuffer()) {
+  // The step belongs to the session that is recording (there is one at a
+  // time); `session` names it at the call site and is not kept.
+  StepScope([[maybe_unused]] Session& session, StepIndex index,
+            Samples samples = Samples(0)) noexcept
+      : buffer_(detail::ScopeBuffer()) {
     index_ = index.value;
     samples_ = samples.value;
     if (buffer_ == nullptr) return;
@@ -151,16 +154,11 @@ class StepScope {
   void set_samples(Samples samples) noexcept { samples_ = samples.value; }
   // The step's index.
   int64_t index() const noexcept { return index_; }
-  // The Session object given to the constructor (a step is too short-lived
-  // to outlast a move of it; objects that keep a session use
-  // internal::BorrowSession).
-  Session& session() const noexcept { return *session_; }
 
   StepScope(const StepScope&) = delete;
   StepScope& operator=(const StepScope&) = delete;
 
  private:
-  Session* session_;
   ThreadBuffer* buffer_;
   TimestampNs start_ns_ = 0;
   int64_t index_ = -1;

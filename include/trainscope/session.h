@@ -32,14 +32,22 @@
 
 namespace trainscope {
 
-// Outputs a session writes; combine with |.
-enum Sink : uint32_t {
-  kSinkNone = 0,
-  kSinkTraceJson = 1u << 0,   // trace.json (Chrome trace / Kineto conventions)
-  kSinkReportJson = 1u << 1,  // report.json and steps.jsonl (docs/report-schema.md)
-  kSinkSummary = 1u << 2,     // the human summary, printed at Finish()
-  kSinkAll = kSinkTraceJson | kSinkReportJson | kSinkSummary,
+// Outputs a session writes; combine with |, test with Writes().
+enum class Sink : uint32_t {
+  kNone = 0,
+  kTraceJson = 1u << 0,   // trace.json (Chrome trace / Kineto conventions)
+  kReportJson = 1u << 1,  // report.json and steps.jsonl (docs/report-schema.md)
+  kSummary = 1u << 2,     // the human summary, printed at Finish()
+  kAll = kTraceJson | kReportJson | kSummary,
 };
+constexpr Sink operator|(Sink a, Sink b) {
+  return static_cast<Sink>(static_cast<uint32_t>(a) | static_cast<uint32_t>(b));
+}
+constexpr Sink operator&(Sink a, Sink b) {
+  return static_cast<Sink>(static_cast<uint32_t>(a) & static_cast<uint32_t>(b));
+}
+// True when `sinks` holds any of `which`: Writes(options.sinks, Sink::kSummary).
+constexpr bool Writes(Sink sinks, Sink which) { return (sinks & which) != Sink::kNone; }
 
 // How a Session is set up. Every field has a usable default.
 struct Options {
@@ -57,9 +65,9 @@ struct Options {
   // Emit NVTX ranges (the `trainscope` domain) for Nsight Systems. Without a
   // tool attached they add a few nanoseconds to a scope (bench/).
   bool nvtx = true;
-  // Which outputs to write (Sink flags).
-  uint32_t sinks = kSinkAll;
-  // Where the summary goes when kSinkSummary is set.
+  // Which outputs to write.
+  Sink sinks = Sink::kAll;
+  // Where the summary goes when Sink::kSummary is set.
   FILE* summary_stream = stdout;
   // Steps treated as warmup; -1 picks them by the rule in
   // docs/report-schema.md (timing.warmup_rule).

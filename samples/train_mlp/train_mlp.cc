@@ -187,7 +187,7 @@ int LaunchRanks(int argc, char** argv, int world_size, const std::string& out) {
     if (code != 0) std::fprintf(stderr, "train_mlp: rank %zu exited with %d\n", r, code);
     worst = std::max(worst, code);
   }
-  absl::StatusOr<std::string> report = trainscope::RanksReport(out, /*json=*/false);
+  absl::StatusOr<std::string> report = trainscope::RanksReport(out, trainscope::RanksFormat::kText);
   if (report.ok()) {
     std::printf("\n== ranks (trainscope ranks %s) ==\n%s", out.c_str(), report->c_str());
   } else {

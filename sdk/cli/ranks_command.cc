@@ -17,7 +17,8 @@ int RunRanks(const std::vector<std::string>& args, const std::string& format) {
                  format.c_str());
     return kExitUsage;
   }
-  absl::StatusOr<std::string> report = RanksReport(args[0], format == "json");
+  absl::StatusOr<std::string> report =
+      RanksReport(args[0], format == "json" ? RanksFormat::kJson : RanksFormat::kText);
   if (!report.ok()) {
     std::fprintf(stderr, "trainscope ranks: %s\n", std::string(report.status().message()).c_str());
     return kExitBadInput;

@@ -117,7 +117,8 @@ std::string ToText(const analysis::StragglerReport& s) {
 
 }  // namespace
 
-absl::StatusOr<std::string> RanksReport(const std::string& dir, bool json) {
+absl::StatusOr<std::string> RanksReport(const std::string& dir, RanksFormat format) {
+  const bool json = format == RanksFormat::kJson;
   std::error_code error;
   const std::vector<std::string> files = FindReports(dir, &error);
   if (error) {

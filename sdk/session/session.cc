@@ -103,8 +103,8 @@ absl::Status ValidateOptions(Options& o) {
   if (o.resource_request.accelerators < 0) {
     return absl::InvalidArgumentError("Options::resource_request.accelerators is negative");
   }
-  if ((o.sinks & kSinkSummary) != 0 && o.summary_stream == nullptr) {
-    return absl::InvalidArgumentError("Options::summary_stream is null but kSinkSummary is set");
+  if (Writes(o.sinks, Sink::kSummary) && o.summary_stream == nullptr) {
+    return absl::InvalidArgumentError("Options::summary_stream is null but Sink::kSummary is set");
   }
   return absl::OkStatus();
 }
@@ -694,19 +694,20 @@ absl::Status Session::Impl::WriteOutputs() {
   }
   status.Update(steps_status);
   if (steps_file != nullptr) status.Update(steps_file->Close());
-  if ((options.sinks & kSinkReportJson) != 0) {
+  if (Writes(options.sinks, Sink::kReportJson)) {
     status.Update(ground::WriteFileAtomically(
         fmt::format("{}/{}", options.output_dir, RankedFile(options, "report")),
         exporter::ReportToJson(report)));
   }
-  if ((options.sinks & kSinkSummary) != 0) {
+  if (Writes(options.sinks, Sink::kSummary)) {
     const std::string summary = exporter::FormatSummary(report);
     std::fputs(summary.c_str(), options.summary_stream);
-    if ((options.sinks & (kSinkTraceJson | kSinkReportJson)) != 0) {
+    if (Writes(options.sinks, Sink::kTraceJson | Sink::kReportJson)) {
       std::fprintf(
           options.summary_stream, "outputs: %s/%s%s\n", options.output_dir.c_str(),
-          (options.sinks & kSinkTraceJson) != 0 ? (RankedFile(options, "trace") + " ").c_str() : "",
-          (options.sinks & kSinkReportJson) != 0
+          Writes(options.sinks, Sink::kTraceJson) ? (RankedFile(options, "trace") + " ").c_str()
+                                                  : "",
+          Writes(options.sinks, Sink::kReportJson)
               ? (RankedFile(options, "report") + " " + RankedFile(options, "steps", "jsonl"))
                     .c_str()
               : "");
@@ -730,7 +731,7 @@ absl::StatusOr<Session> Session::Start(Options options) {
     g_session_active.store(false);
     return status;
   };
-  if ((options.sinks & (kSinkTraceJson | kSinkReportJson)) != 0) {
+  if (Writes(options.sinks, Sink::kTraceJson | Sink::kReportJson)) {
     if (absl::Status status = ground::EnsureWritableDirectory(options.output_dir); !status.ok()) {
       return fail(status);
     }
@@ -757,7 +758,7 @@ absl::StatusOr<Session> Session::Start(Options options) {
   impl->options.clock = options.clock;
   impl->ChooseClock();
   impl->scope_cost_ns = CalibrateScopeCostNs();
-  if ((options.sinks & kSinkTraceJson) != 0) {
+  if (Writes(options.sinks, Sink::kTraceJson)) {
     auto trace = exporter::TraceWriter::Open(options.output_dir, RankedFile(options, "trace"),
                                              options.run_name, impl->report.run.pid);
     if (!trace.ok()) return fail(trace.status());
@@ -774,7 +775,7 @@ absl::StatusOr<Session> Session::Start(Options options) {
     windows.budget_bytes = options.trace_budget_bytes.value;
     impl->windows = std::make_unique<exporter::TraceWindows>(impl->trace.get(), windows);
   }
-  if ((options.sinks & kSinkReportJson) != 0) {
+  if (Writes(options.sinks, Sink::kReportJson)) {
     auto steps =
         exporter::StepsWriter::Open(options.output_dir, RankedFile(options, "steps", "jsonl"));
     if (!steps.ok()) return fail(steps.status());

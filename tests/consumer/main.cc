@@ -8,7 +8,7 @@ int main(int argc, char** argv) {
   trainscope::Options options;
   options.output_dir = argv[1];
   options.run_name = "consumer";
-  options.sinks = trainscope::kSinkTraceJson | trainscope::kSinkReportJson;
+  options.sinks = trainscope::Sink::kTraceJson | trainscope::Sink::kReportJson;
   auto session = trainscope::Session::Start(options);
   if (!session.ok()) {
     std::fprintf(stderr, "%s\n", session.status().ToString().c_str());

@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   Options options;
   options.output_dir = argv[1];
   options.run_name = "consumer_torch";
-  options.sinks = kSinkReportJson;
+  options.sinks = Sink::kReportJson;
   options.device_timeline = false;
   options.warmup_steps = 0;
   auto session = Session::Start(options);
