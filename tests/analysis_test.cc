@@ -79,11 +79,16 @@ class TimelineBuilder {
 // Young and Daly: 4 saves that blocked 8 s in all (2 s each), one every
 // 60 s, an MTBF of 1 h: sqrt(2 x 2 x 3600) = 120 s; at 60 s the run loses
 // 2/60 + 60/7200 of its time, and 30 s plus the 5 s restart a failure.
-TEST(CheckpointAdviceTest, YoungDalyIntervalAndTheRunsOwnCost) {
+Report::Checkpoint Saves(int64_t saves, double blocking_s, double interval_s) {
   Report::Checkpoint c;
-  c.saves = 4;
-  c.blocking_s = 8;
-  c.interval_s = 60;
+  c.saves = saves;
+  c.blocking_s = blocking_s;
+  c.interval_s = interval_s;
+  return c;
+}
+
+TEST(CheckpointAdviceTest, YoungDalyIntervalAndTheRunsOwnCost) {
+  Report::Checkpoint c = Saves(4, 8, 60);
   c.restart_delay_s = 5;
   AdviseCheckpointInterval(1.0, &c);
   EXPECT_EQ(c.mtbf_hours, 1.0);
@@ -93,10 +98,7 @@ TEST(CheckpointAdviceTest, YoungDalyIntervalAndTheRunsOwnCost) {
 }
 
 TEST(CheckpointAdviceTest, NoAdviceWithoutAnMtbfOrASave) {
-  Report::Checkpoint c;
-  c.saves = 3;
-  c.blocking_s = 3;
-  c.interval_s = 10;
+  Report::Checkpoint c = Saves(3, 3, 10);
   AdviseCheckpointInterval(0, &c);
   EXPECT_EQ(c.optimal_interval_s, 0);
   EXPECT_EQ(c.expected_overhead_share, 0);
