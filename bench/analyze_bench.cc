@@ -155,10 +155,10 @@ struct Env {
   std::string python;      // the resolved interpreter with HTA, "" if none
   std::string hta_script;  // path of the HTA driver script
   std::string hta_skip_reason;
-  int cpu = -1;            // the CPU we are pinned to, -1 if not pinned
+  int cpu = -1;  // the CPU we are pinned to, -1 if not pinned
   std::string cpu_model;
   int cpus = 0;
-  cpu_set_t all_cpus;      // the mask before pinning
+  cpu_set_t all_cpus;  // the mask before pinning
 };
 Env& E() {
   static Env env;
@@ -166,8 +166,7 @@ Env& E() {
 }
 
 double NowS() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 double ThreadCpuS() {
   timespec ts;
@@ -205,7 +204,7 @@ struct Sample {
 struct Result {
   std::vector<Sample> samples;
   std::map<std::string, std::vector<double>> extra;  // per-sample figures
-  std::string note;                                   // why it was skipped, etc.
+  std::string note;                                  // why it was skipped, etc.
 };
 std::map<std::string, Result>& Results() {
   static std::map<std::string, Result> results;
@@ -269,7 +268,7 @@ struct Child {
   bool timed_out = false;
   int status = -1;  // wait status
   double wall_s = 0;
-  double cpu_s = 0;         // user + sys of the child (and its reaped children)
+  double cpu_s = 0;          // user + sys of the child (and its reaped children)
   double max_rss_bytes = 0;  // ru_maxrss
   bool ok() const { return started && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 };
@@ -374,8 +373,8 @@ int ExecChildMain(int argc, char** argv) {
   const double wall = NowS() - t0;
   FILE* f = std::fopen(report, "w");
   if (f == nullptr) return 2;
-  std::fprintf(f, "started %d\nstatus %d\nwall_s %.9f\ncpu_s %.6f\nmaxrss_kb %ld\n", pid > 0 ? 1 : 0,
-               status, wall,
+  std::fprintf(f, "started %d\nstatus %d\nwall_s %.9f\ncpu_s %.6f\nmaxrss_kb %ld\n",
+               pid > 0 ? 1 : 0, status, wall,
                ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
                    ru.ru_stime.tv_usec * 1e-6,
                ru.ru_maxrss);
@@ -398,13 +397,13 @@ std::string Tail(const std::string& path) {
 // ---- part 1: the synthetic timeline ---------------------------------------------
 
 struct Synthetic {
-  Timeline timeline;               // sorted, as ImportTrace leaves it
+  Timeline timeline;                // sorted, as ImportTrace leaves it
   std::vector<Interval> generated;  // the same records in generation order
   HtaTraceFacts facts;
   TimestampNs window_start = 0, window_end = 0;
   int64_t kernels = 0, launches = 0, steps = 0, host_ranges = 0;
   double build_s = 0;
-  HtaBreakdown hta;     // last results, for a sanity line
+  HtaBreakdown hta;  // last results, for a sanity line
   IdleBreakdown idle;
 };
 
@@ -425,8 +424,8 @@ Synthetic* BuildSynthetic(int64_t n, bool with_launches) {
   constexpr std::array<int64_t, 4> kStreams = {7, 20, 24, 28};
   std::array<uint32_t, 4> tracks{};
   for (size_t s = 0; s < kStreams.size(); ++s) {
-    tracks[s] = tl.AddTrack({TrackKind::kDeviceStream, 0, kStreams[s],
-                             "GPU 0 stream " + std::to_string(kStreams[s])});
+    tracks[s] = tl.AddTrack(
+        {TrackKind::kDeviceStream, 0, kStreams[s], "GPU 0 stream " + std::to_string(kStreams[s])});
   }
   const uint32_t host = tl.AddTrack({TrackKind::kHostThread, 4515, 4515, "thread 4515"});
   // Kernel names of a real trace, with HTA's other classes among them.
@@ -437,8 +436,8 @@ Synthetic* BuildSynthetic(int64_t n, bool with_launches) {
         "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>",
         "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>",
         "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>",
-        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
-        "Memcpy DtoD (Device -> Device)", "Memset (Device)",
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "Memcpy DtoD (Device -> Device)",
+        "Memset (Device)",
         "void at::native::unrolled_elementwise_kernel<at::native::MulFunctor<float>>",
         "void at::native::(anonymous namespace)::softmax_warp_forward<float, float, 10>",
         "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3"}) {
@@ -447,9 +446,8 @@ Synthetic* BuildSynthetic(int64_t n, bool with_launches) {
   const uint32_t launch_name = tl.Intern("cudaLaunchKernel");
   const uint32_t step_name = tl.Intern("ProfilerStep#0");
   std::array<uint32_t, 6> phase_names{};
-  constexpr std::array<Phase, 6> kPhases = {Phase::kDataWait, Phase::kHostToDevice,
-                                             Phase::kForward,  Phase::kBackward,
-                                             Phase::kOptimizer, Phase::kSync};
+  constexpr std::array<Phase, 6> kPhases = {Phase::kDataWait, Phase::kHostToDevice, Phase::kForward,
+                                            Phase::kBackward, Phase::kOptimizer,    Phase::kSync};
   constexpr std::array<double, 7> kPhaseCuts = {0, 0.05, 0.08, 0.40, 0.80, 0.90, 0.99};
   for (size_t p = 0; p < kPhases.size(); ++p) {
     phase_names[p] = tl.Intern(std::string(trainscope::PhaseName(kPhases[p])));
@@ -565,7 +563,8 @@ void BM_sort_baseline(benchmark::State& state) {
     benchmark::DoNotOptimize(work.data());
     Record(state, "BM_sort_baseline", s);
   }
-  state.counters["Mrec/s"] = static_cast<double>(syn.generated.size()) / WallS("BM_sort_baseline") / 1e6;
+  state.counters["Mrec/s"] =
+      static_cast<double>(syn.generated.size()) / WallS("BM_sort_baseline") / 1e6;
 }
 
 void BM_gap_analyze(benchmark::State& state) {
@@ -577,7 +576,8 @@ void BM_gap_analyze(benchmark::State& state) {
     benchmark::DoNotOptimize(syn.idle.idle_ns);
     Record(state, "BM_gap_analyze", s);
   }
-  state.counters["Mrec/s"] = static_cast<double>(syn.timeline.size()) / WallS("BM_gap_analyze") / 1e6;
+  state.counters["Mrec/s"] =
+      static_cast<double>(syn.timeline.size()) / WallS("BM_gap_analyze") / 1e6;
 }
 
 void BM_hta_breakdown(benchmark::State& state) {
@@ -589,15 +589,16 @@ void BM_hta_breakdown(benchmark::State& state) {
     benchmark::DoNotOptimize(syn.hta.rows);
     Record(state, "BM_hta_breakdown", s);
   }
-  state.counters["Mrec/s"] = static_cast<double>(syn.timeline.size()) / WallS("BM_hta_breakdown") / 1e6;
+  state.counters["Mrec/s"] =
+      static_cast<double>(syn.timeline.size()) / WallS("BM_hta_breakdown") / 1e6;
 }
 
 // ---- part 2: the real traces ------------------------------------------------------
 
 struct TraceFiles {
-  std::string name;   // "rank0_queue"
-  std::string gz;     // the shared .json.gz
-  std::string plain;  // our inflated copy
+  std::string name;     // "rank0_queue"
+  std::string gz;       // the shared .json.gz
+  std::string plain;    // our inflated copy
   std::string hta_dir;  // a dir holding only a copy of the .gz
   uint64_t gz_bytes = 0;
   uint64_t plain_bytes = 0;
@@ -692,8 +693,8 @@ AnalyzeFigures AnalyzeFile(const std::string& path, int threads) {
   f.parse_s = trace->parse_s;
   f.threads = trace->read.threads;
   f.intervals = static_cast<double>(trace->timeline.size());
-  f.device = static_cast<double>(trace->kernels + trace->memcpys + trace->memsets +
-                                 trace->sync_calls);
+  f.device =
+      static_cast<double>(trace->kernels + trace->memcpys + trace->memsets + trace->sync_calls);
   f.ok = true;
   return f;
 }
@@ -731,11 +732,18 @@ void AnalyzeBench(benchmark::State& state, const std::string& name, const std::s
     }
     const double wall = f.import_s + f.hta_s + f.gap_s;
     Record(state, name, {wall, cpu},
-           {{"bytes", f.bytes}, {"inflate_s", f.inflate_s}, {"parse_s", f.parse_s},
-            {"import_s", f.import_s}, {"hta_s", f.hta_s}, {"gap_s", f.gap_s},
-            {"intervals", f.intervals}, {"device", f.device},
+           {{"bytes", f.bytes},
+            {"inflate_s", f.inflate_s},
+            {"parse_s", f.parse_s},
+            {"import_s", f.import_s},
+            {"hta_s", f.hta_s},
+            {"gap_s", f.gap_s},
+            {"intervals", f.intervals},
+            {"device", f.device},
             {"inflate_share", f.parse_s > 0 ? f.inflate_s / f.parse_s : 0},
-            {"idle_us", f.idle_us}, {"kernel_us", f.kernel_us}, {"threads", f.threads}});
+            {"idle_us", f.idle_us},
+            {"kernel_us", f.kernel_us},
+            {"threads", f.threads}});
   }
   state.counters["MB/s"] = Extra(name, "bytes") / WallS(name) / 1e6;
 }
@@ -748,7 +756,8 @@ void BM_read_plain(benchmark::State& state, const TraceFiles* t) {
     const int fd = open(t->plain.c_str(), O_RDONLY | O_CLOEXEC);
     size_t got = 0;
     ssize_t n;
-    while (fd >= 0 && (n = read(fd, buf.data() + got, buf.size() - got)) > 0) got += static_cast<size_t>(n);
+    while (fd >= 0 && (n = read(fd, buf.data() + got, buf.size() - got)) > 0)
+      got += static_cast<size_t>(n);
     if (fd >= 0) close(fd);
     const Sample s{NowS() - w0, ThreadCpuS() - c0};
     benchmark::DoNotOptimize(buf.data());
@@ -796,7 +805,8 @@ void BM_analyze_plain_all(benchmark::State& state, const TraceFiles* t) {
 
 // ---- part 3: HTA ------------------------------------------------------------------
 
-constexpr char kHtaScript[] = R"PY(# analyze_bench's HTA driver: argv[1] a dir with one trace, argv[2] the
+constexpr char kHtaScript[] =
+    R"PY(# analyze_bench's HTA driver: argv[1] a dir with one trace, argv[2] the
 # file to write "key value" lines to.
 import sys, time
 t0 = time.perf_counter()
@@ -833,7 +843,8 @@ void RunHta(benchmark::State& state, const std::string& name, const std::string&
     const Child c = RunChild({E().python, E().hta_script, dir, result}, E().tmp + "/hta.out",
                              E().tmp + "/hta.err", timeout_s);
     if (c.timed_out) {
-      Results()[name].note = "timed out after " + std::to_string(static_cast<int>(timeout_s)) + " s";
+      Results()[name].note =
+          "timed out after " + std::to_string(static_cast<int>(timeout_s)) + " s";
       state.SkipWithError(Results()[name].note.c_str());
       break;
     }
@@ -943,8 +954,8 @@ struct BigTrace {
 };
 
 // The events of a trace's traceEvents array, and the text around it.
-bool SplitEvents(std::string_view text, std::string_view* head, std::vector<std::string_view>* events,
-                 std::string_view* tail) {
+bool SplitEvents(std::string_view text, std::string_view* head,
+                 std::vector<std::string_view>* events, std::string_view* tail) {
   const size_t key = text.find("\"traceEvents\"");
   if (key == std::string_view::npos) return false;
   const size_t open = text.find('[', key);
@@ -1013,7 +1024,8 @@ BigTrace WriteBigTrace(const std::string& source, const std::string& out_path, u
         max_id = std::max<int64_t>(max_id, std::strtoll(std::string(token).c_str(), nullptr, 10));
       }
       if (depth == 1 && k1 == "name" && token.substr(0, kStep.size()) == kStep) {
-        const int64_t s = std::strtoll(std::string(token.substr(kStep.size())).c_str(), nullptr, 10);
+        const int64_t s =
+            std::strtoll(std::string(token.substr(kStep.size())).c_str(), nullptr, 10);
         min_step = std::min(min_step, s);
         max_step = std::max(max_step, s);
       }
@@ -1059,33 +1071,38 @@ BigTrace WriteBigTrace(const std::string& source, const std::string& out_path, u
       }
       const std::string_view ev = events[e];
       size_t last = 0;
-      WalkEvent(ev, [&](int depth, std::string_view k1, std::string_view k2, std::string_view token) {
-        const size_t at = static_cast<size_t>(token.data() - ev.data());
-        int len = -1;
-        if (depth == 1 && k1 == "ts") {
-          if (token.find_first_of(".eE") != std::string_view::npos) {
-            len = std::snprintf(number, sizeof(number), "%.3f",
-                                std::strtod(std::string(token).c_str(), nullptr) +
-                                    static_cast<double>(k * span_us));
-          } else {
-            len = std::snprintf(number, sizeof(number), "%lld",
-                                static_cast<long long>(std::strtoll(std::string(token).c_str(), nullptr, 10) +
-                                                       k * span_us));
-          }
-        } else if (IsIdKey(depth, k1, k2) && token.find_first_of(".eE\"") == std::string_view::npos) {
-          len = std::snprintf(number, sizeof(number), "%lld",
-                              static_cast<long long>(std::strtoll(std::string(token).c_str(), nullptr, 10) +
-                                                     k * id_span));
-        } else if (depth == 1 && k1 == "name" && token.substr(0, kStep.size()) == kStep) {
-          const int64_t s = std::strtoll(std::string(token.substr(kStep.size())).c_str(), nullptr, 10);
-          len = std::snprintf(number, sizeof(number), "\"ProfilerStep#%lld\"",
-                              static_cast<long long>(s + k * step_span));
-        }
-        if (len < 0) return;
-        put(ev.substr(last, at - last));
-        put(std::string_view(number, static_cast<size_t>(len)));
-        last = at + token.size();
-      });
+      WalkEvent(
+          ev, [&](int depth, std::string_view k1, std::string_view k2, std::string_view token) {
+            const size_t at = static_cast<size_t>(token.data() - ev.data());
+            int len = -1;
+            if (depth == 1 && k1 == "ts") {
+              if (token.find_first_of(".eE") != std::string_view::npos) {
+                len = std::snprintf(number, sizeof(number), "%.3f",
+                                    std::strtod(std::string(token).c_str(), nullptr) +
+                                        static_cast<double>(k * span_us));
+              } else {
+                len = std::snprintf(
+                    number, sizeof(number), "%lld",
+                    static_cast<long long>(std::strtoll(std::string(token).c_str(), nullptr, 10) +
+                                           k * span_us));
+              }
+            } else if (IsIdKey(depth, k1, k2) &&
+                       token.find_first_of(".eE\"") == std::string_view::npos) {
+              len = std::snprintf(
+                  number, sizeof(number), "%lld",
+                  static_cast<long long>(std::strtoll(std::string(token).c_str(), nullptr, 10) +
+                                         k * id_span));
+            } else if (depth == 1 && k1 == "name" && token.substr(0, kStep.size()) == kStep) {
+              const int64_t s =
+                  std::strtoll(std::string(token.substr(kStep.size())).c_str(), nullptr, 10);
+              len = std::snprintf(number, sizeof(number), "\"ProfilerStep#%lld\"",
+                                  static_cast<long long>(s + k * step_span));
+            }
+            if (len < 0) return;
+            put(ev.substr(last, at - last));
+            put(std::string_view(number, static_cast<size_t>(len)));
+            last = at + token.size();
+          });
       put(ev.substr(last));
     }
   }
@@ -1134,9 +1151,7 @@ void BM_big_cli(benchmark::State& state) {
   CliBench(state, "BM_big_cli", big.path);
 }
 
-void BM_floor_cli(benchmark::State& state) {
-  CliBench(state, "BM_floor_cli", Smallest()->plain);
-}
+void BM_floor_cli(benchmark::State& state) { CliBench(state, "BM_floor_cli", Smallest()->plain); }
 
 void BM_big_inprocess(benchmark::State& state) {
   const BigTrace& big = GetBig();
@@ -1196,9 +1211,11 @@ struct Goal {
 void PrintSummary() {
   std::vector<Goal> goals;
   printf("\n==== analyze_bench summary (medians of every timed iteration, same run) ====\n");
-  printf("machine: %s, %d CPU(s); %s\n", E().cpu_model.c_str(), E().cpus,
-         E().cpu >= 0 ? ("benchmark thread and its children pinned to CPU " + std::to_string(E().cpu)).c_str()
-                      : "not pinned");
+  printf(
+      "machine: %s, %d CPU(s); %s\n", E().cpu_model.c_str(), E().cpus,
+      E().cpu >= 0
+          ? ("benchmark thread and its children pinned to CPU " + std::to_string(E().cpu)).c_str()
+          : "not pinned");
   bool preempted = false;
   auto note_preempted = [&](const std::string& name) {
     const double w = WallS(name), c = CpuS(name);
@@ -1214,11 +1231,12 @@ void PrintSummary() {
   if (Find("BM_gap_analyze") || Find("BM_hta_breakdown") || Find("BM_sort_baseline")) {
     const Synthetic& syn = GetSynthetic();
     const double n = static_cast<double>(syn.timeline.size());
-    printf("   %lld records: %lld kernels on 4 streams, %lld runtime calls, %lld steps, "
-           "%lld host ranges (built in %.1f s)\n",
-           static_cast<long long>(syn.timeline.size()), static_cast<long long>(syn.kernels),
-           static_cast<long long>(syn.launches), static_cast<long long>(syn.steps),
-           static_cast<long long>(syn.host_ranges), syn.build_s);
+    printf(
+        "   %lld records: %lld kernels on 4 streams, %lld runtime calls, %lld steps, "
+        "%lld host ranges (built in %.1f s)\n",
+        static_cast<long long>(syn.timeline.size()), static_cast<long long>(syn.kernels),
+        static_cast<long long>(syn.launches), static_cast<long long>(syn.steps),
+        static_cast<long long>(syn.host_ranges), syn.build_s);
     const double sort_s = WallS("BM_sort_baseline");
     printf("   %-28s %10s %12s %14s\n", "", "median", "M records/s", "x std::sort");
     for (const char* name : {"BM_sort_baseline", "BM_gap_analyze", "BM_hta_breakdown"}) {
@@ -1241,17 +1259,18 @@ void PrintSummary() {
     }
     for (const char* name : {"BM_gap_analyze", "BM_hta_breakdown"}) {
       const double rate = n / WallS(name);
-      goals.push_back({std::string(name) + " >= 20 M records/s (1 core)",
-                       Fmt("%.1f M records/s", rate / 1e6),
-                       std::isnan(rate) ? std::nullopt : std::optional<bool>(rate >= kGapGoalRecordsPerS)});
+      goals.push_back(
+          {std::string(name) + " >= 20 M records/s (1 core)", Fmt("%.1f M records/s", rate / 1e6),
+           std::isnan(rate) ? std::nullopt : std::optional<bool>(rate >= kGapGoalRecordsPerS)});
     }
   } else {
     printf("   not run\n");
   }
 
   // 2.
-  printf("\n2. trainscope analyze throughput (ImportTrace + ComputeHtaBreakdown + GapAnalyzer),\n"
-         "   MB = 10^6 bytes of uncompressed JSON\n");
+  printf(
+      "\n2. trainscope analyze throughput (ImportTrace + ComputeHtaBreakdown + GapAnalyzer),\n"
+      "   MB = 10^6 bytes of uncompressed JSON\n");
   printf("   %-16s %7s %8s %8s %8s %7s %8s %8s %7s %8s %7s\n", "trace", "MB", "read()", "plain",
          "plain", "x read", "zlib", ".gz", "x zlib", "inflate", "kept");
   printf("   %-16s %7s %8s %8s %8s %7s %8s %8s %7s %8s %7s\n", "", "", "MB/s", "MB/s", "best",
@@ -1287,13 +1306,14 @@ void PrintSummary() {
     const double gz_all = WallS("BM_analyze_gz_all/" + t.name);
     if (std::isnan(plain_all) && std::isnan(gz_all)) continue;
     const double mb = t.plain_bytes / 1e6;
-    printf("   %-16s on all %d CPUs (%.0f parsing threads): plain %s MB/s (%s x one core), "
-           ".gz %s MB/s (%s x one core)\n",
-           t.name.c_str(), E().cpus, Extra("BM_analyze_plain_all/" + t.name, "threads"),
-           Fmt("%.0f", mb / plain_all).c_str(),
-           Fmt("%.2f", WallS("BM_analyze_plain/" + t.name) / plain_all).c_str(),
-           Fmt("%.0f", mb / gz_all).c_str(),
-           Fmt("%.2f", WallS("BM_analyze_gz/" + t.name) / gz_all).c_str());
+    printf(
+        "   %-16s on all %d CPUs (%.0f parsing threads): plain %s MB/s (%s x one core), "
+        ".gz %s MB/s (%s x one core)\n",
+        t.name.c_str(), E().cpus, Extra("BM_analyze_plain_all/" + t.name, "threads"),
+        Fmt("%.0f", mb / plain_all).c_str(),
+        Fmt("%.2f", WallS("BM_analyze_plain/" + t.name) / plain_all).c_str(),
+        Fmt("%.0f", mb / gz_all).c_str(),
+        Fmt("%.2f", WallS("BM_analyze_gz/" + t.name) / gz_all).c_str());
   }
   for (const TraceFiles& t : Traces()) {
     const std::string name = "BM_analyze_plain/" + t.name;
@@ -1304,9 +1324,10 @@ void PrintSummary() {
   }
   if (total_plain > 0) {
     const double rate = total_bytes / total_plain;
-    printf("   all traces: plain %.0f MB/s (by CPU time %.0f, best iterations %.0f), .gz %.0f MB/s\n",
-           rate, total_bytes / total_plain_cpu, total_bytes / total_plain_best,
-           total_bytes / total_gz);
+    printf(
+        "   all traces: plain %.0f MB/s (by CPU time %.0f, best iterations %.0f), .gz %.0f MB/s\n",
+        rate, total_bytes / total_plain_cpu, total_bytes / total_plain_best,
+        total_bytes / total_gz);
     goals.push_back({"plain .json >= 500 MB/s (all traces, 1 core)", Fmt("%.0f MB/s", rate),
                      rate >= kPlainGoalMBps});
     if (const TraceFiles* big = Largest(); Find("BM_analyze_plain/" + big->name)) {
@@ -1324,8 +1345,8 @@ void PrintSummary() {
     printf("   HTA: %s\n", E().python.c_str());
     printf("   %-16s %9s %9s %8s   %9s %9s %8s %9s %9s\n", "trace", "HTA load", "ours", "ratio",
            "HTA proc", "CLI proc", "ratio", "HTA RSS", "CLI RSS");
-    printf("   %-16s %9s %9s %8s   %9s %9s %8s %9s %9s\n", "", "+bd (s)", "in-proc", "",
-           "(s)", "(s)", "", "(MB)", "(MB)");
+    printf("   %-16s %9s %9s %8s   %9s %9s %8s %9s %9s\n", "", "+bd (s)", "in-proc", "", "(s)",
+           "(s)", "", "(MB)", "(MB)");
     for (const TraceFiles& t : Traces()) {
       const std::string hta = "BM_hta/" + t.name;
       const double hta_in = Extra(hta, "analysis_s");
@@ -1340,7 +1361,9 @@ void PrintSummary() {
              Fmt("%.4f", cli).c_str(), Fmt("%.0fx", hta_proc / cli).c_str(),
              Fmt("%.0f", Extra(hta, "rss_bytes") / 1e6).c_str(),
              Fmt("%.1f", Extra("BM_cli_gz/" + t.name, "rss_bytes") / 1e6).c_str(),
-             Results().count(hta) && !Results()[hta].note.empty() ? ("  " + Results()[hta].note).c_str() : "");
+             Results().count(hta) && !Results()[hta].note.empty()
+                 ? ("  " + Results()[hta].note).c_str()
+                 : "");
       if (!std::isnan(hta_in) && !std::isnan(ours_in)) {
         const double a = Extra(hta, "idle_us"), b = Extra("BM_analyze_gz/" + t.name, "idle_us");
         printf("   %-16s HTA idle %.0f us, ours %.0f us; HTA's import of pandas etc. %.2f s\n", "",
@@ -1349,8 +1372,8 @@ void PrintSummary() {
                          hta_in / ours_in >= kHtaGoalRatio});
       }
       if (!std::isnan(hta_proc) && !std::isnan(cli)) {
-        goals.push_back({"HTA/ours >= 50x whole process, " + t.name,
-                         Fmt("%.0fx", hta_proc / cli), hta_proc / cli >= kHtaGoalRatio});
+        goals.push_back({"HTA/ours >= 50x whole process, " + t.name, Fmt("%.0fx", hta_proc / cli),
+                         hta_proc / cli >= kHtaGoalRatio});
       }
     }
   }
@@ -1362,10 +1385,11 @@ void PrintSummary() {
       const double ours_all = WallS("BM_analyze_gz_all/" + t.name);
       const double cli_all = WallS("BM_cli_gz_all/" + t.name);
       if (std::isnan(ours_all) && std::isnan(cli_all)) continue;
-      printf("   %-16s on all %d CPUs (HTA uses one): in-process %s s, %s; whole process %s s, %s\n",
-             t.name.c_str(), E().cpus, Fmt("%.4f", ours_all).c_str(),
-             Fmt("%.0fx", hta_in / ours_all).c_str(), Fmt("%.4f", cli_all).c_str(),
-             Fmt("%.0fx", hta_proc / cli_all).c_str());
+      printf(
+          "   %-16s on all %d CPUs (HTA uses one): in-process %s s, %s; whole process %s s, %s\n",
+          t.name.c_str(), E().cpus, Fmt("%.4f", ours_all).c_str(),
+          Fmt("%.0fx", hta_in / ours_all).c_str(), Fmt("%.4f", cli_all).c_str(),
+          Fmt("%.0fx", hta_proc / cli_all).c_str());
       const std::string cpus = " (" + std::to_string(E().cpus) + " CPUs)";
       if (!std::isnan(hta_in) && !std::isnan(ours_all)) {
         goals.push_back({"HTA/ours >= 50x in-process, " + t.name + cpus,
@@ -1388,26 +1412,29 @@ void PrintSummary() {
     const double intervals = Extra("BM_big_inprocess", "intervals");
     printf("   BIG.json: %.1f MB, %d copies of %s (written in %.1f s)\n", big.bytes / 1e6,
            big.copies, fs::path(big.source).filename().c_str(), big.write_s);
-    printf("   trainscope analyze: peak RSS %s MB in %s s (%s MB/s in-process); kept %s "
-           "device events, %s intervals\n",
-           Fmt("%.1f", rss / 1e6).c_str(), Fmt("%.2f", WallS("BM_big_cli")).c_str(),
-           Fmt("%.0f", big.bytes / 1e6 / WallS("BM_big_inprocess")).c_str(),
-           Fmt("%.0f", device).c_str(), Fmt("%.0f", intervals).c_str());
-    printf("   peak RSS / file size = %s; per kept device event %s bytes (%s above the %s MB a "
-           "run on %s needs); per kept interval %s bytes\n",
-           Fmt("%.3f", rss / big.bytes).c_str(), Fmt("%.0f", rss / device).c_str(),
-           Fmt("%.0f", (rss - floor) / device).c_str(), Fmt("%.1f", floor / 1e6).c_str(),
-           Smallest()->name.c_str(), Fmt("%.0f", rss / intervals).c_str());
+    printf(
+        "   trainscope analyze: peak RSS %s MB in %s s (%s MB/s in-process); kept %s "
+        "device events, %s intervals\n",
+        Fmt("%.1f", rss / 1e6).c_str(), Fmt("%.2f", WallS("BM_big_cli")).c_str(),
+        Fmt("%.0f", big.bytes / 1e6 / WallS("BM_big_inprocess")).c_str(),
+        Fmt("%.0f", device).c_str(), Fmt("%.0f", intervals).c_str());
+    printf(
+        "   peak RSS / file size = %s; per kept device event %s bytes (%s above the %s MB a "
+        "run on %s needs); per kept interval %s bytes\n",
+        Fmt("%.3f", rss / big.bytes).c_str(), Fmt("%.0f", rss / device).c_str(),
+        Fmt("%.0f", (rss - floor) / device).c_str(), Fmt("%.1f", floor / 1e6).c_str(),
+        Smallest()->name.c_str(), Fmt("%.0f", rss / intervals).c_str());
     if (!std::isnan(rss)) {
       goals.push_back({"peak RSS / file size <= 0.5 (" + Fmt("%.0f", big.bytes / 1e6) + " MB)",
                        Fmt("%.3f", rss / big.bytes), rss / big.bytes <= kRssGoalRatio});
     }
     const double hta_rss = Extra("BM_hta_big", "rss_bytes");
     if (!std::isnan(hta_rss)) {
-      printf("   HTA: peak RSS %.0f MB (%.1fx the file, %.0fx ours), %.1f s (load + breakdowns "
-             "%.1f s; %.0fx ours whole-process)\n",
-             hta_rss / 1e6, hta_rss / big.bytes, hta_rss / rss, WallS("BM_hta_big"),
-             Extra("BM_hta_big", "analysis_s"), WallS("BM_hta_big") / WallS("BM_big_cli"));
+      printf(
+          "   HTA: peak RSS %.0f MB (%.1fx the file, %.0fx ours), %.1f s (load + breakdowns "
+          "%.1f s; %.0fx ours whole-process)\n",
+          hta_rss / 1e6, hta_rss / big.bytes, hta_rss / rss, WallS("BM_hta_big"),
+          Extra("BM_hta_big", "analysis_s"), WallS("BM_hta_big") / WallS("BM_big_cli"));
       printf("   HTA idle %.0f us, ours %.0f us (of %.0f us kernel time)\n",
              Extra("BM_hta_big", "idle_us"), Extra("BM_big_inprocess", "idle_us"),
              Extra("BM_big_inprocess", "kernel_us"));
@@ -1415,8 +1442,9 @@ void PrintSummary() {
       printf("   HTA not installed: skipped\n");
     } else {
       const auto it = Results().find("BM_hta_big");
-      printf("   HTA on the big trace: %s\n",
-             it != Results().end() && !it->second.note.empty() ? it->second.note.c_str() : "not run");
+      printf("   HTA on the big trace: %s\n", it != Results().end() && !it->second.note.empty()
+                                                  ? it->second.note.c_str()
+                                                  : "not run");
     }
   } else {
     printf("   not run\n");
@@ -1428,8 +1456,9 @@ void PrintSummary() {
            g.pass ? PassMiss(*g.pass) : "n/a");
   }
   if (preempted) {
-    printf("note: real time > 1.1 x CPU time marks a thread that was preempted (another process\n"
-           "was using the cores); rerun on a quiet machine for firm figures.\n");
+    printf(
+        "note: real time > 1.1 x CPU time marks a thread that was preempted (another process\n"
+        "was using the cores); rerun on a quiet machine for firm figures.\n");
   }
   fflush(stdout);
 }
@@ -1548,7 +1577,10 @@ bool ParseFlag(const char* arg, const char* name, std::string* value) {
 void Register() {
   const Options& o = Opt();
   auto in_process = [&](benchmark::internal::Benchmark* b) {
-    b->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(o.repetitions)->ReportAggregatesOnly(o.repetitions > 1);
+    b->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Repetitions(o.repetitions)
+        ->ReportAggregatesOnly(o.repetitions > 1);
   };
   if (o.records > 0) {
     for (auto [name, fn] : {std::pair{"BM_sort_baseline", &BM_sort_baseline},
@@ -1559,26 +1591,41 @@ void Register() {
   }
   for (const TraceFiles& t : Traces()) {
     const TraceFiles* tp = &t;
-    in_process(benchmark::RegisterBenchmark(("BM_read_plain/" + t.name).c_str(), BM_read_plain, tp)->MinTime(0.1));
-    in_process(benchmark::RegisterBenchmark(("BM_inflate_gz/" + t.name).c_str(), BM_inflate_gz, tp)->MinTime(0.2));
-    in_process(benchmark::RegisterBenchmark(("BM_analyze_plain/" + t.name).c_str(), BM_analyze_plain, tp)->MinTime(0.3));
-    in_process(benchmark::RegisterBenchmark(("BM_analyze_gz/" + t.name).c_str(), BM_analyze_gz, tp)->MinTime(0.3));
+    in_process(benchmark::RegisterBenchmark(("BM_read_plain/" + t.name).c_str(), BM_read_plain, tp)
+                   ->MinTime(0.1));
+    in_process(benchmark::RegisterBenchmark(("BM_inflate_gz/" + t.name).c_str(), BM_inflate_gz, tp)
+                   ->MinTime(0.2));
+    in_process(
+        benchmark::RegisterBenchmark(("BM_analyze_plain/" + t.name).c_str(), BM_analyze_plain, tp)
+            ->MinTime(0.3));
+    in_process(benchmark::RegisterBenchmark(("BM_analyze_gz/" + t.name).c_str(), BM_analyze_gz, tp)
+                   ->MinTime(0.3));
     if (!E().cli.empty()) {
-      in_process(benchmark::RegisterBenchmark(("BM_cli_gz/" + t.name).c_str(), BM_cli_gz, tp)->MinTime(0.2));
+      in_process(benchmark::RegisterBenchmark(("BM_cli_gz/" + t.name).c_str(), BM_cli_gz, tp)
+                     ->MinTime(0.2));
     }
     // Where the reader splits a trace between threads (8 MiB of events or
     // more) and there is more than one CPU: the same on every CPU.
     if (E().cpus > 1 && t.plain_bytes >= (8u << 20)) {
-      in_process(benchmark::RegisterBenchmark(("BM_analyze_plain_all/" + t.name).c_str(), BM_analyze_plain_all, tp)->MinTime(0.3));
-      in_process(benchmark::RegisterBenchmark(("BM_analyze_gz_all/" + t.name).c_str(), BM_analyze_gz_all, tp)->MinTime(0.3));
+      in_process(benchmark::RegisterBenchmark(("BM_analyze_plain_all/" + t.name).c_str(),
+                                              BM_analyze_plain_all, tp)
+                     ->MinTime(0.3));
+      in_process(benchmark::RegisterBenchmark(("BM_analyze_gz_all/" + t.name).c_str(),
+                                              BM_analyze_gz_all, tp)
+                     ->MinTime(0.3));
       if (!E().cli.empty()) {
-        in_process(benchmark::RegisterBenchmark(("BM_cli_gz_all/" + t.name).c_str(), BM_cli_gz_all, tp)->MinTime(0.2));
+        in_process(
+            benchmark::RegisterBenchmark(("BM_cli_gz_all/" + t.name).c_str(), BM_cli_gz_all, tp)
+                ->MinTime(0.2));
       }
     }
     if (!E().python.empty()) {
       benchmark::RegisterBenchmark(("BM_hta/" + t.name).c_str(), BM_hta, tp)
-          ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)
-          ->Repetitions(o.hta_repetitions)->ReportAggregatesOnly(o.hta_repetitions > 1);
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1)
+          ->Repetitions(o.hta_repetitions)
+          ->ReportAggregatesOnly(o.hta_repetitions > 1);
     }
   }
   if (!Traces().empty() && o.big_mb > 0) {
@@ -1589,7 +1636,10 @@ void Register() {
     in_process(benchmark::RegisterBenchmark("BM_big_inprocess", BM_big_inprocess)->Iterations(1));
     if (!E().python.empty() && o.hta_big) {
       benchmark::RegisterBenchmark("BM_hta_big", BM_hta_big)
-          ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(1);
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1)
+          ->Repetitions(1);
     }
   }
 }
@@ -1644,8 +1694,8 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 0;
 
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string templ = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") +
-                      "/analyze_bench.XXXXXX";
+  std::string templ =
+      std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/analyze_bench.XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) {
     std::fprintf(stderr, "analyze_bench: cannot create a temp dir from %s\n", templ.c_str());
     return 0;

@@ -36,7 +36,9 @@ double Seconds(Clock::time_point since) {
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return v.empty()      ? 0
+         : v.size() % 2 ? v[v.size() / 2]
+                        : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 }  // namespace
@@ -136,7 +138,8 @@ int main(int argc, char** argv) {
     }
     t = Clock::now();
     uint64_t h = 0;
-    for (const trainscope::CheckpointFile& f : loaded->files) h ^= XXH3_64bits(f.bytes.data(), f.bytes.size());
+    for (const trainscope::CheckpointFile& f : loaded->files)
+      h ^= XXH3_64bits(f.bytes.data(), f.bytes.size());
     xxh_s.push_back(Seconds(t));
     if (h == 42) std::printf("!");
     spare = std::move(files);
@@ -155,18 +158,20 @@ int main(int argc, char** argv) {
   const auto [lowest, highest] = std::minmax_element(pairs.begin(), pairs.end());
   std::printf("==== checkpoint_bench (%zu MiB state, %d repetitions, medians; dir %s) ====\n", mib,
               repetitions, root.c_str());
-  std::printf("memcpy (baseline)            %8.3f s  %6.2f GiB/s\n", Median(memcpy_s), gib / Median(memcpy_s));
-  std::printf("snapshot into host memory    %8.3f s  %6.2f GiB/s  = %.2fx memcpy (target <= 1.5) %s\n",
-              Median(snapshot_s), gib / Median(snapshot_s), snap, snap <= 1.5 ? "PASS" : "MISS");
+  std::printf("memcpy (baseline)            %8.3f s  %6.2f GiB/s\n", Median(memcpy_s),
+              gib / Median(memcpy_s));
+  std::printf(
+      "snapshot into host memory    %8.3f s  %6.2f GiB/s  = %.2fx memcpy (target <= 1.5) %s\n",
+      Median(snapshot_s), gib / Median(snapshot_s), snap, snap <= 1.5 ? "PASS" : "MISS");
   std::printf("plain write + fsync (base)   %8.3f s  %6.2f GiB/s\n", Median(plain_write_s),
               gib / Median(plain_write_s));
-  std::printf("CheckpointStore::Save        %8.3f s  %6.2f GiB/s  = %.0f%% of plain (median of "
-              "pairs, %.0f%% to %.0f%%; target >= 80%%) %s\n",
-              Median(save_s), gib / Median(save_s), 100 * persist,
-              pairs.empty() ? 0.0 : 100 * *lowest, pairs.empty() ? 0.0 : 100 * *highest,
-              persist >= 0.8 ? "PASS" : "MISS");
-  std::printf("LoadLatest (read + verify)   %8.3f s  %6.2f GiB/s (page cache warm)\n", Median(load_s),
-              gib / Median(load_s));
+  std::printf(
+      "CheckpointStore::Save        %8.3f s  %6.2f GiB/s  = %.0f%% of plain (median of "
+      "pairs, %.0f%% to %.0f%%; target >= 80%%) %s\n",
+      Median(save_s), gib / Median(save_s), 100 * persist, pairs.empty() ? 0.0 : 100 * *lowest,
+      pairs.empty() ? 0.0 : 100 * *highest, persist >= 0.8 ? "PASS" : "MISS");
+  std::printf("LoadLatest (read + verify)   %8.3f s  %6.2f GiB/s (page cache warm)\n",
+              Median(load_s), gib / Median(load_s));
   std::printf("XXH3 alone, in memory        %8.3f s  %6.2f GiB/s: %.0f%% of the load time\n",
               Median(xxh_s), gib / Median(xxh_s), 100 * Median(xxh_s) / Median(load_s));
   return 0;

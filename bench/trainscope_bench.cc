@@ -431,8 +431,8 @@ void BM_disabled_range_macro(benchmark::State& state) {
 
 void BM_nvtx_push_pop_no_tool(benchmark::State& state) {
   for (auto _ : state) {
-    trainscope::detail::NvtxPush(static_cast<trainscope::NameId>(Phase::kForward),
-                                 Phase::kForward, 7);
+    trainscope::detail::NvtxPush(static_cast<trainscope::NameId>(Phase::kForward), Phase::kForward,
+                                 7);
     trainscope::detail::NvtxPop();
   }
 }
@@ -443,8 +443,7 @@ void RingPush(benchmark::State& state, size_t capacity) {
   size_t pushed = 0;
   trainscope::TimestampNs t = 0;
   for (auto _ : state) {
-    ring.Push(trainscope::Event{t, t + 1, 3, 2, trainscope::EventKind::kRange,
-                                Phase::kForward, 0});
+    ring.Push(trainscope::Event{t, t + 1, 3, 2, trainscope::EventKind::kRange, Phase::kForward, 0});
     t += 2;
     if (++pushed == drain_every) {
       pushed = 0;
@@ -461,12 +460,18 @@ void BM_ring_push_64mib(benchmark::State& state) {
 
 // ---- registration ----------------------------------------------------------
 
-#define TS_UNRECORDED(fn)                                                       \
-  BENCHMARK(fn)->Unit(benchmark::kNanosecond)->MinTime(kMinTimeS)->Repetitions( \
-      kRepetitions)->ReportAggregatesOnly(true)
-#define TS_RECORDED(fn)                                                          \
-  BENCHMARK(fn)->Unit(benchmark::kNanosecond)->Iterations(kRecordedIterations)-> \
-      Repetitions(kRepetitions)->ReportAggregatesOnly(true)
+#define TS_UNRECORDED(fn)            \
+  BENCHMARK(fn)                      \
+      ->Unit(benchmark::kNanosecond) \
+      ->MinTime(kMinTimeS)           \
+      ->Repetitions(kRepetitions)    \
+      ->ReportAggregatesOnly(true)
+#define TS_RECORDED(fn)                 \
+  BENCHMARK(fn)                         \
+      ->Unit(benchmark::kNanosecond)    \
+      ->Iterations(kRecordedIterations) \
+      ->Repetitions(kRepetitions)       \
+      ->ReportAggregatesOnly(true)
 
 TS_UNRECORDED(BM_loop_overhead);
 TS_UNRECORDED(BM_bare_iterator);
@@ -561,8 +566,7 @@ bool PrintFigure(const MedianReporter& r, const char* name) {
 }
 
 // Prints `name / base` and, when `target` > 0, PASS or MISS against it.
-void PrintRatio(const MedianReporter& r, const char* name, const char* base,
-                double target) {
+void PrintRatio(const MedianReporter& r, const char* name, const char* base, double target) {
   const std::optional<double> a = r.Median(name);
   const std::optional<double> b = r.Median(base);
   if (!a || !b || *b <= 0) {
@@ -574,12 +578,13 @@ void PrintRatio(const MedianReporter& r, const char* name, const char* base,
   const MedianReporter::Figures* fb = r.Get(base);
   const double cpu_ratio = fb->cpu_ns > 0 ? fa->cpu_ns / fb->cpu_ns : 0;
   if (target > 0) {
-    printf("ratio %s / %s = %.2f (target <= %.1f) %s  [cpu-time ratio %.2f]\n", name, base,
-           ratio, target, ratio <= target ? "PASS" : "MISS", cpu_ratio);
+    printf("ratio %s / %s = %.2f (target <= %.1f) %s  [cpu-time ratio %.2f]\n", name, base, ratio,
+           target, ratio <= target ? "PASS" : "MISS", cpu_ratio);
     if (fa->real_ns > 1.1 * fa->cpu_ns || fb->real_ns > 1.1 * fb->cpu_ns) {
-      printf("  (unreliable: a thread was preempted, so real time includes time off the CPU;\n"
-             "   by CPU time the target is %s; rerun on a quiet machine)\n",
-             cpu_ratio <= target ? "met" : "missed");
+      printf(
+          "  (unreliable: a thread was preempted, so real time includes time off the CPU;\n"
+          "   by CPU time the target is %s; rerun on a quiet machine)\n",
+          cpu_ratio <= target ? "met" : "missed");
     }
   } else {
     printf("ratio %s / %s = %.2f  [cpu-time ratio %.2f]\n", name, base, ratio, cpu_ratio);
@@ -625,20 +630,21 @@ void PrintSummary(const MedianReporter& r) {
     preempted = PrintFigure(r, name) || preempted;
   }
   if (preempted) {
-    printf("  note: real time > 1.1 x CPU time marks a thread that was preempted (another\n"
-           "  process was using the cores); rerun on a quiet machine for firm figures.\n");
+    printf(
+        "  note: real time > 1.1 x CPU time marks a thread that was preempted (another\n"
+        "  process was using the cores); rerun on a quiet machine for firm figures.\n");
   }
 
   printf("events (all repetitions of each recorded benchmark):\n");
   for (const auto& [name, t] : Tallies()) {
-    printf("  %-34s sessions %lld, expected %lld, recorded %lld, dropped %lld, "
-           "drainer %.1f ns/event%s%s\n",
-           name.c_str(), static_cast<long long>(t.sessions),
-           static_cast<long long>(t.iterations), static_cast<long long>(t.recorded),
-           static_cast<long long>(t.dropped),
-           t.iterations > 0 ? t.drainer_cpu_ns / static_cast<double>(t.iterations) : 0.0,
-           t.recorded + t.dropped == t.iterations ? "" : "  (MISMATCH)",
-           t.nvtx_on ? "" : "  (NVTX was off: NVTX not compiled in?)");
+    printf(
+        "  %-34s sessions %lld, expected %lld, recorded %lld, dropped %lld, "
+        "drainer %.1f ns/event%s%s\n",
+        name.c_str(), static_cast<long long>(t.sessions), static_cast<long long>(t.iterations),
+        static_cast<long long>(t.recorded), static_cast<long long>(t.dropped),
+        t.iterations > 0 ? t.drainer_cpu_ns / static_cast<double>(t.iterations) : 0.0,
+        t.recorded + t.dropped == t.iterations ? "" : "  (MISMATCH)",
+        t.nvtx_on ? "" : "  (NVTX was off: NVTX not compiled in?)");
   }
 
   printf("targets:\n");
@@ -664,9 +670,10 @@ void PrintSummary(const MedianReporter& r) {
   if (const auto wrapped = r.Median("BM_instrumented_loader"), bare = r.Median("BM_bare_iterator");
       wrapped && bare) {
     const double added = *wrapped - *bare;
-    printf("loader wrapper adds %.1f ns per batch over a bare iterator (%.1f vs %.1f ns; "
-           "target <= 1000 ns) %s\n",
-           added, *wrapped, *bare, added <= 1000 ? "PASS" : "MISS");
+    printf(
+        "loader wrapper adds %.1f ns per batch over a bare iterator (%.1f vs %.1f ns; "
+        "target <= 1000 ns) %s\n",
+        added, *wrapped, *bare, added <= 1000 ? "PASS" : "MISS");
   } else {
     printf("loader wrapper = n/a\n");
   }

@@ -116,7 +116,7 @@ TEST(IntervalSetTest, UnionIntersectSubtract) {
   EXPECT_EQ(a.Length(), 8);
   const IntervalSet b = IntervalSet::FromUnsorted({{3, 6}, {7, 20}});
   EXPECT_EQ(a.Intersect(b).Length(), 1 + 1 + 2);  // [3,4) [5,6) [7,9)
-  const IntervalSet diff = a.Subtract(b);          // [0,3) [6,7)
+  const IntervalSet diff = a.Subtract(b);         // [0,3) [6,7)
   ASSERT_EQ(diff.spans().size(), 2u);
   EXPECT_EQ(diff.spans()[0], IntervalSet::Span(0, 3));
   EXPECT_EQ(diff.spans()[1], IntervalSet::Span(6, 7));
@@ -207,8 +207,8 @@ TEST(GapAnalyzerTest, DeviceActivityReplacesHostComputeAsBusyTime) {
   EXPECT_EQ(idle.busy_source, "device_activity");
   EXPECT_EQ(idle.busy_ns, 4 * kMs);  // [1,5)
   std::map<std::string, TimestampNs> causes(idle.by_cause.begin(), idle.by_cause.end());
-  EXPECT_EQ(causes["sync"], 4 * kMs);   // [6,10)
-  EXPECT_EQ(causes["host"], 2 * kMs);   // [0,1) and [5,6): forward is running, not waiting
+  EXPECT_EQ(causes["sync"], 4 * kMs);  // [6,10)
+  EXPECT_EQ(causes["host"], 2 * kMs);  // [0,1) and [5,6): forward is running, not waiting
 }
 
 TEST(GapAnalyzerTest, OverlappingCausesCountOnceForTheHigherPriority) {
@@ -258,19 +258,15 @@ TEST(GapAnalyzerTest, NestedPhasesBlameTheHigherPriorityCause) {
   const auto causes = Causes(GapAnalyzer::Analyze(timeline, 0, 10 * kMs));
   EXPECT_EQ(causes.at("sync"), 1 * kMs);
   EXPECT_EQ(causes.at("checkpoint"), 8 * kMs - 1 * kMs);  // [2,10) minus the sync
-  EXPECT_EQ(causes.count("eval"), 0u);  // covered entirely by checkpoint
+  EXPECT_EQ(causes.count("eval"), 0u);                    // covered entirely by checkpoint
 }
 
 TEST(GapAnalyzerTest, GapSpanningAStepBoundarySplitsBetweenHostAndOutsideStep) {
-  const Timeline timeline = TimelineBuilder()
-                                .Step(0, 0, 10)
-                                .Step(1, 12, 22)
-                                .Kernel(0, 8)
-                                .Kernel(14, 22)
-                                .Build();
+  const Timeline timeline =
+      TimelineBuilder().Step(0, 0, 10).Step(1, 12, 22).Kernel(0, 8).Kernel(14, 22).Build();
   const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, 0, 22 * kMs);
   const auto causes = Causes(idle);
-  EXPECT_EQ(idle.gaps, 1);  // one gap, [8, 14)
+  EXPECT_EQ(idle.gaps, 1);                        // one gap, [8, 14)
   EXPECT_EQ(causes.at("host"), 4 * kMs);          // [8,10) and [12,14)
   EXPECT_EQ(causes.at("outside_step"), 2 * kMs);  // [10,12)
   ASSERT_EQ(idle.largest_gaps.size(), 1u);
@@ -284,7 +280,8 @@ TEST(GapAnalyzerTest, GapSpanningAStepBoundarySplitsBetweenHostAndOutsideStep) {
 }
 
 TEST(GapAnalyzerTest, ZeroLengthKernelsNeitherFillNorSplitAGap) {
-  const Timeline with = TimelineBuilder().Step(0, 0, 10).Kernel(0, 2).Kernel(5, 5).Kernel(8, 10).Build();
+  const Timeline with =
+      TimelineBuilder().Step(0, 0, 10).Kernel(0, 2).Kernel(5, 5).Kernel(8, 10).Build();
   const IdleBreakdown idle = GapAnalyzer::Analyze(with, 0, 10 * kMs);
   EXPECT_EQ(idle.idle_ns, 6 * kMs);
   EXPECT_EQ(idle.gaps, 1);
@@ -307,11 +304,7 @@ TEST(GapAnalyzerTest, OutOfOrderRecordsGiveTheSameAnswer) {
 TEST(GapAnalyzerTest, DeviceRecordsSkewedOutsideTheWindowAreClipped) {
   // The device clock runs 3 ms ahead: a kernel appears to start before the
   // step began and another to end after it ended. Only the window counts.
-  const Timeline timeline = TimelineBuilder()
-                                .Step(0, 0, 10)
-                                .Kernel(-3, 2)
-                                .Kernel(9, 13)
-                                .Build();
+  const Timeline timeline = TimelineBuilder().Step(0, 0, 10).Kernel(-3, 2).Kernel(9, 13).Build();
   const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, 0, 10 * kMs);
   EXPECT_EQ(idle.busy_ns, 3 * kMs);
   EXPECT_EQ(idle.idle_ns, 7 * kMs);
@@ -367,10 +360,10 @@ TEST(LaunchAttributionTest, KernelsGetThePhaseAndStepOpenWhenTheyWereLaunched) {
   add(IntervalKind::kHostRange, main, 0, 10, 0, Phase::kForward, 4);
   add(IntervalKind::kHostRange, main, 2, 4, 0, Phase::kHostToDevice, 4);  // nested in forward
   add(IntervalKind::kHostRange, main, 10, 20, 0, Phase::kBackward, 4);
-  add(IntervalKind::kRuntimeCall, main, 1, 1.1, 100);   // in forward
-  add(IntervalKind::kRuntimeCall, main, 3, 3.1, 101);   // in the nested h2d
-  add(IntervalKind::kRuntimeCall, main, 12, 12.1, 102); // in backward
-  add(IntervalKind::kRuntimeCall, loader, 5, 5.1, 103); // a thread with no ranges
+  add(IntervalKind::kRuntimeCall, main, 1, 1.1, 100);    // in forward
+  add(IntervalKind::kRuntimeCall, main, 3, 3.1, 101);    // in the nested h2d
+  add(IntervalKind::kRuntimeCall, main, 12, 12.1, 102);  // in backward
+  add(IntervalKind::kRuntimeCall, loader, 5, 5.1, 103);  // a thread with no ranges
   add(IntervalKind::kKernel, stream, 1.5, 3, 100);
   add(IntervalKind::kMemcpy, stream, 3.5, 4, 101);
   add(IntervalKind::kKernel, stream, 12.5, 16, 102);

@@ -1,6 +1,8 @@
 // CheckpointStore on real files and real processes: round trip, retention,
 // corruption of every kind, a second writer, a full disk, leftovers of
 // crashed saves, and writers SIGKILLed in every phase of a save.
+#include "trainscope/checkpoint.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,17 +12,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 
 #include "tests/test_util.h"
-#include "trainscope/checkpoint.h"
 #include "trainscope/polyaxon/polyaxon.h"
 #include "trainscope/preemption.h"
 #include "trainscope/trainscope.h"
@@ -81,8 +82,8 @@ TEST(CheckpointStoreTest, SaveThenLoadGivesTheSameBytesAndManifest) {
   EXPECT_TRUE(loaded->fallbacks.empty());
   EXPECT_EQ(testing::ReadAll(dir.File("latest")), "step-000000000007\n");
   // The manifest on disk parses back to the same thing.
-  absl::StatusOr<CheckpointManifest> m = ParseManifest(
-      testing::ReadAll(dir.File("step-000000000007/MANIFEST.json")), "MANIFEST.json");
+  absl::StatusOr<CheckpointManifest> m =
+      ParseManifest(testing::ReadAll(dir.File("step-000000000007/MANIFEST.json")), "MANIFEST.json");
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->files[0].size, 4096u);
   EXPECT_EQ(m->files[0].xxh3, loaded->manifest.files[0].xxh3);
@@ -121,13 +122,14 @@ TEST(CheckpointStoreTest, EveryKindOfCorruptionIsNamedAndFallsBack) {
   const std::vector<Case> cases = {
       {"flipped byte", [](const std::string& d) { FlipByte(d + "/model.pt", 100); },
        "checksum mismatch in model.pt"},
-      {"truncated file",
-       [](const std::string& d) { fs::resize_file(d + "/optimizer.pt", 100); },
+      {"truncated file", [](const std::string& d) { fs::resize_file(d + "/optimizer.pt", 100); },
        "optimizer.pt is 100 bytes, the manifest says 2055 (truncated?)"},
       {"missing file", [](const std::string& d) { fs::remove(d + "/state.json"); },
        "missing or unreadable state.json"},
       {"manifest with bad JSON",
-       [](const std::string& d) { testing::WriteAll(d + "/MANIFEST.json", "{\"format_version\": 1,"); },
+       [](const std::string& d) {
+         testing::WriteAll(d + "/MANIFEST.json", "{\"format_version\": 1,");
+       },
        "not valid JSON"},
       {"manifest pointing outside the store",
        [](const std::string& d) {
@@ -300,8 +302,9 @@ TEST(CheckpointStoreTest, AFreshWriterKeepsDamagedCheckpointsAndTheFallbackIsRep
   testing::WriteAll(dir.File("step-000000001100/model.pt"), big);
   absl::StatusOr<LoadedCheckpoint> none = store.LoadLatest();
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(std::string(none.status().message()).find("model.pt is 1048576 bytes, the manifest says"),
-            std::string::npos)
+  EXPECT_NE(
+      std::string(none.status().message()).find("model.pt is 1048576 bytes, the manifest says"),
+      std::string::npos)
       << none.status();
   // Steps past the directory names' 12 digits are refused, not hidden.
   EXPECT_EQ(store.Save(int64_t{1} << 40, Files(1)).code(), absl::StatusCode::kInvalidArgument);
@@ -326,23 +329,23 @@ TEST(CheckpointStoreTest, BadNamesAreRefused) {
 TEST(CheckpointFaultTest, KillDuringSaveNeverExposesAPartialCheckpoint) {
   TempDir dir;
   constexpr int kTrials = 240;
-  constexpr SavePhase kTargets[] = {SavePhase::kWritingFiles,    SavePhase::kSyncingFiles,
-                                    SavePhase::kWritingManifest, SavePhase::kRenaming,
+  constexpr SavePhase kTargets[] = {SavePhase::kWritingFiles,     SavePhase::kSyncingFiles,
+                                    SavePhase::kWritingManifest,  SavePhase::kRenaming,
                                     SavePhase::kSyncingDirectory, SavePhase::kUpdatingLatest,
-                                    SavePhase::kRetention,       SavePhase::kDone};
+                                    SavePhase::kRetention,        SavePhase::kDone};
   // Shared with the writer: the phase it is in and the step it saves.
   struct Shared {
     std::atomic<int> phase;
     std::atomic<int64_t> step;
   };
-  auto* shared = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
-                                           MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* shared = static_cast<Shared*>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(shared, MAP_FAILED);
   std::mt19937 rng(20261202);
   std::map<std::string, int> kills_by_phase;
   int loaded_ok = 0, fallbacks = 0;
   int64_t next_step = 0;
-  int64_t previous = -1;  // the step the last trial restored
+  int64_t previous = -1;    // the step the last trial restored
   int never_committed = 0;  // trials killed before the first checkpoint ever committed
   for (int trial = 0; trial < kTrials; ++trial) {
     shared->phase.store(-1);
@@ -359,8 +362,8 @@ TEST(CheckpointFaultTest, KillDuringSaveNeverExposesAPartialCheckpoint) {
       std::mt19937 jitter(static_cast<uint32_t>(getpid()));
       options.on_phase = [&](SavePhase p) {
         shared->phase.store(static_cast<int>(p));
-        const auto until = std::chrono::steady_clock::now() +
-                           std::chrono::microseconds(jitter() % 400);
+        const auto until =
+            std::chrono::steady_clock::now() + std::chrono::microseconds(jitter() % 400);
         while (std::chrono::steady_clock::now() < until) {
         }
       };
@@ -407,8 +410,7 @@ TEST(CheckpointFaultTest, KillDuringSaveNeverExposesAPartialCheckpoint) {
     const int64_t before = in_flight > first ? in_flight - 1 : previous;
     EXPECT_TRUE(step == in_flight || step == before)
         << "trial " << trial << ": loaded " << step << " while saving " << in_flight << " ("
-        << (phase >= 0 ? SavePhaseName(static_cast<SavePhase>(phase)) : "opening") << "); "
-        << [&] {
+        << (phase >= 0 ? SavePhaseName(static_cast<SavePhase>(phase)) : "opening") << "); " << [&] {
              std::string names;
              for (const auto& e : fs::directory_iterator(dir.path())) {
                names += e.path().filename().string() + " ";
@@ -426,9 +428,10 @@ TEST(CheckpointFaultTest, KillDuringSaveNeverExposesAPartialCheckpoint) {
   munmap(shared, sizeof(Shared));
   std::string tally;
   for (const auto& [phase, n] : kills_by_phase) tally += " " + phase + "=" + std::to_string(n);
-  std::printf("kill-during-save: %d trials, %d restored a verified checkpoint (%d after a "
-              "fallback), %d before anything was committed; kills by phase:%s\n",
-              kTrials, loaded_ok, fallbacks, never_committed, tally.c_str());
+  std::printf(
+      "kill-during-save: %d trials, %d restored a verified checkpoint (%d after a "
+      "fallback), %d before anything was committed; kills by phase:%s\n",
+      kTrials, loaded_ok, fallbacks, never_committed, tally.c_str());
   for (SavePhase p : kTargets) {
     EXPECT_GT(kills_by_phase[SavePhaseName(p)], 0) << "no kill landed in " << SavePhaseName(p);
   }
@@ -497,7 +500,6 @@ TEST(AsyncCheckpointerTest, PersistsInTheBackgroundOneAtATime) {
     EXPECT_EQ(async.stats().skipped, 1);
   }
   EXPECT_EQ(held->CommittedSteps(), std::vector<int64_t>{10});
-
 }
 
 TEST(AsyncCheckpointerTest, AFailedBackgroundSaveIsReportedByWaitAndThePreviousStays) {
@@ -697,9 +699,10 @@ TEST(ShardedCheckpointTest, CommitsOnlyWhenEveryRankFinished) {
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
   }
-  std::printf("multi-rank (3 ranks, threads): all finished -> step 5 committed; rank 1 failed -> "
-              "%s; rank 2 died -> %s; committed steps still [5]\n",
-              std::string(failed[0].message()).c_str(), std::string(dead[0].message()).c_str());
+  std::printf(
+      "multi-rank (3 ranks, threads): all finished -> step 5 committed; rank 1 failed -> "
+      "%s; rank 2 died -> %s; committed steps still [5]\n",
+      std::string(failed[0].message()).c_str(), std::string(dead[0].message()).c_str());
 }
 
 TEST(AsyncCheckpointerTest, SessionFinishWaitsForThePersistAndReportsIt) {

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +20,6 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
-#include <chrono>
 #include <thread>
 
 #include "fmt/format.h"
@@ -95,7 +95,8 @@ TEST(HtaAgreementTest, SharedTracesMatchHtaWithinHalfAPercent) {
 // A hand-written Kineto trace; each line is one event.
 std::string WriteTrace(const TempDir& dir, const std::string& name,
                        const std::vector<std::string>& events) {
-  std::string json = "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 3},\n \"traceEvents\": [\n";
+  std::string json =
+      "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 3},\n \"traceEvents\": [\n";
   for (size_t i = 0; i < events.size(); ++i) json += (i ? ",\n" : "") + events[i];
   json += "\n]}\n";
   testing::WriteAll(dir.File(name), json);
@@ -164,10 +165,10 @@ TEST(HtaBreakdownTest, OverlappingStreamsZeroLengthAndOutOfOrderRecords) {
 
 TEST(HtaBreakdownTest, GapsOfThirtyMicrosecondsOrMoreAreOther) {
   TempDir dir;
-  const std::string path = WriteTrace(
-      dir, "t.json",
-      {Kernel("a", 0, 10, 7, 1), Kernel("b", 39, 1, 7, 2), Kernel("c", 70, 1, 7, 3),
-       Launch(0, 1), Launch(1, 2), Launch(2, 3)});
+  const std::string path =
+      WriteTrace(dir, "t.json",
+                 {Kernel("a", 0, 10, 7, 1), Kernel("b", 39, 1, 7, 2), Kernel("c", 70, 1, 7, 3),
+                  Launch(0, 1), Launch(1, 2), Launch(2, 3)});
   const auto rows = IdleRows(Analyze(path));
   EXPECT_DOUBLE_EQ(rows.at({7, "kernel_wait"}), 29);  // 39 - 10 < 30
   EXPECT_DOUBLE_EQ(rows.at({7, "other"}), 30);        // 70 - 40 = 30, not < 30
@@ -178,11 +179,11 @@ TEST(HtaBreakdownTest, LastProfilerStepIsDroppedByLaunchTime) {
   // Steps #1 [0,100) and #2 [100,200): the cut is at 100. The kernel
   // launched at 95 runs at 150 and is kept; the one launched at 120 is
   // dropped; so is the kernel with no launch call at all.
-  const std::string path = WriteTrace(
-      dir, "t.json",
-      {Step(1, 0, 100), Step(2, 100, 100), Kernel("a", 10, 10, 7, 1), Kernel("b", 150, 10, 7, 2),
-       Kernel("c", 160, 10, 7, 3), Kernel("orphan", 50, 5, 7, 9), Launch(5, 1), Launch(95, 2),
-       Launch(120, 3)});
+  const std::string path =
+      WriteTrace(dir, "t.json",
+                 {Step(1, 0, 100), Step(2, 100, 100), Kernel("a", 10, 10, 7, 1),
+                  Kernel("b", 150, 10, 7, 2), Kernel("c", 160, 10, 7, 3),
+                  Kernel("orphan", 50, 5, 7, 9), Launch(5, 1), Launch(95, 2), Launch(120, 3)});
   absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->hta.profiler_steps, 2);
@@ -215,8 +216,8 @@ TEST(HtaBreakdownTest, FloatTimestampsAreRoundedToWholeMicroseconds) {
   // One float ts switches HTA to whole microseconds for every event:
   // start = ceil(ts), end = floor(ts + dur).
   const std::string path = WriteTrace(
-      dir, "t.json", {Kernel("a", 10.4, 5.2, 7, 1), Kernel("b", 20, 3, 7, 2), Launch(1, 1),
-                      Launch(2, 2)});
+      dir, "t.json",
+      {Kernel("a", 10.4, 5.2, 7, 1), Kernel("b", 20, 3, 7, 2), Launch(1, 1), Launch(2, 2)});
   const HtaBreakdown hta = Analyze(path);
   // a becomes [11, 15), b [20, 23): span 12, covered 7.
   EXPECT_DOUBLE_EQ(hta.temporal.kernel_us, 12);
@@ -432,55 +433,63 @@ TEST(TraceReaderTest, EscapedKeysAndArgsBeforeCatAreRead) {
 // event still reads exactly as written.
 TEST(TraceReaderTest, GuessedBatchesReadEscapesAndNestedElementsExactly) {
   for (const bool one_line : {false, true}) {
-  SCOPED_TRACE(one_line ? "one line" : "one event per line");
-  TempDir dir;
-  const std::string between = one_line ? "," : ",\n  ";
-  std::string json = "{\"traceEvents\": [" + std::string(one_line ? "" : "\n  ");
-  std::vector<std::string> names;
-  for (int k = 0; json.size() < (2 << 20); ++k) {
-    if (k > 0) json += between;
-    // Every fifth name holds "},{", which a guess on one line can take for
-    // a boundary between elements.
-    std::string key = "name", written = fmt::format("plain {} }},{{ x", k), text = written;
-    switch (k % 5) {
-      case 1: written = fmt::format(R"(quo\"te {})", k), text = fmt::format("quo\"te {}", k); break;
-      case 2: written = fmt::format(R"(caf\u00e9 {})", k), text = fmt::format("caf\u00e9 {}", k); break;
-      case 3: key = R"(n\u0061me)"; break;
-      case 4: written = fmt::format(R"(back\\slash {})", k), text = fmt::format("back\\slash {}", k); break;
+    SCOPED_TRACE(one_line ? "one line" : "one event per line");
+    TempDir dir;
+    const std::string between = one_line ? "," : ",\n  ";
+    std::string json = "{\"traceEvents\": [" + std::string(one_line ? "" : "\n  ");
+    std::vector<std::string> names;
+    for (int k = 0; json.size() < (2 << 20); ++k) {
+      if (k > 0) json += between;
+      // Every fifth name holds "},{", which a guess on one line can take for
+      // a boundary between elements.
+      std::string key = "name", written = fmt::format("plain {} }},{{ x", k), text = written;
+      switch (k % 5) {
+        case 1:
+          written = fmt::format(R"(quo\"te {})", k), text = fmt::format("quo\"te {}", k);
+          break;
+        case 2:
+          written = fmt::format(R"(caf\u00e9 {})", k), text = fmt::format("caf\u00e9 {}", k);
+          break;
+        case 3:
+          key = R"(n\u0061me)";
+          break;
+        case 4:
+          written = fmt::format(R"(back\\slash {})", k), text = fmt::format("back\\slash {}", k);
+          break;
+      }
+      names.push_back(text);
+      json += fmt::format(R"({{"ph": "X", "cat": "kernel", "{}": "{}", "pid": 0, "tid": 7, )"
+                          R"("ts": {}, "dur": 1, "args": {{"stream": 7, "correlation": {})",
+                          key, written, k, k);
+      if (k % 200 == 0) {  // 3 to 15 KB of nested objects, written like elements
+        // (of uneven lengths: batches must not fall into step with them)
+        json += ", \"list\": [" + ElementLikeObjects(200 + (k * 7919) % 1000, between) + "]";
+      }
+      json += "}}";
     }
-    names.push_back(text);
-    json += fmt::format(R"({{"ph": "X", "cat": "kernel", "{}": "{}", "pid": 0, "tid": 7, )"
-                        R"("ts": {}, "dur": 1, "args": {{"stream": 7, "correlation": {})",
-                        key, written, k, k);
-    if (k % 200 == 0) {  // 3 to 15 KB of nested objects, written like elements
-      // (of uneven lengths: batches must not fall into step with them)
-      json += ", \"list\": [" + ElementLikeObjects(200 + (k * 7919) % 1000, between) + "]";
-    }
-    json += "}}";
-  }
-  json += one_line ? "]}" : "\n]}\n";
-  testing::WriteAll(dir.File("guessed.json"), json);
-  kineto::TraceReader reader;
-  reader.set_max_threads(1);
-  size_t i = 0;
-  bool all_match = true;
-  ASSERT_TRUE(reader
-                  .Read(dir.File("guessed.json"),
-                        [&](const kineto::RawEvent& e) {
-                          if (i >= names.size() || e.name != names[i] ||
-                              e.ts_ns != static_cast<int64_t>(i) * 1000 ||
-                              e.correlation != static_cast<int64_t>(i)) {
-                            if (all_match) ADD_FAILURE() << "event " << i << ": " << e.name;
-                            all_match = false;
-                          }
-                          ++i;
-                        })
-                  .ok());
-  EXPECT_EQ(i, names.size());
-  const kineto::ReadStats& stats = reader.stats();
-  EXPECT_GT(stats.guessed_batches, 20u);
-  EXPECT_GE(stats.wrong_guesses, 1u) << "some guesses fell inside a list";
-  EXPECT_LT(stats.wrong_guesses, stats.guessed_batches / 2);
+    json += one_line ? "]}" : "\n]}\n";
+    testing::WriteAll(dir.File("guessed.json"), json);
+    kineto::TraceReader reader;
+    reader.set_max_threads(1);
+    size_t i = 0;
+    bool all_match = true;
+    ASSERT_TRUE(reader
+                    .Read(dir.File("guessed.json"),
+                          [&](const kineto::RawEvent& e) {
+                            if (i >= names.size() || e.name != names[i] ||
+                                e.ts_ns != static_cast<int64_t>(i) * 1000 ||
+                                e.correlation != static_cast<int64_t>(i)) {
+                              if (all_match) ADD_FAILURE() << "event " << i << ": " << e.name;
+                              all_match = false;
+                            }
+                            ++i;
+                          })
+                    .ok());
+    EXPECT_EQ(i, names.size());
+    const kineto::ReadStats& stats = reader.stats();
+    EXPECT_GT(stats.guessed_batches, 20u);
+    EXPECT_GE(stats.wrong_guesses, 1u) << "some guesses fell inside a list";
+    EXPECT_LT(stats.wrong_guesses, stats.guessed_batches / 2);
   }
 }
 
@@ -640,9 +649,9 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
         WriteTrace(dir, "other.json", {fmt::format(R"({{"ph":"X","ts":{},"dur":1}})", other)});
     kineto::TraceReader other_reader;
     std::vector<kineto::RawEvent> events_read;
-    ASSERT_TRUE(other_reader.Read(other_path, [&](const kineto::RawEvent& e) {
-      events_read.push_back(e);
-    }).ok());
+    ASSERT_TRUE(
+        other_reader.Read(other_path, [&](const kineto::RawEvent& e) { events_read.push_back(e); })
+            .ok());
     ASSERT_EQ(events_read.size(), 1u);
     EXPECT_FALSE(events_read[0].has_ts);
     EXPECT_TRUE(events_read[0].has_dur);
@@ -667,14 +676,14 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
     }
   }
   // A number that runs into a quote is no number either.
-  EXPECT_FALSE(kineto::ImportTrace(WriteTrace(dir, "quote.json",
-                                              {Kernel("a", 0, 1, 7, 1),
-                                               R"({"ph":"X","ts":5"9,"dur":1})"}))
-                   .ok());
+  EXPECT_FALSE(
+      kineto::ImportTrace(WriteTrace(dir, "quote.json",
+                                     {Kernel("a", 0, 1, 7, 1), R"({"ph":"X","ts":5"9,"dur":1})"}))
+          .ok());
   // In args too.
-  const std::string args_path = WriteTrace(
-      dir, "args.json",
-      {R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1,"args":{"stream":7x}})"});
+  const std::string args_path =
+      WriteTrace(dir, "args.json",
+                 {R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1,"args":{"stream":7x}})"});
   absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(args_path);
   ASSERT_FALSE(trace.ok());
   EXPECT_NE(std::string(trace.status().message()).find("event 0: \"args.stream\":"),
@@ -773,8 +782,8 @@ TEST(TraceReaderTest, CorruptGzipIsDataLoss) {
 TEST(TraceReaderTest, EventsLargerThanTheChunkBufferAreRead) {
   TempDir dir;
   const std::string long_name(6 << 20, 'k');  // one 6 MiB kernel name
-  const std::string path = WriteTrace(dir, "t.json", {Kernel(long_name, 0, 1, 7, 1),
-                                                       Kernel("b", 2, 1, 7, 2)});
+  const std::string path =
+      WriteTrace(dir, "t.json", {Kernel(long_name, 0, 1, 7, 1), Kernel("b", 2, 1, 7, 2)});
   absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path);
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->kernels, 2);
@@ -943,9 +952,10 @@ std::string BigTrace(const TempDir& dir, const std::string& name, size_t bytes, 
     if (k > 0) json += one_line ? "," : ",\n  ";
     switch (k % 3) {
       case 0:
-        json += fmt::format(R"({{"ph": "X", "cat": "cpu_op", "name": "aten::op{}", "pid": 1, )"
-                            R"("tid": 1, "ts": {}, "dur": 3, "args": {{"Input Dims": [[{}], []]}}}})",
-                            k % 17, 10 * k, k);
+        json +=
+            fmt::format(R"({{"ph": "X", "cat": "cpu_op", "name": "aten::op{}", "pid": 1, )"
+                        R"("tid": 1, "ts": {}, "dur": 3, "args": {{"Input Dims": [[{}], []]}}}})",
+                        k % 17, 10 * k, k);
         break;
       case 1:
         json += Launch(10 * k, k);
@@ -1003,7 +1013,8 @@ TEST(ParallelReadTest, BigTracesOnManyLinesOrOneLineAndGzipped) {
   TempDir dir;
   for (const bool one_line : {false, true}) {
     SCOPED_TRACE(one_line ? "one line" : "one event per line");
-    const std::string plain = BigTrace(dir, one_line ? "line.json" : "lines.json", 9 << 20, one_line);
+    const std::string plain =
+        BigTrace(dir, one_line ? "line.json" : "lines.json", 9 << 20, one_line);
     for (const std::string& path : {plain, Gzip(plain)}) {
       for (const int threads : {2, 5}) {
         ReadResult parallel;
@@ -1029,9 +1040,10 @@ TEST(ParallelReadTest, GuessesInsideElementsAreDroppedAndTheResultIsTheSame) {
   std::string json = "{\"traceEvents\": [\n  ";
   for (int k = 0; json.size() < (10 << 20); ++k) {
     if (k > 0) json += ",\n  ";
-    json += fmt::format(R"({{"ph": "X", "cat": "kernel", "name": "k{}", "pid": 0, "tid": 7, )"
-                        R"("ts": {}, "dur": 2, "args": {{"stream": 7, "correlation": {}, "list": [)",
-                        k, 5 * k, k);
+    json +=
+        fmt::format(R"({{"ph": "X", "cat": "kernel", "name": "k{}", "pid": 0, "tid": 7, )"
+                    R"("ts": {}, "dur": 2, "args": {{"stream": 7, "correlation": {}, "list": [)",
+                    k, 5 * k, k);
     json += ElementLikeObjects(2000) + "]}}";
   }
   json += "\n]}\n";
@@ -1054,7 +1066,8 @@ TEST(ParallelReadTest, AnElementSpanningSeveralSharesIsParsedOnce) {
     json += Kernel("gemm", 10.0 * k, 4.5, 7, k);
     if (k == 20000) {  // about 3.5 MiB in, 3 MiB of nested objects written like elements
       json += ",\n  " + fmt::format(R"({{"ph": "X", "cat": "cpu_op", "name": "big", "pid": 0, )"
-                                     R"("tid": 1, "ts": {}, "dur": 1, "args": {{"list": [)", 10 * k);
+                                    R"("tid": 1, "ts": {}, "dur": 1, "args": {{"list": [)",
+                                    10 * k);
       json += ElementLikeObjects(200000) + "]}}";
     }
   }
@@ -1063,8 +1076,8 @@ TEST(ParallelReadTest, AnElementSpanningSeveralSharesIsParsedOnce) {
   ReadResult parallel;
   ExpectSameOnThreads(dir.File("spanning.json"), 3, &parallel);
   EXPECT_EQ(parallel.stats.threads, 3);
-  EXPECT_GE(parallel.stats.shares_dropped, 2) << "the guesses inside the big element, of "
-                                                << parallel.stats.shares;
+  EXPECT_GE(parallel.stats.shares_dropped, 2)
+      << "the guesses inside the big element, of " << parallel.stats.shares;
   EXPECT_LT(parallel.stats.shares_dropped, parallel.stats.shares - 3)
       << "the shares after it are used";
 }
@@ -1098,8 +1111,8 @@ void ExpectSameImport(const std::string& path, int threads) {
     const ground::Track &x = a.tracks()[t], &y = b.tracks()[t];
     EXPECT_EQ(std::tie(x.kind, x.pid, x.tid, x.name), std::tie(y.kind, y.pid, y.tid, y.name));
   }
-  EXPECT_EQ(std::tie(one->kernels, one->memcpys, one->memsets, one->runtime_calls,
-                     one->sync_calls, one->steps, one->host_ranges, one->skipped),
+  EXPECT_EQ(std::tie(one->kernels, one->memcpys, one->memsets, one->runtime_calls, one->sync_calls,
+                     one->steps, one->host_ranges, one->skipped),
             std::tie(many->kernels, many->memcpys, many->memsets, many->runtime_calls,
                      many->sync_calls, many->steps, many->host_ranges, many->skipped));
   EXPECT_EQ(one->hta.profiler_steps, many->hta.profiler_steps);
@@ -1352,8 +1365,9 @@ TEST(ParallelReadTest, AFailedGzipCheckAfterTheLastEventIsAnError) {
     const ReadResult r = ReadEvents(dir.File("t.json.gz"), threads);
     EXPECT_EQ(r.stats.inflated_ahead, threads > 1);
     EXPECT_EQ(r.status.code(), absl::StatusCode::kDataLoss) << r.status;
-    EXPECT_NE(std::string(r.status.message()).find("cannot inflate: a CRC-32, length or header "
-                                                   "check failed"),
+    EXPECT_NE(std::string(r.status.message())
+                  .find("cannot inflate: a CRC-32, length or header "
+                        "check failed"),
               std::string::npos)
         << r.status;
   }

@@ -92,12 +92,11 @@ TEST_F(NvtxInjectionTest, EveryPhaseHasANamedCategory) {
   auto session = Session::Start(NvtxOptions());
   ASSERT_TRUE(session.ok());
   uint64_t domain = 0;
-  {
-    TRAINSCOPE_PHASE(kSync);
-  }
+  { TRAINSCOPE_PHASE(kSync); }
   ASSERT_TRUE(session->Finish().ok());
   for (const TsNvtxRecord& r : Records(api_)) {
-    if (r.kind == kTsNvtxPush && std::strcmp(r.domain_name, "trainscope") == 0) domain = r.domain_id;
+    if (r.kind == kTsNvtxPush && std::strcmp(r.domain_name, "trainscope") == 0)
+      domain = r.domain_id;
   }
   ASSERT_NE(domain, 0u);
   for (int p = 0; p < kPhaseCount; ++p) {

@@ -195,7 +195,8 @@ TEST(SummaryTest, ShowsPhasesIdleShareTopCauseAndRecommendation) {
 TEST(CliTest, SummaryPrintsTheSameSummaryAsTheLibrary) {
   TempDir dir;
   testing::WriteAll(dir.File("report.json"), exporter::ReportToJson(SampleReport()));
-  const testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "summary", dir.File("report.json")});
+  const testing::ProcessResult run =
+      RunProcess({TRAINSCOPE_CLI_PATH, "summary", dir.File("report.json")});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, exporter::FormatSummary(SampleReport()));
 }
@@ -211,7 +212,8 @@ TEST(CliTest, MissingReportFileExitsOneNamingThePath) {
 TEST(CliTest, CorruptReportFileExitsOneWithTheReason) {
   TempDir dir;
   testing::WriteAll(dir.File("report.json"), "{\"schema_version\": 1, \"run\": [}");
-  const testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "summary", dir.File("report.json")});
+  const testing::ProcessResult run =
+      RunProcess({TRAINSCOPE_CLI_PATH, "summary", dir.File("report.json")});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.err.find("report.json: not valid JSON"), std::string::npos) << run.err;
 }

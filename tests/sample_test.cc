@@ -307,9 +307,9 @@ simdjson::dom::element RanksJson(simdjson::dom::parser& parser, const std::strin
 TEST(TrainMlpSampleTest, ThreeGlooRanksNameTheDelayedOne) {
   testing::TempDir dir;
   const std::string out = dir.File("ddp");
-  const testing::ProcessResult run = testing::RunProcess(
-      {TRAIN_MLP_PATH, "--world_size=3", "--slow_rank=1", "--slow_rank_ms=15", "--steps=30",
-       "--batch_size=16", "--hidden=32", "--out=" + out});
+  const testing::ProcessResult run =
+      testing::RunProcess({TRAIN_MLP_PATH, "--world_size=3", "--slow_rank=1", "--slow_rank_ms=15",
+                           "--steps=30", "--batch_size=16", "--hidden=32", "--out=" + out});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("slowest rank: 1 "), std::string::npos) << run.out;
   for (int r = 0; r < 3; ++r) {
@@ -467,7 +467,7 @@ struct ResumeRun {
   std::string err;
 };
 ResumeRun RunCheckpointResume(const std::vector<std::string>& flags, int stop_after, int signal,
-                        int delay_us = 0) {
+                              int delay_us = 0) {
   int out[2], err[2];
   EXPECT_EQ(pipe(out), 0);
   EXPECT_EQ(pipe(err), 0);
@@ -537,8 +537,9 @@ TEST_P(CheckpointResumeKillTest, KilledAndResumedRunsPrintTheUninterruptedLosses
   std::map<int64_t, std::string> seen;
   for (int exit_code = -1; exit_code != 0 && starts < 40; ++starts) {
     const bool kill_it = kills < 6;
-    const ResumeRun run = RunCheckpointResume(flags, kill_it ? 1 + static_cast<int>(rng() % 12) : -1,
-                                        SIGKILL, static_cast<int>(rng() % 3000));
+    const ResumeRun run =
+        RunCheckpointResume(flags, kill_it ? 1 + static_cast<int>(rng() % 12) : -1, SIGKILL,
+                            static_cast<int>(rng() % 3000));
     for (const auto& [step, loss] : run.steps) {
       EXPECT_EQ(loss, want[step]) << "step " << step << " after " << kills << " kills";
       seen[step] = loss;
@@ -564,10 +565,10 @@ TEST(CheckpointResumeSampleTest, AFullDiskStopsOrContinuesByPolicyAndKeepsThePre
   for (const std::string policy : {"stop", "continue"}) {
     const std::string ckpt = dir.File(policy);
     // The first save writes about 30 KB; 60 KB leaves no room for a second.
-    const ResumeRun run = RunCheckpointResume(
-        {"--steps=30", "--save_every=7", "--fail_writes_after_bytes=60000",
-         "--on_save_error=" + policy, "--dir=" + ckpt},
-        -1, 0);
+    const ResumeRun run =
+        RunCheckpointResume({"--steps=30", "--save_every=7", "--fail_writes_after_bytes=60000",
+                             "--on_save_error=" + policy, "--dir=" + ckpt},
+                            -1, 0);
     EXPECT_NE(run.err.find("save at step 14 failed"), std::string::npos) << run.err;
     EXPECT_NE(run.err.find("No space left on device"), std::string::npos) << run.err;
     if (policy == "stop") {
@@ -585,10 +586,11 @@ TEST(CheckpointResumeSampleTest, AFullDiskStopsOrContinuesByPolicyAndKeepsThePre
     absl::StatusOr<LoadedCheckpoint> latest = store->LoadLatest();
     ASSERT_TRUE(latest.ok()) << latest.status();
     EXPECT_EQ(latest->manifest.step, 7) << policy;
-    std::printf("disk full (--on_save_error=%s): save at step 14 failed with ENOSPC, exit %d "
-                "after step %lld, newest valid checkpoint still step %lld\n",
-                policy.c_str(), run.exit_code, static_cast<long long>(run.steps.back().first),
-                static_cast<long long>(latest->manifest.step));
+    std::printf(
+        "disk full (--on_save_error=%s): save at step 14 failed with ENOSPC, exit %d "
+        "after step %lld, newest valid checkpoint still step %lld\n",
+        policy.c_str(), run.exit_code, static_cast<long long>(run.steps.back().first),
+        static_cast<long long>(latest->manifest.step));
   }
 }
 
@@ -619,11 +621,12 @@ TEST(CheckpointResumeSampleTest, SigtermSavesAtTheBoundaryAndExitsWithTheDocumen
   EXPECT_GT(c.restore_s, 0);
   EXPECT_GT(c.restart_delay_s, c.restore_s);
   EXPECT_EQ(c.saves, 0) << "--save_every=100: no save in steps " << last + 1 << "..40";
-  std::printf("SIGTERM mid-run: saved step %lld at the boundary, exit %d; resumed at step %lld, "
-              "%lld steps recomputed, restart delay %.3f s\n",
-              static_cast<long long>(last), stopped.exit_code,
-              static_cast<long long>(resumed.steps.front().first),
-              static_cast<long long>(c.recomputed_steps), c.restart_delay_s);
+  std::printf(
+      "SIGTERM mid-run: saved step %lld at the boundary, exit %d; resumed at step %lld, "
+      "%lld steps recomputed, restart delay %.3f s\n",
+      static_cast<long long>(last), stopped.exit_code,
+      static_cast<long long>(resumed.steps.front().first),
+      static_cast<long long>(c.recomputed_steps), c.restart_delay_s);
 }
 
 }  // namespace

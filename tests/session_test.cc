@@ -198,8 +198,8 @@ TEST(SessionTest, AsyncRangeEndsOnAnotherThreadAndKeepsItsPhase) {
   ASSERT_NE(end, nullptr);
   EXPECT_EQ(begin->step, 7);
   EXPECT_EQ(begin->tid, static_cast<int64_t>(getpid()));  // began on the main thread
-  EXPECT_NE(end->tid, begin->tid);                          // ended on the finisher
-  EXPECT_GE(end->ts - begin->ts, 900.0);                    // >= ~1 ms, in microseconds
+  EXPECT_NE(end->tid, begin->tid);                        // ended on the finisher
+  EXPECT_GE(end->ts - begin->ts, 900.0);                  // >= ~1 ms, in microseconds
 }
 
 // Threads that exit give their rings back once drained: 100,000 short-lived
@@ -609,7 +609,10 @@ TEST(SessionTest, WithoutACudaDriverTheDeviceTimelineIsReportedUnavailable) {
   TempDir dir;
   auto session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok()) << session.status();
-  { StepScope step(*session, 0); TRAINSCOPE_PHASE(kForward); }
+  {
+    StepScope step(*session, 0);
+    TRAINSCOPE_PHASE(kForward);
+  }
   auto report = session->Finish();
   ASSERT_TRUE(report.ok()) << report.status();
   if (ground::ProbeCudaDevices().count == 0) {

@@ -123,8 +123,8 @@ TEST(GradScalerTest, UnscaledGradientsAreTheUnscaledOnesBitForBit) {
 // (back off x0.5 on inf and reset the count; x2 after growth_interval
 // clean steps in a row), with growth_interval 3.
 TEST(GradScalerTest, ScaleSequenceMatchesTheHandComputedOne) {
-  const bool inf[] = {false, false, true, false, false, false, false, true, true, false, false,
-                      false};
+  const bool inf[] = {false, false, true, false, false, false,
+                      false, true,  true, false, false, false};
   const double expected[] = {65536, 65536, 32768, 32768, 32768, 65536,
                              65536, 32768, 16384, 16384, 16384, 32768};
   const int64_t expected_tracker[] = {1, 2, 0, 1, 2, 0, 1, 0, 0, 1, 2, 0};
@@ -206,9 +206,9 @@ TEST(LoaderTest, TorchDataLoaderBatchesAreDataWaitRangesWithTheirIndex) {
   TempDir dir;
   absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok()) << session.status();
-  auto dataset = ::torch::data::datasets::TensorDataset(
-                     ::torch::arange(40, ::torch::kFloat).view({40, 1}))
-                     .map(::torch::data::transforms::Stack<::torch::data::TensorExample>());
+  auto dataset =
+      ::torch::data::datasets::TensorDataset(::torch::arange(40, ::torch::kFloat).view({40, 1}))
+          .map(::torch::data::transforms::Stack<::torch::data::TensorExample>());
   auto loader = ::torch::data::make_data_loader<::torch::data::samplers::SequentialSampler>(
       std::move(dataset), ::torch::data::DataLoaderOptions().batch_size(4).workers(2));
   // Instrument's iterator in a loop that opens its steps itself (here the
@@ -251,7 +251,8 @@ TEST(LoaderTest, PrefetchLoaderKeepsOrderStaysBoundedAndNamesItsWorkers) {
       [&](int64_t i) -> std::optional<::torch::Tensor> {
         if (i >= 60) return std::nullopt;
         int64_t ahead = i - consumed.load();
-        for (int64_t m = max_ahead.load(); ahead > m && !max_ahead.compare_exchange_weak(m, ahead);) {
+        for (int64_t m = max_ahead.load();
+             ahead > m && !max_ahead.compare_exchange_weak(m, ahead);) {
         }
         if (i % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
         return ::torch::full({2}, static_cast<float>(i));

@@ -11,7 +11,7 @@
 #              TRAINSCOPE_SKIP_CUPTI_WHEELS=1 to skip the libcupti 12/13 wheels.
 set -euo pipefail
 
-packages=(cmake make g++ git python3 python3-pip pkg-config
+packages=(cmake make g++ git python3 python3-pip pkg-config clang-format
           libabsl-dev libfmt-dev libsimdjson-dev libxxhash-dev zlib1g-dev libisal-dev
           libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev)
 missing=()

@@ -43,6 +43,17 @@ part "dependencies" tools/deps.sh
 # The rooms of sdk/ and their edges; fails on an include that the room's
 # trainscope_room(... USES ...) in sdk/CMakeLists.txt does not name.
 part "layers" python3 tools/layers.py
+# Every C++ source in the style of .clang-format; names the lines that are not.
+format_check() {
+  if ! git rev-parse --git-dir >/dev/null 2>&1; then
+    echo "format: not a git checkout; skipped"
+    return 0
+  fi
+  git ls-files -z 'sdk/*.cc' 'sdk/*.h' 'include/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' \
+    'integrations/*.cc' 'integrations/*.h' 'samples/*.cc' 'samples/*.h' |
+    xargs -0 clang-format --dry-run -Werror
+}
+part "format" format_check
 part "build" env BUILD_DIR=build tools/build.sh
 part "tests" ctest_counted build
 # The fault tests' outcomes (ctest keeps a passing test's output in its log).

@@ -190,7 +190,7 @@ class AsyncCheckpointer {
   struct Stats {
     int64_t submitted = 0;
     int64_t committed = 0;
-    int64_t skipped = 0;   // Submit() calls dropped by kSkip
+    int64_t skipped = 0;  // Submit() calls dropped by kSkip
     int64_t failed = 0;
     double persist_s = 0;  // background write + commit time
     double wait_s = 0;     // time Submit() waited for the previous save

@@ -18,8 +18,8 @@ namespace trainscope {
 // The phases of a step. The numeric values are stable: they are stored in
 // events, used as NVTX category ids (value + 1) and as name ids.
 enum class Phase : uint8_t {
-  kDataWait = 0,     // waiting for the next batch from the input pipeline
-  kHostToDevice = 1, // copying a batch to the accelerator
+  kDataWait = 0,      // waiting for the next batch from the input pipeline
+  kHostToDevice = 1,  // copying a batch to the accelerator
   kForward = 2,
   kBackward = 3,
   kOptimizer = 4,
@@ -67,8 +67,7 @@ constexpr uint32_t PhaseColor(Phase phase) {
 // True for the phases that keep the accelerator (or, without one, the CPU)
 // doing the model's work: forward, backward and optimizer.
 constexpr bool IsComputePhase(Phase phase) {
-  return phase == Phase::kForward || phase == Phase::kBackward ||
-         phase == Phase::kOptimizer;
+  return phase == Phase::kForward || phase == Phase::kBackward || phase == Phase::kOptimizer;
 }
 
 // Parses a name produced by PhaseName. Returns false if `name` is unknown.

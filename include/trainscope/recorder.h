@@ -40,9 +40,9 @@ namespace trainscope {
 
 // What an Event describes.
 enum class EventKind : uint8_t {
-  kRange = 0,  // a phase or named range that began and ended on this thread
-  kStep = 1,   // a training step; `value` holds the sample count
-  kAsync = 2,  // a range that may have ended on another thread than it began
+  kRange = 0,    // a phase or named range that began and ended on this thread
+  kStep = 1,     // a training step; `value` holds the sample count
+  kAsync = 2,    // a range that may have ended on another thread than it began
   kCounter = 3,  // a sample of a named value: start_ns = time, end_ns = the value
 };
 
@@ -93,8 +93,7 @@ class ThreadBuffer {
     if (TRAINSCOPE_UNLIKELY(head - tail_cache_ >= capacity_)) {
       tail_cache_ = tail_.load(std::memory_order_acquire);
       if (head - tail_cache_ >= capacity_) {
-        dropped_.store(dropped_.load(std::memory_order_relaxed) + 1,
-                       std::memory_order_relaxed);
+        dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return;
       }
     }
@@ -235,8 +234,7 @@ ThreadBuffer* RegisterCurrentThread(uint32_t generation);
 inline ThreadBuffer* ActiveBuffer() noexcept {
   // Acquire (a plain load on x86): what Session::Start set up before it
   // published the generation is visible to the scope.
-  const uint32_t generation =
-      detail::g_generation.load(std::memory_order_acquire);
+  const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
   if (TRAINSCOPE_LIKELY(generation == 0)) return nullptr;
   const detail::ThreadState& state = detail::t_thread;
   if (TRAINSCOPE_LIKELY(state.generation == generation)) return state.buffer;

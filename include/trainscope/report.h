@@ -26,12 +26,12 @@ inline constexpr int kReportSchemaVersion = 2;
 
 // How long one phase took per step, over the run's steps.
 struct PhaseStat {
-  std::string phase;       // PhaseName(), e.g. "forward"
-  int64_t steps = 0;       // steps in which the phase appeared
-  double median_ms = 0;    // per-step time in the phase
+  std::string phase;     // PhaseName(), e.g. "forward"
+  int64_t steps = 0;     // steps in which the phase appeared
+  double median_ms = 0;  // per-step time in the phase
   double p90_ms = 0;
   double max_ms = 0;
-  double total_s = 0;      // over the whole run
+  double total_s = 0;         // over the whole run
   double share_of_steps = 0;  // total_s / time inside steps
 };
 
@@ -41,8 +41,8 @@ struct Acceptance {
   std::optional<double> target;  // the required value
   std::optional<double> value;   // the achieved value
   bool higher_is_better = false;
-  std::optional<bool> passed;    // value vs target; empty if either is unset
-  int64_t evaluations = 0;       // values recorded (RecordQuality, SetAcceptance)
+  std::optional<bool> passed;  // value vs target; empty if either is unset
+  int64_t evaluations = 0;     // values recorded (RecordQuality, SetAcceptance)
   // The first evaluation that met the target: seconds from process start,
   // and from the first step's begin (startup_s less); empty if never met.
   std::optional<double> time_to_target_s;
@@ -54,9 +54,9 @@ struct Report {
 
   struct Run {
     std::string name;
-    std::string code_version;   // git commit, or the user's string
+    std::string code_version;  // git commit, or the user's string
     std::string data_version;
-    std::string started_at;     // ISO 8601, UTC, of process start
+    std::string started_at;  // ISO 8601, UTC, of process start
     std::string host;
     int64_t pid = 0;
     int rank = 0;        // Options::rank (torch.distributed rank)
@@ -64,8 +64,8 @@ struct Report {
   } run;
 
   struct Environment {
-    std::string accelerator;      // CUDA device name, or the CPU model
-    int accelerator_count = 0;    // CUDA devices visible (0: CPU only)
+    std::string accelerator;         // CUDA device name, or the CPU model
+    int accelerator_count = 0;       // CUDA devices visible (0: CPU only)
     std::string accelerator_status;  // how `accelerator` was found, or why not
     std::string cpu_model;
     int cpu_count = 0;
@@ -89,9 +89,9 @@ struct Report {
     double startup_s = 0;                 // process start -> first step begins
     int64_t warmup_steps = 0;
     std::string warmup_rule;
-    double total_s = 0;                   // process start -> Finish()
+    double total_s = 0;  // process start -> Finish()
     int64_t steps = 0;
-    double steps_s = 0;                   // first step begins -> last ends
+    double steps_s = 0;  // first step begins -> last ends
   } timing;
 
   struct Throughput {
@@ -106,12 +106,12 @@ struct Report {
   std::vector<PhaseStat> phases;  // in Phase order, only phases that occurred
 
   struct Idle {
-    double share = 0;     // idle_s / window_s, 0 to 1
+    double share = 0;  // idle_s / window_s, 0 to 1
     double idle_s = 0;
-    double window_s = 0;  // first step begins -> last step ends
+    double window_s = 0;      // first step begins -> last step ends
     std::string busy_source;  // what counted as busy ("cpu_compute_phases")
     std::vector<std::pair<std::string, double>> by_cause;  // seconds, largest first
-    std::string top_cause;  // "" if the run never idled
+    std::string top_cause;                                 // "" if the run never idled
   } idle;
 
   // The CUPTI device timeline (sdk/cupti).
@@ -168,7 +168,7 @@ struct Report {
   } trace;
 
   struct Overhead {
-    double per_scope_ns = 0;  // measured at Session::Start
+    double per_scope_ns = 0;     // measured at Session::Start
     double estimated_share = 0;  // recorded scopes x per_scope_ns / total
   } overhead;
 
@@ -177,7 +177,7 @@ struct Report {
   // cross-rank straggler report (`trainscope ranks DIR`) compares.
   struct Step {
     int64_t index = 0;
-    double start_s = 0;        // since process start
+    double start_s = 0;  // since process start
     double duration_ms = 0;
     int64_t samples = 0;
     double sync_ms = 0;       // in kSync ranges tagged with the step (collectives, device syncs)
@@ -207,11 +207,11 @@ struct Report {
   std::vector<Counter> counters;
   // Checkpoint cost and recovery (Session::NoteCheckpointSave / NoteResume).
   struct Checkpoint {
-    int64_t saves = 0;          // committed
+    int64_t saves = 0;  // committed
     int64_t failed = 0;
-    double blocking_s = 0;      // training-thread time of all saves (snapshot, or the whole sync save)
+    double blocking_s = 0;  // training-thread time of all saves (snapshot, or the whole sync save)
     double blocking_max_s = 0;
-    double persist_s = 0;       // write + commit time (background for async saves)
+    double persist_s = 0;  // write + commit time (background for async saves)
     uint64_t bytes = 0;
     double persist_bytes_per_s = 0;
     int64_t resumed_from_step = -1;  // -1: a fresh start
@@ -220,9 +220,9 @@ struct Report {
     double restart_delay_s = -1;     // process start -> first step finished after a resume
     // Young/Daly advisor (Options::checkpoint_mtbf_hours > 0 and two saves or more).
     double mtbf_hours = 0;
-    double interval_s = 0;           // mean time between saves
-    double optimal_interval_s = 0;   // sqrt(2 x mean blocking cost x MTBF)
-    double expected_overhead_share = 0;  // cost/interval + interval/(2 MTBF), at interval_s
+    double interval_s = 0;                   // mean time between saves
+    double optimal_interval_s = 0;           // sqrt(2 x mean blocking cost x MTBF)
+    double expected_overhead_share = 0;      // cost/interval + interval/(2 MTBF), at interval_s
     double expected_lost_s_per_failure = 0;  // interval/2 + restart delay
   } checkpoint;
   // A torch.distributed run (Options::world_size > 1).

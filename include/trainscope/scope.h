@@ -34,9 +34,7 @@ void NvtxPop() noexcept;
 uint64_t NvtxStart(NameId name, Phase phase, int64_t step) noexcept;
 void NvtxEnd(uint64_t range_id) noexcept;
 
-inline bool NvtxOn() noexcept {
-  return g_nvtx_enabled.load(std::memory_order_relaxed);
-}
+inline bool NvtxOn() noexcept { return g_nvtx_enabled.load(std::memory_order_relaxed); }
 
 inline ThreadBuffer* ScopeBuffer() noexcept {
 #ifdef TRAINSCOPE_DISABLE
@@ -53,12 +51,10 @@ inline ThreadBuffer* ScopeBuffer() noexcept {
 class PhaseScope {
  public:
   // A range named after the phase itself ("forward").
-  explicit PhaseScope(Phase phase) noexcept
-      : PhaseScope(phase, static_cast<NameId>(phase)) {}
+  explicit PhaseScope(Phase phase) noexcept : PhaseScope(phase, static_cast<NameId>(phase)) {}
 
   // A range named `name` (from InternName) that counts as `phase`.
-  PhaseScope(Phase phase, NameId name) noexcept
-      : buffer_(detail::ScopeBuffer()) {
+  PhaseScope(Phase phase, NameId name) noexcept : buffer_(detail::ScopeBuffer()) {
     if (buffer_ == nullptr) return;
     phase_ = phase;
     name_ = name;
@@ -106,8 +102,7 @@ class StepScope {
     index_ = index.value;
     samples_ = samples.value;
     if (buffer_ == nullptr) return;
-    previous_step_ =
-        detail::g_current_step.exchange(index_, std::memory_order_relaxed);
+    previous_step_ = detail::g_current_step.exchange(index_, std::memory_order_relaxed);
     if (TRAINSCOPE_UNLIKELY(detail::g_step_hook.load(std::memory_order_relaxed))) {
       detail::OnStepBegin(index_);
     }
@@ -127,8 +122,8 @@ class StepScope {
     const TimestampNs end_ns = ReadTicks();
     if (nvtx_) detail::NvtxPop();
     detail::g_current_step.store(previous_step_, std::memory_order_relaxed);
-    const auto samples = static_cast<uint32_t>(
-        samples_ < 0 ? 0 : (samples_ > 0xFFFFFFFF ? 0xFFFFFFFF : samples_));
+    const auto samples =
+        static_cast<uint32_t>(samples_ < 0 ? 0 : (samples_ > 0xFFFFFFFF ? 0xFFFFFFFF : samples_));
     buffer_->Push(Event{start_ns_, end_ns, index_, samples, EventKind::kStep, Phase::kOther,
                         buffer_->ScopeDepth()});
     buffer_->CloseScope();
@@ -184,8 +179,7 @@ class AsyncRange {
     AsyncRange range;
     ThreadBuffer* buffer = detail::ScopeBuffer();
     if (buffer == nullptr) return range;
-    range.generation_ =
-        detail::g_generation.load(std::memory_order_relaxed);
+    range.generation_ = detail::g_generation.load(std::memory_order_relaxed);
     if (range.generation_ == 0) return range;  // the session ended meanwhile
     range.begin_thread_ = buffer->index();
     range.phase_ = phase;
@@ -200,9 +194,7 @@ class AsyncRange {
     range.start_ns_ = ReadTicks();
     return range;
   }
-  static AsyncRange Begin(Phase phase) noexcept {
-    return Begin(phase, static_cast<NameId>(phase));
-  }
+  static AsyncRange Begin(Phase phase) noexcept { return Begin(phase, static_cast<NameId>(phase)); }
 
   // Ends the range on the calling thread and records it. Idempotent. Dropped
   // if the session that saw it begin is no longer the active one.
@@ -211,10 +203,9 @@ class AsyncRange {
     const TimestampNs end_ns = ReadTicks();
     if (nvtx_) detail::NvtxEnd(nvtx_id_);
     ThreadBuffer* buffer = detail::ScopeBuffer();
-    if (buffer != nullptr &&
-        detail::g_generation.load(std::memory_order_relaxed) == generation_) {
-      buffer->Push(Event{start_ns_, end_ns, step_, name_, EventKind::kAsync,
-                         phase_, begin_thread_});
+    if (buffer != nullptr && detail::g_generation.load(std::memory_order_relaxed) == generation_) {
+      buffer->Push(
+          Event{start_ns_, end_ns, step_, name_, EventKind::kAsync, phase_, begin_thread_});
     }
     // After the push (release): a drain that sees none open sees the Event.
     detail::g_async.fetch_sub(1, std::memory_order_release);
@@ -264,16 +255,15 @@ class AsyncRange {
 #define TRAINSCOPE_RANGE_IN(phase, name) static_cast<void>(0)
 #else
 // Marks the rest of the block as a standard phase: TRAINSCOPE_PHASE(kForward).
-#define TRAINSCOPE_PHASE(phase)                                     \
-  ::trainscope::PhaseScope TRAINSCOPE_CONCAT(trainscope_scope_, __LINE__)( \
-      ::trainscope::Phase::phase)
+#define TRAINSCOPE_PHASE(phase)                                 \
+  ::trainscope::PhaseScope TRAINSCOPE_CONCAT(trainscope_scope_, \
+                                             __LINE__)(::trainscope::Phase::phase)
 // Marks the rest of the block as a custom range counted as `phase`; the name
 // is interned once per call site (a function-local static).
-#define TRAINSCOPE_RANGE_IN(phase, name)                                      \
-  static const ::trainscope::NameId TRAINSCOPE_CONCAT(trainscope_name_,       \
-                                                      __LINE__) =             \
-      ::trainscope::InternName(name);                                         \
-  ::trainscope::PhaseScope TRAINSCOPE_CONCAT(trainscope_scope_, __LINE__)(    \
+#define TRAINSCOPE_RANGE_IN(phase, name)                                            \
+  static const ::trainscope::NameId TRAINSCOPE_CONCAT(trainscope_name_, __LINE__) = \
+      ::trainscope::InternName(name);                                               \
+  ::trainscope::PhaseScope TRAINSCOPE_CONCAT(trainscope_scope_, __LINE__)(          \
       ::trainscope::Phase::phase, TRAINSCOPE_CONCAT(trainscope_name_, __LINE__))
 // Marks the rest of the block as a custom range "name" (phase kOther).
 #define TRAINSCOPE_RANGE(name) TRAINSCOPE_RANGE_IN(kOther, name)

@@ -227,8 +227,7 @@ class Session {
   absl::Status RecordQuality(std::string_view metric, double value);
   // SetQualityTarget(metric, target, higher_is_better) then
   // RecordQuality(metric, value): the value the run reached, recorded now.
-  void SetAcceptance(std::string_view metric, double target, double value,
-                     bool higher_is_better);
+  void SetAcceptance(std::string_view metric, double target, double value, bool higher_is_better);
 
   // Records one served request's latency (seconds from its arrival to its
   // answer), now: report.serving gets the count, p50/p90/p99 and maximum,

@@ -84,9 +84,9 @@ absl::Status GradScaler::Unscale(::torch::optim::Optimizer& optimizer) {
                                                    inv_scale.to(device, /*non_blocking=*/true));
   }
   if (state.found_inf.empty()) {  // no gradients: nothing overflowed
-    state.found_inf.emplace(scale_.device().str(),
-                            at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(
-                                               scale_.device())));
+    state.found_inf.emplace(
+        scale_.device().str(),
+        at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(scale_.device())));
   }
   state.stage = Stage::kUnscaled;
   return absl::OkStatus();

@@ -6,10 +6,11 @@
 // the Gloo code that runs is the one inside libtorch_cpu. docs/distributed.md.
 #include "trainscope/torch/distributed.h"
 
+#include <torch/torch.h>
+
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 #if TRAINSCOPE_TORCH_NCCL
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
@@ -151,7 +152,8 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
                                       std::to_string(options.world_size));
   }
   std::string backend = options.backend;
-  if (backend == "auto") backend = options.device.is_cuda() && TRAINSCOPE_TORCH_NCCL ? "nccl" : "gloo";
+  if (backend == "auto")
+    backend = options.device.is_cuda() && TRAINSCOPE_TORCH_NCCL ? "nccl" : "gloo";
   if (backend != "gloo" && backend != "nccl") {
     return absl::InvalidArgumentError("ProcessGroup: backend '" + backend +
                                       "' is not gloo, nccl or auto");
@@ -176,14 +178,14 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
       auto gloo = c10d::ProcessGroupGloo::Options::create();
       gloo->timeout = options.timeout;
       gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options.host));
-      impl->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          impl->store, options.rank, options.world_size, gloo);
+      impl->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, options.rank,
+                                                                  options.world_size, gloo);
     } else {
 #if TRAINSCOPE_TORCH_NCCL
       auto nccl = c10d::ProcessGroupNCCL::Options::create();
       nccl->timeout = options.timeout;
-      impl->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-          impl->store, options.rank, options.world_size, nccl);
+      impl->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl->store, options.rank,
+                                                                  options.world_size, nccl);
 #else
       return absl::UnimplementedError(
           "ProcessGroup: this build of trainscope::torch has no NCCL (LibTorch without CUDA, or "
@@ -206,10 +208,10 @@ absl::Status ProcessGroup::Failed(const char* what, const std::exception& error)
       FindMissingRanks(std::min(impl_->options.timeout, std::chrono::milliseconds(5000)));
   std::string names;
   for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
-  const std::string status_text = std::string("c10d ") + what + " #" +
-                                  std::to_string(impl_->collectives) + " failed on rank " +
-                                  std::to_string(impl_->options.rank) + " (missing ranks: " +
-                                  (names.empty() ? "none found" : names) + "): " + message;
+  const std::string status_text =
+      std::string("c10d ") + what + " #" + std::to_string(impl_->collectives) + " failed on rank " +
+      std::to_string(impl_->options.rank) +
+      " (missing ranks: " + (names.empty() ? "none found" : names) + "): " + message;
   if (impl_->session.has_value()) impl_->session->NoteMissingRanks(missing, status_text);
   return absl::UnavailableError(status_text);
 }
@@ -307,10 +309,10 @@ std::unique_ptr<SaveCoordinator> ProcessGroup::MakeSaveCoordinator() {
     static const NameId name = InternName("c10d.checkpoint_vote");
     PhaseScope vote(Phase::kCheckpoint, name);
     ++impl_->collectives;
-    std::vector<at::Tensor> tensors = {
-        impl_->options.device.is_cuda() && impl_->backend_name == "nccl"
-            ? flags.to(impl_->options.device)
-            : flags};
+    std::vector<at::Tensor> tensors = {impl_->options.device.is_cuda() &&
+                                               impl_->backend_name == "nccl"
+                                           ? flags.to(impl_->options.device)
+                                           : flags};
     try {
       impl_->backend->allreduce(tensors)->wait();
     } catch (const std::exception& e) {

@@ -64,9 +64,9 @@ class ScalerState : public Stateful {
     std::ostringstream out;
     out.precision(17);
     out << s.scale << ' ' << s.growth_tracker << ' ' << s.skipped_steps << ' '
-        << s.options.init_scale << ' ' << s.options.growth_factor << ' '
-        << s.options.backoff_factor << ' ' << s.options.growth_interval << ' '
-        << s.options.min_scale << ' ' << s.options.enabled << '\n';
+        << s.options.init_scale << ' ' << s.options.growth_factor << ' ' << s.options.backoff_factor
+        << ' ' << s.options.growth_interval << ' ' << s.options.min_scale << ' '
+        << s.options.enabled << '\n';
     return out.str();
   }
   absl::Status Load(const std::string& bytes) override {
@@ -87,7 +87,8 @@ class ScalerState : public Stateful {
 std::string GeneratorBytes(at::Generator generator) {
   std::lock_guard<std::mutex> lock(generator.mutex());
   const at::Tensor state = generator.get_state();
-  return std::string(static_cast<const char*>(state.data_ptr()), static_cast<size_t>(state.nbytes()));
+  return std::string(static_cast<const char*>(state.data_ptr()),
+                     static_cast<size_t>(state.nbytes()));
 }
 
 void SetGeneratorBytes(at::Generator generator, const std::string& bytes) {
@@ -151,10 +152,14 @@ class RngState : public Stateful {
 std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -179,8 +184,7 @@ void TrainingState::Add(const std::string& name, ::torch::nn::Module& module) {
   Add(name, std::make_unique<ArchiveState<::torch::nn::Module>>(module, "the module"));
 }
 void TrainingState::Add(const std::string& name, ::torch::optim::Optimizer& optimizer) {
-  Add(name, std::make_unique<ArchiveState<::torch::optim::Optimizer>>(optimizer,
-                                                                       "the optimizer"));
+  Add(name, std::make_unique<ArchiveState<::torch::optim::Optimizer>>(optimizer, "the optimizer"));
 }
 void TrainingState::Add(const std::string& name, GradScaler& scaler) {
   Add(name, std::make_unique<ScalerState>(scaler));

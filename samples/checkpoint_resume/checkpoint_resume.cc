@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
   }
 
   torch::manual_seed(absl::GetFlag(FLAGS_seed));
-  torch::nn::Sequential model(torch::nn::Linear(16, 64), torch::nn::ReLU(),
-                              torch::nn::Dropout(0.1), torch::nn::Linear(64, 1));
+  torch::nn::Sequential model(torch::nn::Linear(16, 64), torch::nn::ReLU(), torch::nn::Dropout(0.1),
+                              torch::nn::Linear(64, 1));
   torch::optim::Adam optimizer(model->parameters(),
                                torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
   const torch::Tensor w = torch::randn({16, 1});  // the task, from the seed
@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
     const int64_t interrupted_at = ReadProgress(progress_fd);
     session->NoteResume(latest->manifest.step, interrupted_at, restore_s);
     std::fprintf(stderr,
-                 "checkpoint_resume: resumed from step %" PRId64 " (%s) in %.3f s; the last "
+                 "checkpoint_resume: resumed from step %" PRId64
+                 " (%s) in %.3f s; the last "
                  "run had finished step %" PRId64 ": %" PRId64 " steps to recompute\n",
                  latest->manifest.step, latest->path.c_str(), restore_s, interrupted_at,
                  std::max<int64_t>(0, interrupted_at - latest->manifest.step));
@@ -197,7 +198,8 @@ int main(int argc, char** argv) {
   double save_s = 0;
   int64_t saves = 0;
   std::optional<trainscope::AsyncCheckpointer> async;
-  if (absl::GetFlag(FLAGS_async)) async.emplace(*store, trainscope::AsyncCheckpointer::WhenBusy::kWait, &*session);
+  if (absl::GetFlag(FLAGS_async))
+    async.emplace(*store, trainscope::AsyncCheckpointer::WhenBusy::kWait, &*session);
   int64_t failures_seen = 0;
   // Returns false when training must stop (a failed save and --on_save_error=stop).
   auto failed = [&](int64_t step, const absl::Status& status) -> bool {
@@ -239,8 +241,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   for (int64_t i = first; i <= steps && exit_code == 0; ++i) {
     {
-      trainscope::StepScope step_scope(*session, trainscope::StepIndex(i),
-                                       trainscope::Samples(32));
+      trainscope::StepScope step_scope(*session, trainscope::StepIndex(i), trainscope::Samples(32));
       torch::Tensor x, y, loss;
       {
         TRAINSCOPE_PHASE(kDataWait);

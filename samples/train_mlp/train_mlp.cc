@@ -249,8 +249,8 @@ int Main(int argc, char** argv) {
   options.world_size = world_size;
   options.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   options.device_timeline = absl::GetFlag(FLAGS_device_timeline);
-  options.data_version = "synthetic-regression-v1 (seed " +
-                         std::to_string(absl::GetFlag(FLAGS_seed)) + ")";
+  options.data_version =
+      "synthetic-regression-v1 (seed " + std::to_string(absl::GetFlag(FLAGS_seed)) + ")";
   options.config = {{"steps", std::to_string(steps)},
                     {"batch_size", std::to_string(batch_size)},
                     {"loader_delay_ms", std::to_string(delay_ms)},
@@ -354,7 +354,8 @@ int Main(int argc, char** argv) {
   torch::manual_seed(absl::GetFlag(FLAGS_seed));  // the same initial model on every rank
   torch::nn::Sequential model = MakeModel(absl::GetFlag(FLAGS_hidden));
   model->to(device);
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
+  torch::optim::Adam optimizer(model->parameters(),
+                               torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
   trainscope::libtorch::GradScalerOptions scaler_options;
   scaler_options.enabled = amp == "fp16";
   trainscope::libtorch::GradScaler scaler(scaler_options);
@@ -412,9 +413,9 @@ int Main(int argc, char** argv) {
     const auto started = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<trainscope::CheckpointFile>> files = state.Snapshot();
     if (!files.ok()) return files.status();
-    const absl::Status saved = coordinator ? store->SaveSharded(step, rank, world_size, *files,
-                                                                *coordinator)
-                                           : store->Save(step, *files);
+    const absl::Status saved =
+        coordinator ? store->SaveSharded(step, rank, world_size, *files, *coordinator)
+                    : store->Save(step, *files);
     uint64_t bytes = 0;
     for (const trainscope::CheckpointFile& f : *files) bytes += f.bytes.size();
     const double seconds =
@@ -489,8 +490,7 @@ int Main(int argc, char** argv) {
                    static_cast<long long>(i));
       raise(SIGKILL);
     }
-    trainscope::StepScope step(*session, trainscope::StepIndex(i),
-                               trainscope::Samples(batch_size));
+    trainscope::StepScope step(*session, trainscope::StepIndex(i), trainscope::Samples(batch_size));
     std::optional<std::vector<torch::Tensor>> batch = to_device.Next();
     if (!batch) break;
     if (i + 1 < steps) to_device.Submit(next_batch(i + 1));

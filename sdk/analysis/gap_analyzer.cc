@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <limits>
-#include <utility>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "sdk/analysis/interval_set.h"
@@ -16,12 +16,24 @@ namespace {
 using Spans = std::vector<IntervalSet::Span>;
 
 // Causes in priority order; the first six are the non-compute phases.
-enum Cause { kDataWait, kH2D, kSync, kCheckpoint, kEval, kOtherPhase, kCopyCall, kLaunch,
-             kCudaApi, kHost, kOutside, kCauseCount };
+enum Cause {
+  kDataWait,
+  kH2D,
+  kSync,
+  kCheckpoint,
+  kEval,
+  kOtherPhase,
+  kCopyCall,
+  kLaunch,
+  kCudaApi,
+  kHost,
+  kOutside,
+  kCauseCount
+};
 static_assert(kCauseCount == kIdleCauseCount);
 constexpr std::array<const char*, kCauseCount> kCauseNames = {
-    "data_wait", "h2d",         "sync",         "checkpoint", "eval",           "other",
-    kCauseCopyCall, kCauseLaunch, kCauseCudaApi, kCauseHost, kCauseOutsideStep};
+    "data_wait",    "h2d",        "sync",        "checkpoint", "eval",           "other",
+    kCauseCopyCall, kCauseLaunch, kCauseCudaApi, kCauseHost,   kCauseOutsideStep};
 
 bool IsHostRange(IntervalKind kind) {
   return kind == IntervalKind::kHostRange || kind == IntervalKind::kAsyncRange;
@@ -37,7 +49,6 @@ const std::array<std::pair<const char*, TimestampNs>, 7> kBuckets = {{
     {"100ms-1s", 1000000 * kUs},
     {">=1s", std::numeric_limits<TimestampNs>::max()},
 }};
-
 
 // One device track's busy time inside the window, as a running union that
 // holds only the current merged span: a sorted timeline gives each track's

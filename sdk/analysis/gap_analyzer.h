@@ -67,8 +67,8 @@ struct StepIdle {
 struct Gap {
   TimestampNs start_ns = 0;
   TimestampNs duration_ns = 0;
-  int64_t step = -1;   // the step the gap starts in, -1 between steps
-  std::string cause;   // the cause with the most time in the gap
+  int64_t step = -1;  // the step the gap starts in, -1 between steps
+  std::string cause;  // the cause with the most time in the gap
 };
 
 // Gaps by length: [previous upper, upper_ns).
@@ -98,8 +98,8 @@ struct IdleBreakdown {
   std::array<TimestampNs, kIdleCauseCount> cause_ns{};        // the same, by IdleCauseName order
   int64_t gaps = 0;
   TimestampNs largest_gap_ns = 0;
-  std::vector<Gap> largest_gaps;       // the 10 longest, longest first
-  std::vector<GapBucket> histogram;    // fixed decade buckets, all present
+  std::vector<Gap> largest_gaps;        // the 10 longest, longest first
+  std::vector<GapBucket> histogram;     // fixed decade buckets, all present
   std::vector<StreamActivity> streams;  // device tracks only, by (device, stream)
   // Idle time inside each step, in start order.
   std::vector<StepIdle> idle_per_step;

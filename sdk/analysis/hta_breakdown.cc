@@ -68,12 +68,12 @@ KernelClass ClassifyKernel(std::string_view name) {
       Contains(name, "ncclKernel")) {
     return KernelClass::kCommunication;
   }
-  if (StartsWith(name, "Memcpy") || StartsWith(name, "hipMemcpy") ||
-      StartsWith(name, "Memset") || StartsWith(name, "hipMemset") || StartsWith(name, "dma")) {
+  if (StartsWith(name, "Memcpy") || StartsWith(name, "hipMemcpy") || StartsWith(name, "Memset") ||
+      StartsWith(name, "hipMemset") || StartsWith(name, "dma")) {
     return KernelClass::kMemory;
   }
   constexpr std::array<std::string_view, 9> kNotComputePrefixes = {
-      "nccl",  "Stream Wait Event", "runFunction", "hip", "job_exe", "packet", "pe_exe",
+      "nccl", "Stream Wait Event", "runFunction", "hip", "job_exe", "packet", "pe_exe",
       "hccl", "cpum_exe_subgraph"};
   for (std::string_view prefix : kNotComputePrefixes) {
     if (StartsWith(name, prefix)) return KernelClass::kOther;
@@ -125,8 +125,7 @@ class LaunchTable {
     int64_t kept = 0;
     TimestampNs last_ns = 0;
   };
-  explicit LaunchTable(const CallScan& scan)
-      : dense_(scan.max_id < 4 * scan.calls + 4096) {
+  explicit LaunchTable(const CallScan& scan) : dense_(scan.max_id < 4 * scan.calls + 4096) {
     if (dense_) {
       table_.resize(static_cast<size_t>(scan.max_id + 1));
     } else {
@@ -216,7 +215,7 @@ class RunningUnion {
 struct StreamSweep {
   int64_t stream = 0;
   bool any = false;
-  TimestampNs previous_end = 0;  // of the previous row, not a running max
+  TimestampNs previous_end = 0;                     // of the previous row, not a running max
   std::array<double, 3> sums = {0, 0, 0};           // host_wait, kernel_wait, other
   std::array<bool, 3> seen = {false, false, true};  // the first kernel counts as "other"
   void Add(TimestampNs start, TimestampNs end, std::optional<TimestampNs> launch_ns,
@@ -241,7 +240,9 @@ struct StreamSweep {
 class OnePass {
  public:
   OnePass(const Timeline& timeline, double delay_ns)
-      : timeline_(timeline), delay_ns_(delay_ns), names_(timeline),
+      : timeline_(timeline),
+        delay_ns_(delay_ns),
+        names_(timeline),
         stream_of_track_(timeline.tracks().size(), -1) {}
   NameFacts& names() { return names_; }
   void Emit(const Interval& i, TimestampNs start, TimestampNs end,

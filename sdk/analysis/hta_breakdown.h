@@ -77,7 +77,7 @@ struct HtaStreamIdle {
 struct HtaBreakdown {
   HtaTemporalBreakdown temporal;
   std::vector<HtaStreamIdle> idle_by_stream;  // streams in order of first kernel
-  int64_t rows = 0;  // device rows kept after the iteration cut
+  int64_t rows = 0;                           // device rows kept after the iteration cut
 };
 
 // The default consecutive_kernel_delay of HTA: 30 (trace units, microseconds).

@@ -131,9 +131,10 @@ LaunchAttribution AttributeLaunches(Timeline* timeline) {
   for (int p = 0; p <= kPhaseCount; ++p) {
     if (busy[p].empty()) continue;
     const TimestampNs ns = IntervalSet::FromUnsorted(std::move(busy[p])).Length();
-    result.busy_by_phase.emplace_back(
-        p == kPhaseCount ? std::string("unattributed") : std::string(PhaseName(static_cast<Phase>(p))),
-        ns);
+    result.busy_by_phase.emplace_back(p == kPhaseCount
+                                          ? std::string("unattributed")
+                                          : std::string(PhaseName(static_cast<Phase>(p))),
+                                      ns);
   }
   std::stable_sort(result.busy_by_phase.begin(), result.busy_by_phase.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });

@@ -11,8 +11,7 @@ namespace trainscope::analysis {
 std::vector<PhaseStat> AnalyzePhases(const Timeline& timeline, const StepStats& steps) {
   std::array<std::vector<IntervalSet::Span>, kPhaseCount> spans;
   for (const Interval& interval : timeline.intervals()) {
-    if (interval.kind != IntervalKind::kHostRange &&
-        interval.kind != IntervalKind::kAsyncRange) {
+    if (interval.kind != IntervalKind::kHostRange && interval.kind != IntervalKind::kAsyncRange) {
       continue;
     }
     spans[static_cast<int>(interval.phase)].emplace_back(interval.start_ns, interval.end_ns);

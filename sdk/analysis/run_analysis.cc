@@ -183,8 +183,7 @@ std::string Recommend(const Report& report) {
         "precision next (docs/guide-map.md#tune-the-application)",
         Percent(1 - idle.share));
   }
-  const double cause_share =
-      idle.window_s > 0 ? idle.by_cause.front().second / idle.window_s : 0;
+  const double cause_share = idle.window_s > 0 ? idle.by_cause.front().second / idle.window_s : 0;
   const std::string& cause = idle.top_cause;
   if (idle.share < kRecommendNearHigh) {
     // Near the threshold one sentence for both sides: equivalent runs at

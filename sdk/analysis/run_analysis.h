@@ -13,8 +13,8 @@ namespace trainscope::analysis {
 
 // The run's fixed points in time.
 struct RunClock {
-  TimestampNs process_start_ns = 0;   // on the recorder's clock
-  TimestampNs finish_ns = 0;          // Session::Finish()
+  TimestampNs process_start_ns = 0;  // on the recorder's clock
+  TimestampNs finish_ns = 0;         // Session::Finish()
   double process_start_unix_s = 0;
   std::optional<double> submit_unix_s;  // job submission, if known
   // The idle analysis covers steps [window_first_step, window_end_step)

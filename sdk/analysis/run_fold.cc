@@ -350,7 +350,7 @@ struct RunFold::Impl {
   };
   std::vector<Run> runs;
   std::vector<Run> spare_runs;  // at most 2 emptied runs, their room kept
-  size_t pending = 0;  // intervals in all runs
+  size_t pending = 0;           // intervals in all runs
   // By start (ties in arrival order): a segment looks at the steps that
   // begin before its end only, and takes the done ones off the front.
   FrontQueue<OpenStep> open_steps;
@@ -364,8 +364,8 @@ struct RunFold::Impl {
   bool steps_seen = false;
   bool device_seen = false;
   bool device_side_seen = false;  // device work, CUDA calls or syncs: the trace wants them
-  bool window_known = false;   // an in-window step came: first_start/last_end hold
-  bool window_closed = false;  // a step past window_end_step came
+  bool window_known = false;      // an in-window step came: first_start/last_end hold
+  bool window_closed = false;     // a step past window_end_step came
   TimestampNs window_first_start = 0;
   TimestampNs window_last_start = 0;
   TimestampNs window_last_end = 0;
@@ -391,7 +391,7 @@ struct RunFold::Impl {
   std::vector<TimestampNs> segment_starts;
   std::vector<TimestampNs> segment_ends;
   std::vector<int64_t> tag_keys;
-  std::vector<int8_t> call_cause;  // GapAnalyzer::CallCause by name id, -1 until known
+  std::vector<int8_t> call_cause;      // GapAnalyzer::CallCause by name id, -1 until known
   std::vector<CauseSpan> cause_spans;  // IdleSets::by_start, its room kept
 };
 

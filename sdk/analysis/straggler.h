@@ -40,15 +40,15 @@ struct StragglerReport {
     double total_sync_s = 0;
     int64_t times_slowest = 0;  // steps in which its compute was the largest
   };
-  int world_size = 0;                // the largest any report states
-  std::vector<PerRank> ranks;        // by rank
-  std::vector<int> missing_ranks;    // no report, or named missing by a survivor
-  std::vector<std::string> errors;   // "rank 1: <error>"
-  int64_t common_steps = 0;          // steps present on every reporting rank
-  int slowest_rank = -1;             // -1 with fewer than two ranks or no common step
-  double lag_ms = 0;                 // median per-step lag of the slowest rank
-  double wait_caused_s = 0;          // sync time it causes on the others, summed
-  double wait_share = 0;             // wait_caused_s / the others' total step time
+  int world_size = 0;               // the largest any report states
+  std::vector<PerRank> ranks;       // by rank
+  std::vector<int> missing_ranks;   // no report, or named missing by a survivor
+  std::vector<std::string> errors;  // "rank 1: <error>"
+  int64_t common_steps = 0;         // steps present on every reporting rank
+  int slowest_rank = -1;            // -1 with fewer than two ranks or no common step
+  double lag_ms = 0;                // median per-step lag of the slowest rank
+  double wait_caused_s = 0;         // sync time it causes on the others, summed
+  double wait_share = 0;            // wait_caused_s / the others' total step time
   // Whether the lag matters: at least kStragglerShare of the slowest rank's
   // median step. Below it the ranks are balanced and slowest_rank is noise.
   bool straggler = false;

@@ -53,8 +53,8 @@ int64_t StepOfDirName(std::string_view name) {
 bool ValidFileName(std::string_view name) {
   if (name.empty() || name.size() > 128 || name[0] == '.' || name == kManifest) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -171,7 +171,7 @@ class StepDir {
   // Why it could not be opened.
   std::string problem() const {
     return not_a_directory() ? "not a directory of the store (a symlink or a file)"
-               : std::string(Errno(error_, "opening " + path_).message());
+                             : std::string(Errno(error_, "opening " + path_).message());
   }
   absl::StatusOr<std::string> Read(const std::string& name) const {
     return ReadRegularAt(fd_, name, path_ + "/" + name);
@@ -189,14 +189,22 @@ std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
 const char* SavePhaseName(SavePhase phase) {
   switch (phase) {
-    case SavePhase::kWritingFiles: return "writing_files";
-    case SavePhase::kSyncingFiles: return "syncing_files";
-    case SavePhase::kWritingManifest: return "writing_manifest";
-    case SavePhase::kRenaming: return "renaming";
-    case SavePhase::kSyncingDirectory: return "syncing_directory";
-    case SavePhase::kUpdatingLatest: return "updating_latest";
-    case SavePhase::kRetention: return "retention";
-    case SavePhase::kDone: return "done";
+    case SavePhase::kWritingFiles:
+      return "writing_files";
+    case SavePhase::kSyncingFiles:
+      return "syncing_files";
+    case SavePhase::kWritingManifest:
+      return "writing_manifest";
+    case SavePhase::kRenaming:
+      return "renaming";
+    case SavePhase::kSyncingDirectory:
+      return "syncing_directory";
+    case SavePhase::kUpdatingLatest:
+      return "updating_latest";
+    case SavePhase::kRetention:
+      return "retention";
+    case SavePhase::kDone:
+      return "done";
   }
   return "?";
 }
@@ -250,13 +258,14 @@ absl::StatusOr<CheckpointManifest> ParseManifest(std::string_view json, std::str
     int64_t size = 0;
     if (f["name"].get_string().get(name) || f["size"].get_int64().get(size) || size < 0 ||
         f["xxh3"].get_string().get(hex) || hex.size() != 16) {
-      return bad(fmt::format("files[{}] needs a name, a size >= 0 and a 16-digit xxh3",
-                             m.files.size()));
+      return bad(
+          fmt::format("files[{}] needs a name, a size >= 0 and a 16-digit xxh3", m.files.size()));
     }
     if (!ValidFileName(name)) {
-      return bad(fmt::format("files[{}] name \"{}\" is not a plain file name inside the store "
-                             "(no '/', no '..', no leading '.')",
-                             m.files.size(), name));
+      return bad(
+          fmt::format("files[{}] name \"{}\" is not a plain file name inside the store "
+                      "(no '/', no '..', no leading '.')",
+                      m.files.size(), name));
     }
     for (char c : hex) {
       const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
@@ -293,8 +302,7 @@ struct CheckpointStore::Impl {
 
   // Writes `bytes` to a new file at path and fsyncs it (entering
   // kSyncingFiles for a checkpoint's own files).
-  absl::Status WriteFile(const std::string& path, std::string_view bytes,
-                         bool data_file = false) {
+  absl::Status WriteFile(const std::string& path, std::string_view bytes, bool data_file = false) {
     const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return Errno(errno, fmt::format("creating {}", path));
     size_t done = 0;
@@ -392,7 +400,8 @@ struct CheckpointStore::Impl {
       if (recent || milestone || step == newest) continue;
       // Renamed away first, so that a kill mid-delete leaves a .trash-
       // directory (cleaned at the next Open), never a torn step directory.
-      const std::string trash = fmt::format("{}/.trash-{}-{}", options.dir, StepDirName(step), getpid());
+      const std::string trash =
+          fmt::format("{}/.trash-{}-{}", options.dir, StepDirName(step), getpid());
       if (rename(committed[k].second.c_str(), trash.c_str()) == 0) RemoveTree(trash);
     }
   }
@@ -449,8 +458,9 @@ absl::StatusOr<CheckpointStore> CheckpointStore::Open(CheckpointStoreOptions opt
   return CheckpointStore(std::move(impl));
 }
 
-absl::Status CheckpointStore::Save(int64_t step, const std::vector<CheckpointFile>& files,
-                                   const std::vector<std::pair<std::string, std::string>>& metadata) {
+absl::Status CheckpointStore::Save(
+    int64_t step, const std::vector<CheckpointFile>& files,
+    const std::vector<std::pair<std::string, std::string>>& metadata) {
   Impl& s = *impl_;
   if (s.options.read_only) {
     return absl::FailedPreconditionError(
@@ -565,7 +575,8 @@ absl::Status CheckpointStore::SaveSharded(
     }
     s.Phase(SavePhase::kWritingFiles);
     mine = s.WriteFile(tmp + "/" + prefix + f.name, f.bytes, /*data_file=*/true);
-    part.files.push_back({prefix + f.name, f.bytes.size(), XXH3_64bits(f.bytes.data(), f.bytes.size())});
+    part.files.push_back(
+        {prefix + f.name, f.bytes.size(), XXH3_64bits(f.bytes.data(), f.bytes.size())});
   }
   if (mine.ok()) mine = s.WriteFile(fmt::format("{}/r{}.done", tmp, rank), ManifestToJson(part));
   if (mine.ok()) mine = FsyncPath(tmp, O_RDONLY | O_DIRECTORY);
@@ -581,9 +592,9 @@ absl::Status CheckpointStore::SaveSharded(
   // Round 1: did every part succeed?
   absl::StatusOr<std::vector<int>> failed = coordinator.FailedRanks(!mine.ok());
   if (!failed.ok()) {
-    return abandon(absl::UnavailableError(fmt::format(
-        "checkpoint step {} not committed: the ranks could not agree ({})", step,
-        std::string(failed.status().message()))));
+    return abandon(absl::UnavailableError(
+        fmt::format("checkpoint step {} not committed: the ranks could not agree ({})", step,
+                    std::string(failed.status().message()))));
   }
   if (!failed->empty()) {
     return abandon(absl::AbortedError(fmt::format(
@@ -603,7 +614,8 @@ absl::Status CheckpointStore::SaveSharded(
       const std::string marker = fmt::format("{}/r{}.done", tmp, r);
       absl::StatusOr<std::string> json = ReadRegular(marker);
       absl::StatusOr<CheckpointManifest> their =
-          json.ok() ? ParseManifest(*json, marker) : absl::StatusOr<CheckpointManifest>(json.status());
+          json.ok() ? ParseManifest(*json, marker)
+                    : absl::StatusOr<CheckpointManifest>(json.status());
       if (!their.ok()) {
         committed = their.status();
         break;
@@ -625,9 +637,9 @@ absl::Status CheckpointStore::SaveSharded(
   absl::StatusOr<std::vector<int>> outcome = coordinator.FailedRanks(!committed.ok());
   if (!committed.ok()) return committed;
   if (!outcome.ok()) {
-    return absl::UnavailableError(fmt::format(
-        "checkpoint step {}: cannot learn whether rank 0 committed it ({})", step,
-        std::string(outcome.status().message())));
+    return absl::UnavailableError(
+        fmt::format("checkpoint step {}: cannot learn whether rank 0 committed it ({})", step,
+                    std::string(outcome.status().message())));
   }
   if (!outcome->empty()) {
     return absl::AbortedError(
@@ -642,9 +654,7 @@ std::vector<int64_t> CheckpointStore::CommittedSteps() const {
   return steps;
 }
 
-absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest() const {
-  return impl_->Load("");
-}
+absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatest() const { return impl_->Load(""); }
 
 absl::StatusOr<LoadedCheckpoint> CheckpointStore::LoadLatestForRank(int rank) const {
   return impl_->Load(fmt::format("r{}.", rank));
@@ -692,8 +702,8 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Impl::Load(const std::string& 
       // The size first, so a huge planted file is never read into memory.
       if (const int64_t size = step_dir.Size(e.name);
           size >= 0 && static_cast<uint64_t>(size) != e.size) {
-        problem = fmt::format("{} is {} bytes, the manifest says {} (truncated?)", e.name, size,
-                              e.size);
+        problem =
+            fmt::format("{} is {} bytes, the manifest says {} (truncated?)", e.name, size, e.size);
         break;
       }
       absl::StatusOr<std::string> bytes = step_dir.Read(e.name);
@@ -719,8 +729,8 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Impl::Load(const std::string& 
     }
     loaded.manifest = std::move(*manifest);
     for (size_t k = 0; k < skipped.size(); ++k) {
-      loaded.fallbacks.push_back(fmt::format("fell back from step {} to {}: {}", skipped_steps[k],
-                                             step, skipped[k]));
+      loaded.fallbacks.push_back(
+          fmt::format("fell back from step {} to {}: {}", skipped_steps[k], step, skipped[k]));
     }
     return loaded;
   }
@@ -750,7 +760,7 @@ struct AsyncCheckpointer::Impl {
   };
   std::optional<Session> session;  // borrowed: stays valid when the caller's Session moves
   int hook = 0;
-  std::optional<Job> job;  // queued or being written
+  std::optional<Job> job;             // queued or being written
   std::vector<CheckpointFile> spare;  // the last finished job's buffers
   bool stop = false;
   absl::Status first_error;
@@ -796,8 +806,7 @@ struct AsyncCheckpointer::Impl {
   }
 };
 
-AsyncCheckpointer::AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy,
-                                     Session* session)
+AsyncCheckpointer::AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy, Session* session)
     : impl_(std::make_unique<Impl>(store, when_busy)) {
   if (session != nullptr) impl_->session.emplace(internal::BorrowSession(*session));
   impl_->thread = std::thread([this] { impl_->Loop(); });

@@ -56,8 +56,7 @@ int AnalyzeDirectory(const std::string& dir, const std::string& format) {
 
 int RunAnalyze(const std::vector<std::string>& args, const std::string& format) {
   if (args.size() != 1) {
-    std::fprintf(stderr,
-                 "usage: trainscope analyze [--format=text|json] TRACE.json[.gz] | DIR\n");
+    std::fprintf(stderr, "usage: trainscope analyze [--format=text|json] TRACE.json[.gz] | DIR\n");
     return kExitUsage;
   }
   if (format != "text" && format != "json") {

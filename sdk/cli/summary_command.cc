@@ -26,7 +26,8 @@ int RunSummary(const std::vector<std::string>& args) {
   }
   absl::StatusOr<Report> report = exporter::ReadReportFile(args[0]);
   if (!report.ok()) {
-    std::fprintf(stderr, "trainscope summary: %s\n", std::string(report.status().message()).c_str());
+    std::fprintf(stderr, "trainscope summary: %s\n",
+                 std::string(report.status().message()).c_str());
     return kExitBadInput;
   }
   const std::string text =

@@ -65,7 +65,7 @@ inline constexpr char kReadableCupti[] = "CUPTI 12.4 to 12.9 and 13.x";
 std::vector<std::string> CuptiCandidates();
 
 struct CuptiLibrary {
-  std::string path;  // what was loaded, as given to dlopen
+  std::string path;          // what was loaded, as given to dlopen
   uint32_t api_version = 0;  // cuptiGetVersion: 22 for 12.4, 130001 for 13.0 Update 1
   std::string version;       // DescribeCuptiVersion(api_version).name
   decltype(&::cuptiActivityEnable) activity_enable = nullptr;

@@ -74,9 +74,9 @@ struct ConverterStats {
   int64_t sync_calls = 0;
   int64_t overhead_records = 0;       // CUPTI's own overhead; counted, not converted
   TimestampNs cupti_overhead_ns = 0;  // their summed duration
-  int64_t clamped = 0;  // end < start (clock skew, incomplete): kept as empty intervals
-  int64_t untimed = 0;  // start = end = 0 (CUPTI could not time it): dropped
-  int64_t ignored = 0;  // other kinds, stream-wait-event synchronisations
+  int64_t clamped = 0;             // end < start (clock skew, incomplete): kept as empty intervals
+  int64_t untimed = 0;             // start = end = 0 (CUPTI could not time it): dropped
+  int64_t ignored = 0;             // other kinds, stream-wait-event synchronisations
   int64_t launches_tracked = 0;    // launching calls waited for (see CompleteBefore)
   int64_t launches_unmatched = 0;  // given up: no device record came in time
 };

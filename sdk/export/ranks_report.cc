@@ -84,10 +84,10 @@ std::string ToJson(const analysis::StragglerReport& s) {
 }
 
 std::string ToText(const analysis::StragglerReport& s) {
-  std::string out = fmt::format("{} of {} ranks reported; {} steps on every rank\n",
-                                s.ranks.size(), s.world_size, s.common_steps);
-  out += fmt::format("{:>5} {:>7} {:>12} {:>15} {:>12} {:>13} {:>8}\n", "rank", "steps",
-                     "step ms", "compute ms", "sync ms", "sync total s", "slowest");
+  std::string out = fmt::format("{} of {} ranks reported; {} steps on every rank\n", s.ranks.size(),
+                                s.world_size, s.common_steps);
+  out += fmt::format("{:>5} {:>7} {:>12} {:>15} {:>12} {:>13} {:>8}\n", "rank", "steps", "step ms",
+                     "compute ms", "sync ms", "sync total s", "slowest");
   for (const auto& r : s.ranks) {
     out += fmt::format("{:>5} {:>7} {:>12.3f} {:>15.3f} {:>12.3f} {:>13.3f} {:>8}\n", r.rank,
                        r.steps, r.median_step_ms, r.median_compute_ms, r.median_sync_ms,

@@ -305,8 +305,8 @@ class FieldReader {
   }
   void Fail(std::string_view key, std::string_view problem) {
     if (status_->ok()) {
-      *status_ = absl::InvalidArgumentError(
-          fmt::format("{}: field '{}' {}", source_, Path(key), problem));
+      *status_ =
+          absl::InvalidArgumentError(fmt::format("{}: field '{}' {}", source_, Path(key), problem));
     }
   }
 
@@ -384,7 +384,8 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   if (!status.ok()) return status;
   if (r.schema_version > kReportSchemaVersion || r.schema_version < 1) {
     return absl::FailedPreconditionError(
-        fmt::format("{}: schema_version {} is not one this trainscope (reads up to {}) understands", source, r.schema_version, kReportSchemaVersion));
+        fmt::format("{}: schema_version {} is not one this trainscope (reads up to {}) understands",
+                    source, r.schema_version, kReportSchemaVersion));
   }
   FieldReader run = doc.Child("run");
   run.String("name", &r.run.name);

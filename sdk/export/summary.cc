@@ -16,10 +16,11 @@ std::string FormatSummary(const Report& r) {
   line("trainscope · {} · {} steps in {:.2f} s (startup {:.2f} s, warmup {} steps) on {}",
        r.run.name, r.timing.steps, r.timing.total_s, r.timing.startup_s, r.timing.warmup_steps,
        r.environment.accelerator);
-  line("steady state: {:.1f} steps/s, {:.0f} samples/s, median step {:.2f} ms; {:.4f} "
-       "resource-hours",
-       r.throughput.steady_steps_per_s, r.throughput.steady_samples_per_s,
-       r.throughput.median_step_ms, r.resource_hours);
+  line(
+      "steady state: {:.1f} steps/s, {:.0f} samples/s, median step {:.2f} ms; {:.4f} "
+      "resource-hours",
+      r.throughput.steady_steps_per_s, r.throughput.steady_samples_per_s,
+      r.throughput.median_step_ms, r.resource_hours);
   if (!r.phases.empty()) {
     line("  {:<12} {:>10} {:>10} {:>10} {:>8}", "phase", "median ms", "p90 ms", "max ms",
          "of step");
@@ -45,9 +46,10 @@ std::string FormatSummary(const Report& r) {
                          r.device_timeline.dropped)
            : "");
   if (r.events.dropped > 0) {
-    line("warning: {} events dropped (full per-thread buffers): raise "
-         "Options::buffer_bytes_per_thread",
-         r.events.dropped);
+    line(
+        "warning: {} events dropped (full per-thread buffers): raise "
+        "Options::buffer_bytes_per_thread",
+        r.events.dropped);
   }
   if (const Report::Checkpoint& c = r.checkpoint; c.saves > 0 || c.failed > 0) {
     line("checkpoints: {} saved ({} failed), {:.1f} ms blocking each, {:.0f} MB/s persist{}",
@@ -58,9 +60,10 @@ std::string FormatSummary(const Report& r) {
                            c.resumed_from_step, c.recomputed_steps, c.restart_delay_s)
              : "");
     if (c.optimal_interval_s > 0) {
-      line("checkpoint interval: every {:.1f} s; Young/Daly optimum {:.1f} s for an MTBF of {:g} h "
-           "(expected overhead {:.2f}% now)",
-           c.interval_s, c.optimal_interval_s, c.mtbf_hours, 100 * c.expected_overhead_share);
+      line(
+          "checkpoint interval: every {:.1f} s; Young/Daly optimum {:.1f} s for an MTBF of {:g} h "
+          "(expected overhead {:.2f}% now)",
+          c.interval_s, c.optimal_interval_s, c.mtbf_hours, 100 * c.expected_overhead_share);
     }
   }
   if (r.serving) {
@@ -71,7 +74,9 @@ std::string FormatSummary(const Report& r) {
         r.serving->p99_ms, r.serving->max_ms);
   }
   if (!r.acceptance.metric.empty()) {
-    const char* verdict = !r.acceptance.passed ? "not judged" : *r.acceptance.passed ? "PASS" : "FAIL";
+    const char* verdict = !r.acceptance.passed   ? "not judged"
+                          : *r.acceptance.passed ? "PASS"
+                                                 : "FAIL";
     line("acceptance: {} = {} (target {} {}) {}", r.acceptance.metric,
          r.acceptance.value ? fmt::format("{:g}", *r.acceptance.value) : "unset",
          r.acceptance.higher_is_better ? ">=" : "<=",

@@ -8,13 +8,13 @@
 namespace trainscope::exporter {
 namespace {
 
-constexpr size_t kMaxOpen = 16;        // steps with events but no step event yet
-constexpr size_t kRememberDone = 256;  // step indices decided away, for stragglers
-constexpr size_t kSpareChunks = 8;     // dropped chunks kept for new ones,
+constexpr size_t kMaxOpen = 16;          // steps with events but no step event yet
+constexpr size_t kRememberDone = 256;    // step indices decided away, for stragglers
+constexpr size_t kSpareChunks = 8;       // dropped chunks kept for new ones,
 constexpr size_t kSpareText = 64 << 10;  // ... with their text's room up to this
-constexpr size_t kLookahead = 3;       // the settle rule's consecutive steps,
-constexpr double kSettled = 1.25;      // ... the slowest within this x the fastest,
-constexpr int64_t kLatestStart = 100;  // ... or at this step position at the latest
+constexpr size_t kLookahead = 3;         // the settle rule's consecutive steps,
+constexpr double kSettled = 1.25;        // ... the slowest within this x the fastest,
+constexpr int64_t kLatestStart = 100;    // ... or at this step position at the latest
 
 bool IsDeviceSide(ground::IntervalKind kind) {
   return ground::IsDeviceKind(kind) || kind == ground::IntervalKind::kRuntimeCall ||

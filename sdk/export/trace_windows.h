@@ -159,10 +159,10 @@ class TraceWindows {
   // and two frees a step otherwise. At most kSpareChunks, their text's room
   // at most kSpareText bytes each.
   std::vector<std::unordered_map<int64_t, std::unique_ptr<Chunk>>::node_type> spare_chunks_;
-  std::vector<int64_t> slow_;          // indices kept as slowest
-  double slow_floor_ = 0;              // the fastest of them, when slow_floor_known_
+  std::vector<int64_t> slow_;  // indices kept as slowest
+  double slow_floor_ = 0;      // the fastest of them, when slow_floor_known_
   bool slow_floor_known_ = false;
-  std::string startup_;                // before the first step: written as it comes
+  std::string startup_;  // before the first step: written as it comes
   bool startup_open_ = true;
   bool startup_cut_ = false;
   bool startup_written_ = false;

@@ -24,8 +24,7 @@ constexpr std::string_view kFooter = "\n]}\n";
 void AppendMicros(std::string* out, int64_t ns) {
   const char* sign = ns < 0 ? "-" : "";
   const uint64_t magnitude = ns < 0 ? static_cast<uint64_t>(-ns) : static_cast<uint64_t>(ns);
-  fmt::format_to(std::back_inserter(*out), "{}{}.{:03}", sign, magnitude / 1000,
-                 magnitude % 1000);
+  fmt::format_to(std::back_inserter(*out), "{}{}.{:03}", sign, magnitude / 1000, magnitude % 1000);
 }
 
 }  // namespace

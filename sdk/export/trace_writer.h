@@ -42,8 +42,7 @@ class TraceWriter {
   // named `file` ("trace.json", or "trace-rank<R>.json"). Errors name the file.
   static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(const std::string& dir,
                                                            std::string_view file,
-                                                           std::string_view run_name,
-                                                           int64_t pid);
+                                                           std::string_view run_name, int64_t pid);
   ~TraceWriter();
 
   // Formats one drained event of thread `os_tid` (two for an async range)

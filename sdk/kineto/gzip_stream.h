@@ -35,10 +35,9 @@ class GzipStream {
   // data has ended (and every member's CRC-32 and length have checked).
   // Where the data is bad, the bytes before the fault that fit in this
   // call's room come first (ISA-L drops what it held past them: with a room
-  // of a few KiB, some tens of KiB), and the next call fails: DataLoss (corrupt or truncated data, a failed check)
-  // or the read()'s errno, naming the uncompressed byte where it stopped
-  // and the compressed byte it had read up to. Costs one read() per 256 KiB
-  // of input.
+  // of a few KiB, some tens of KiB), and the next call fails: DataLoss (corrupt or truncated data,
+  // a failed check) or the read()'s errno, naming the uncompressed byte where it stopped and the
+  // compressed byte it had read up to. Costs one read() per 256 KiB of input.
   absl::StatusOr<size_t> Read(char* out, size_t room);
 
   // Uncompressed bytes handed out so far.

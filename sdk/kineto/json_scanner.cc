@@ -43,21 +43,24 @@ struct Block {
 Block Classify(const char* p) {
   const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
   // '{' 0x7b and '[' 0x5b, '}' 0x7d and ']' 0x5d differ only in bit 0x20.
-  const __m128i lower = _mm_set1_epi8(0x20), open = _mm_set1_epi8('{'),
-                close = _mm_set1_epi8('}');
+  const __m128i lower = _mm_set1_epi8(0x20), open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}');
   Block b;
   for (int part = 0; part < 4; ++part) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * part));
     const __m128i folded = _mm_or_si128(v, lower);
     const int shift = 16 * part;
-    b.quote |= static_cast<uint64_t>(static_cast<uint32_t>(
-                   _mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)))) << shift;
-    b.backslash |= static_cast<uint64_t>(static_cast<uint32_t>(
-                       _mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash)))) << shift;
-    b.open |= static_cast<uint64_t>(static_cast<uint32_t>(
-                  _mm_movemask_epi8(_mm_cmpeq_epi8(folded, open)))) << shift;
-    b.close |= static_cast<uint64_t>(static_cast<uint32_t>(
-                   _mm_movemask_epi8(_mm_cmpeq_epi8(folded, close)))) << shift;
+    b.quote |=
+        static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote))))
+        << shift;
+    b.backslash |= static_cast<uint64_t>(
+                       static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, backslash))))
+                   << shift;
+    b.open |= static_cast<uint64_t>(
+                  static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, open))))
+              << shift;
+    b.close |= static_cast<uint64_t>(
+                   static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(folded, close))))
+               << shift;
   }
   return b;
 }
@@ -92,8 +95,8 @@ struct ElementScan {
   size_t end, limit;  // limit: no element starts at or after it
   std::vector<ElementSpan>* spans;
   ScanState s;
-  size_t start = 0;          // of the open element (depth > 0)
-  bool escapes = false;      // the open (or next) element has a backslash
+  size_t start = 0;      // of the open element (depth > 0)
+  bool escapes = false;  // the open (or next) element has a backslash
   bool done = false;
 
   // A bracket outside strings at position at.
@@ -150,8 +153,7 @@ void ScanElements(const char* data, size_t i, size_t end, size_t max_bytes,
       scan.Bytes(p, std::min(end, p + 64));
       continue;
     }
-    const uint64_t strings =
-        PrefixXor(b.quote & valid) ^ (scan.s.in_string ? ~uint64_t{0} : 0);
+    const uint64_t strings = PrefixXor(b.quote & valid) ^ (scan.s.in_string ? ~uint64_t{0} : 0);
     const uint64_t outside = valid & ~strings;
     const uint64_t open = b.open & outside;
     for (uint64_t brackets = open | (b.close & outside); brackets != 0 && !scan.done;
@@ -165,7 +167,6 @@ void ScanElements(const char* data, size_t i, size_t end, size_t max_bytes,
   scan.Bytes(i, end);
 #endif
 }
-
 
 #ifdef __SSE2__
 size_t ScanComposite(const char* data, size_t i, size_t end, ScanState* s) {

@@ -1,10 +1,10 @@
 // Kineto trace -> Timeline. See trace_import.h.
 #include "sdk/kineto/trace_import.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string_view>
-#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -136,10 +136,10 @@ class Importer : public ParallelSink {
     const auto key = std::make_pair(pid * 4 + static_cast<int64_t>(kind), tid);
     auto it = tracks_.find(key);
     if (it != tracks_.end()) return it->second;
-    const uint32_t track = out_->timeline.AddTrack(
-        {kind, pid, tid,
-         kind == TrackKind::kDeviceStream ? fmt::format("GPU {} stream {}", pid, tid)
-                                          : fmt::format("thread {}", tid)});
+    const uint32_t track = out_->timeline.AddTrack({kind, pid, tid,
+                                                    kind == TrackKind::kDeviceStream
+                                                        ? fmt::format("GPU {} stream {}", pid, tid)
+                                                        : fmt::format("thread {}", tid)});
     tracks_.emplace(key, track);
     return track;
   }
@@ -170,7 +170,8 @@ void Importer::Commit(std::unique_ptr<EventSink> share) {
   // serial import would have added them in.
   const ground::Timeline& timeline = in.timeline;
   std::vector<uint32_t> names(timeline.names());
-  for (uint32_t id = 0; id < names.size(); ++id) names[id] = out_->timeline.Intern(timeline.name(id));
+  for (uint32_t id = 0; id < names.size(); ++id)
+    names[id] = out_->timeline.Intern(timeline.name(id));
   std::vector<uint32_t> tracks(timeline.tracks().size());
   for (uint32_t id = 0; id < tracks.size(); ++id) {
     const ground::Track& t = timeline.tracks()[id];
@@ -215,8 +216,7 @@ absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path, int threads) 
   trace.rank = reader.rank();
   trace.read = reader.stats();
   trace.timeline.Sort(/*two_threads=*/trace.read.threads > 1);
-  trace.parse_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  trace.parse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return trace;
 }
 

@@ -30,8 +30,8 @@ struct ImportedTrace {
   ground::Timeline timeline;    // sorted
   std::optional<int64_t> rank;  // distributedInfo.rank
   ReadStats read;
-  int64_t kernels = 0, memcpys = 0, memsets = 0, runtime_calls = 0, sync_calls = 0,
-          steps = 0, host_ranges = 0, skipped = 0;
+  int64_t kernels = 0, memcpys = 0, memsets = 0, runtime_calls = 0, sync_calls = 0, steps = 0,
+          host_ranges = 0, skipped = 0;
   // Facts Holistic Trace Analysis' rules need (sdk/analysis/hta_breakdown.h).
   analysis::HtaTraceFacts hta;
   double parse_s = 0;  // wall time of the read and conversion

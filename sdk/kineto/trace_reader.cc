@@ -65,8 +65,7 @@ bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 // A member name as text. Without a backslash in it, the raw name is the
 // name, and reading it in place skips unescaped_key()'s copy. `escapes`:
 // the event is known to hold one, so go straight to unescaped_key().
-simdjson::error_code KeyOf(simdjson::ondemand::field& field, bool escapes,
-                           std::string_view* key) {
+simdjson::error_code KeyOf(simdjson::ondemand::field& field, bool escapes, std::string_view* key) {
   if (!escapes) {
     const char* raw = field.key().raw();
     // simdjson has checked that the closing quote is there; a backslash
@@ -79,7 +78,8 @@ simdjson::error_code KeyOf(simdjson::ondemand::field& field, bool escapes,
       uint64_t word;
       std::memcpy(&word, raw + at, 8);
       const uint64_t quote = word ^ (kOnes * '"'), slash = word ^ (kOnes * '\\');
-      const uint64_t hits = ((quote - kOnes) & ~quote & kHighs) | ((slash - kOnes) & ~slash & kHighs);
+      const uint64_t hits =
+          ((quote - kOnes) & ~quote & kHighs) | ((slash - kOnes) & ~slash & kHighs);
       if (hits == 0) continue;
       const size_t length = at + static_cast<size_t>(__builtin_ctzll(hits)) / 8;
       if (raw[length] == '\\') return field.unescaped_key().get(*key);
@@ -104,8 +104,7 @@ bool EightDigits(const char* p, uint64_t* out) {
   v -= 0x3030303030303030;
   v = v * 10 + (v >> 8);  // pairs: byte 2k holds digits 2k, 2k+1
   const uint64_t mask = 0x000000FF000000FF;
-  v = ((v & mask) * (100 + (1000000ULL << 32)) + ((v >> 16) & mask) * (1 + (10000ULL << 32))) >>
-      32;
+  v = ((v & mask) * (100 + (1000000ULL << 32)) + ((v >> 16) & mask) * (1 + (10000ULL << 32))) >> 32;
   *out = v;
   return true;
 }
@@ -350,10 +349,10 @@ struct TraceReader::Impl {
     size_t next = 0;
     size_t resume = 0;
     bool resume_at_element = true;
-    uint64_t events = 0;               // parsed and handed on
-    uint64_t guessed = 0, wrong = 0;   // ReadStats' guessed_batches and wrong_guesses
-    std::unique_ptr<EventSink> sink;   // a worker's run (ParallelSink::NewShare)
-    std::exception_ptr error;          // what the worker's sink threw
+    uint64_t events = 0;                // parsed and handed on
+    uint64_t guessed = 0, wrong = 0;    // ReadStats' guessed_batches and wrong_guesses
+    std::unique_ptr<EventSink> sink;    // a worker's run (ParallelSink::NewShare)
+    std::exception_ptr error;           // what the worker's sink threw
     std::atomic<bool> finished{false};  // a worker is done with it
     std::atomic<bool> cancel{false};    // it will be dropped: stop early
   };
@@ -370,7 +369,7 @@ struct TraceReader::Impl {
   struct Inflater {
     std::thread thread;
     std::unique_ptr<GzipStream> stream;  // a fault it stops at stays with it
-    size_t room = 0;  // bytes of data it may fill (the padding comes after)
+    size_t room = 0;                     // bytes of data it may fill (the padding comes after)
     std::mutex mutex;
     std::condition_variable progress;
     size_t ready = 0;               // bytes of data inflated (under mutex)
@@ -386,14 +385,14 @@ struct TraceReader::Impl {
   std::unique_ptr<Inflater> inflater;  // or inflates it ahead (StartInflater)
   std::string_view* input = nullptr;   // where ParseShares shows the workers the input
   gzFile file = nullptr;               // any other input that is not a mapped file
-  std::unique_ptr<char[]> buf;  // the bytes, when read or inflated
-  char* data = nullptr;         // buf, or the mapping of a plain file
-  void* map = nullptr;          // MapWhole's mapping, when there is one
+  std::unique_ptr<char[]> buf;         // the bytes, when read or inflated
+  char* data = nullptr;                // buf, or the mapping of a plain file
+  void* map = nullptr;                 // MapWhole's mapping, when there is one
   size_t map_size = 0;
-  size_t released = 0;          // mapped bytes before this were handed back
+  size_t released = 0;  // mapped bytes before this were handed back
   size_t cap = 0;
-  size_t begin = 0;  // first unconsumed byte
-  size_t end = 0;    // one past the last byte read
+  size_t begin = 0;       // first unconsumed byte
+  size_t end = 0;         // one past the last byte read
   uint64_t consumed = 0;  // absolute offset of buf[0]
   bool eof = false;
   ReadStats stats;
@@ -403,7 +402,7 @@ struct TraceReader::Impl {
   // How the first element of traceEvents is laid out (NoteFirstElement).
   bool lines = false;
   std::string indent;
-  int max_threads = 0;             // 0: the CPUs this thread may run on
+  int max_threads = 0;  // 0: the CPUs this thread may run on
 
   ~Impl() {
     if (inflater != nullptr && inflater->thread.joinable()) {
@@ -416,8 +415,7 @@ struct TraceReader::Impl {
   }
 
   absl::Status Error(size_t index, std::string_view what) const {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: byte {}: {}", path, consumed + index, what));
+    return absl::InvalidArgumentError(fmt::format("{}: byte {}: {}", path, consumed + index, what));
   }
 
   // Keeps [begin, end), moves it to the front, grows the buffer when it is
@@ -486,8 +484,8 @@ struct TraceReader::Impl {
     unsigned char trailer[4];
     if (file_size < 18 || pread(fd, trailer, 4, file_size - 4) != 4) return false;
     // ISIZE: the length of the last member, mod 2^32.
-    const size_t isize = trailer[0] | trailer[1] << 8 | trailer[2] << 16 |
-                         static_cast<size_t>(trailer[3]) << 24;
+    const size_t isize =
+        trailer[0] | trailer[1] << 8 | trailer[2] << 16 | static_cast<size_t>(trailer[3]) << 24;
     if (isize == 0 || isize > kMaxParallel || ThreadsFor(isize) < 2) return false;
     const size_t room = isize + kInflateSlack;
     std::unique_ptr<char[]> buffer(new (std::nothrow) char[room + kPadding]);
@@ -504,7 +502,8 @@ struct TraceReader::Impl {
         size_t at = 0;
         bool ended = false;
         while (at < j->room && !j->cancel.load(std::memory_order_relaxed)) {
-          absl::StatusOr<size_t> n = j->stream->Read(out + at, std::min(kInflateStep, j->room - at));
+          absl::StatusOr<size_t> n =
+              j->stream->Read(out + at, std::min(kInflateStep, j->room - at));
           if (!n.ok() || *n == 0) {
             ended = n.ok();
             break;
@@ -668,7 +667,8 @@ struct TraceReader::Impl {
     const char first = data[i];
     if (first == '"') return SkipString(i + 1);
     if (first != '{' && first != '[') {
-      while (i < end && !IsSpace(data[i]) && data[i] != ',' && data[i] != '}' && data[i] != ']') ++i;
+      while (i < end && !IsSpace(data[i]) && data[i] != ',' && data[i] != '}' && data[i] != ']')
+        ++i;
       return i < end ? i : kIncomplete;
     }
     ScanState state;
@@ -877,9 +877,9 @@ struct TraceReader::Impl {
     }
     // A guessed batch must also have used every token: the ']' that closed
     // the array was the batch's last.
-    batch.whole = !stopped && (list != nullptr ? batch.done == list->size()
-                                               : doc.current_location().error() ==
-                                                     simdjson::OUT_OF_BOUNDS);
+    batch.whole =
+        !stopped && (list != nullptr ? batch.done == list->size()
+                                     : doc.current_location().error() == simdjson::OUT_OF_BOUNDS);
     if (batch.whole) {
       batch.stop = stop;
     } else if (batch.done > 0) {
@@ -1019,8 +1019,7 @@ struct TraceReader::Impl {
   // How many threads may parse `bytes` of elements.
   int ThreadsFor(size_t bytes) const {
     const int cpus = max_threads > 0 ? max_threads : ground::AvailableCpus();
-    return static_cast<int>(std::min<size_t>({static_cast<size_t>(cpus),
-                                              bytes / kMinShare, 64}));
+    return static_cast<int>(std::min<size_t>({static_cast<size_t>(cpus), bytes / kMinShare, 64}));
   }
 
   bool ParseShares(ParallelSink& sink, State* state);
@@ -1297,8 +1296,7 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
         }
         stop = ScanValue(begin, &escapes);
         if (stop == kIncomplete) break;
-        if (absl::Status status = ParseEvent(begin, stop, escapes, sink);
-            !status.ok()) {
+        if (absl::Status status = ParseEvent(begin, stop, escapes, sink); !status.ok()) {
           return status;
         }
         begin = stop;
@@ -1416,7 +1414,7 @@ class FunctionSink : public ParallelSink {
 }  // namespace
 
 absl::Status TraceReader::Read(const std::string& path, const Visitor& visit,
-                                const ArgsFilter& wants_args) {
+                               const ArgsFilter& wants_args) {
   FunctionSink sink(visit, wants_args);
   return ReadWith(path, sink, sink.input());
 }
@@ -1426,7 +1424,7 @@ absl::Status TraceReader::Read(const std::string& path, ParallelSink& sink) {
 }
 
 absl::Status TraceReader::ReadWith(const std::string& path, ParallelSink& sink,
-                                    std::string_view* input) {
+                                   std::string_view* input) {
   impl_ = std::make_unique<Impl>();
   Impl& s = *impl_;
   s.path = path;

@@ -64,8 +64,8 @@ struct RawEvent {
   int64_t stream = -1;
   int64_t correlation = -1;
   int64_t device = -1;
-  int64_t step = -1;      // trainscope's own traces: args.step
-  int64_t samples = -1;   // trainscope's own traces: args.samples
+  int64_t step = -1;       // trainscope's own traces: args.step
+  int64_t samples = -1;    // trainscope's own traces: args.samples
   std::string_view phase;  // trainscope's own traces: args.phase
   uint64_t offset = 0;     // byte offset of the event in the uncompressed JSON
 };
@@ -77,8 +77,8 @@ struct ReadStats {
   double inflate_s = 0;  // time spent inflating (0 for plain files)
   // The gzip data was inflated on a thread of its own, ahead of the parse.
   bool inflated_ahead = false;
-  int threads = 1;       // threads that parsed traceEvents
-  int shares = 0;        // the pieces traceEvents was cut into (0: not cut)
+  int threads = 1;  // threads that parsed traceEvents
+  int shares = 0;   // the pieces traceEvents was cut into (0: not cut)
   // Shares whose guessed first element turned out not to be one (it was
   // inside an element): their work was dropped and the calling thread
   // parsed those bytes instead.

@@ -17,8 +17,7 @@ namespace trainscope::nvtx {
 #if TRAINSCOPE_WITH_NVTX
 namespace {
 
-nvtxEventAttributes_t Attributes(nvtxStringHandle_t message, uint32_t category,
-                                 uint32_t color) {
+nvtxEventAttributes_t Attributes(nvtxStringHandle_t message, uint32_t category, uint32_t color) {
   nvtxEventAttributes_t attr{};
   attr.version = NVTX_VERSION;
   attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -128,9 +127,7 @@ uint64_t NvtxStart(NameId name, Phase phase, int64_t step) noexcept {
   return nvtxDomainRangeStartEx(nvtx::HotDomain().handle, &attr);
 }
 
-void NvtxEnd(uint64_t range_id) noexcept {
-  nvtxDomainRangeEnd(nvtx::HotDomain().handle, range_id);
-}
+void NvtxEnd(uint64_t range_id) noexcept { nvtxDomainRangeEnd(nvtx::HotDomain().handle, range_id); }
 
 }  // namespace trainscope::detail
 

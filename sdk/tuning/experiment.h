@@ -78,7 +78,7 @@ struct ExperimentSpec {
   double level = 0.95;
   int resamples = 10000;
   RollbackLimits rollback;
-  CurveSpec curve;  // curve.file "" = no curve check
+  CurveSpec curve;                                         // curve.file "" = no curve check
   std::vector<std::pair<std::string, std::string>> notes;  // recorded, not interpreted
 
   bool lower_is_better() const { return objective != "steady_samples_per_s"; }
@@ -150,7 +150,7 @@ struct Preset {
 struct ExperimentResult {
   std::vector<Trial> trials;  // in run order
   Verdict verdict;
-  bool complete = false;  // false: interrupted (or a resumable error)
+  bool complete = false;             // false: interrupted (or a resumable error)
   std::optional<Workload> baseline;  // the environment: the baseline's first successful trial
   Preset preset;
   std::vector<CurveCheck> curves;  // per variant when spec.curve is set

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   }
   auto report = session->Finish();
   if (!report.ok()) return 1;
-  std::printf("consumer: %lld steps, trainscope %s\n",
-              static_cast<long long>(report->timing.steps), TRAINSCOPE_VERSION_STRING);
+  std::printf("consumer: %lld steps, trainscope %s\n", static_cast<long long>(report->timing.steps),
+              TRAINSCOPE_VERSION_STRING);
   return report->timing.steps == 10 ? 0 : 1;
 }

@@ -248,8 +248,8 @@ StepLoop<Iterable> Steps(Session& session, Iterable& source, StepIndex first = S
 
 // How a PrefetchLoader runs.
 struct PrefetchOptions {
-  int workers = 2;       // threads calling the producer, named "<name>/<k>"
-  int queue_depth = 4;   // batches made ahead of the consumer, at most
+  int workers = 2;      // threads calling the producer, named "<name>/<k>"
+  int queue_depth = 4;  // batches made ahead of the consumer, at most
   std::string name = "loader";
   // The first index to make and hand out: a restored run passes the
   // checkpoint's TrainingState::loader_position().batch_index here (and
@@ -349,9 +349,8 @@ class PrefetchLoader {
     NameThisThread(options_.name + "/" + std::to_string(k));
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      can_work_.wait(lock, [&] {
-        return stop_ || (taken_ < end_ && taken_ < next_ + options_.queue_depth);
-      });
+      can_work_.wait(
+          lock, [&] { return stop_ || (taken_ < end_ && taken_ < next_ + options_.queue_depth); });
       if (stop_ || taken_ >= end_) return;
       const int64_t index = taken_++;
       lock.unlock();

@@ -17,10 +17,10 @@ namespace trainscope::libtorch {
 
 // What LibTorch says about this process's compute.
 struct TorchFacts {
-  std::string version;     // TORCH_VERSION, e.g. "2.15.0"
+  std::string version;  // TORCH_VERSION, e.g. "2.15.0"
   bool cuda_available = false;
   int cuda_devices = 0;
-  std::string device;      // "cuda:0" or "cpu"
+  std::string device;  // "cuda:0" or "cpu"
   int intra_op_threads = 0;
 };
 
