@@ -644,6 +644,18 @@ TEST(SegmentPolicyTest, ASegmentIsAboutASliceOfIntervalsAtTheirRate) {
   EXPECT_EQ(drain::SegmentEnd(in), 20 * kMs);
 }
 
+// After a long pause the rate has decayed towards 0 (x0.8 an empty drain):
+// a slice of 8192 intervals is then longer than any integer, and the rest
+// is folded whole.
+TEST(SegmentPolicyTest, ARateDecayedToNearlyNothingFoldsTheRest) {
+  drain::SegmentInput in = Waiting(10 * kMs, 110 * kMs, 120 * kMs);
+  in.arrived = 0;
+  in.intervals_per_ns = 1e-20;
+  EXPECT_EQ(drain::SegmentEnd(in), 110 * kMs);
+  in.intervals_per_ns = 1e-300;
+  EXPECT_EQ(drain::SegmentEnd(in), 110 * kMs);
+}
+
 TEST(SegmentPolicyTest, TheFirstAndAnOverfullFoldAllTheyMay) {
   drain::SegmentInput in = Waiting(std::numeric_limits<TimestampNs>::min(), 50 * kMs, 60 * kMs);
   EXPECT_EQ(drain::SegmentEnd(in), 50 * kMs);

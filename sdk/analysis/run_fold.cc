@@ -484,16 +484,18 @@ void RunFold::Take() {
   };
   std::vector<Interval>& in = input_.mutable_intervals();
   // A nearly full batch (a burst), or one of at least an eighth of a run
-  // while fewer than kSwappedRuns runs are held (a drain folding a busy
-  // ring chunk by chunk: each is folded and its run emptied before the
-  // next), becomes a run as it is, without a copy; its steps stay in it too
+  // while fewer than kSwappedRuns runs are held and the input has no more
+  // than a run's room (it grows past it as a segment's scratch) -- a drain
+  // folding a busy ring chunk by chunk: each is folded and its run emptied
+  // before the next -- becomes a run as it is, without a copy; its steps stay in it too
   // (a segment passes them by) until the watermark passes them. Else it
   // joins the last fresh run: runs of the input's room for a drain's few
   // thousand intervals each held 31 MB at 500,000 events/s (soak).
   constexpr size_t kSwappedRuns = 4;
   const bool swap = in.size() <= kRunIntervals &&
                     (in.size() >= kRunIntervals * 3 / 4 ||
-                     (in.size() >= kRunIntervals / 8 && s.runs.size() < kSwappedRuns));
+                     (in.size() >= kRunIntervals / 8 && s.runs.size() < kSwappedRuns &&
+                      in.capacity() <= kRunIntervals));
   if (swap) {
     Impl::Run& run = new_run();
     run.intervals.swap(in);

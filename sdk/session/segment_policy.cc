@@ -15,11 +15,14 @@ TimestampNs SegmentEnd(const SegmentInput& in) {
       in.watermark - in.folded >= std::max<TimestampNs>((in.now - in.watermark) / 2, kMinSegment);
   if (!long_enough && in.arrived > 0) return in.folded;
   if (in.intervals_per_ns <= 0) return in.watermark;
+  // In double: after a long pause the rate has decayed towards 0, and the
+  // slice past any integer (the cast would be undefined).
   constexpr double kSliceIntervals = 8192;
-  return std::min(
-      in.watermark,
-      in.folded + std::max({kMinSegment, in.since_drain,
-                            static_cast<TimestampNs>(kSliceIntervals / in.intervals_per_ns)}));
+  const double slice =
+      std::max({static_cast<double>(kMinSegment), static_cast<double>(in.since_drain),
+                kSliceIntervals / in.intervals_per_ns});
+  if (slice >= static_cast<double>(in.watermark - in.folded)) return in.watermark;
+  return in.folded + static_cast<TimestampNs>(slice);
 }
 
 }  // namespace trainscope::drain

@@ -188,6 +188,7 @@ struct Session::Impl {
   }
   std::unordered_map<NameId, Report::Counter> counters;
   int64_t recorded = 0;
+  int64_t counter_events = 0;    // of `recorded`: counters, which make no interval
   int64_t released_dropped = 0;  // events dropped by rings freed since
   TimestampNs last_drain_ns = 0;
   TimestampNs latest_end_ns = 0;  // the latest end of a drained range
@@ -312,6 +313,7 @@ void Session::Impl::StartFold() {
 inline void Session::Impl::Fold(const Event& e, uint32_t track) {
   ground::Timeline& input = fold->input();
   if (e.kind == EventKind::kCounter) {
+    ++counter_events;
     auto [it, added] = counters.try_emplace(e.value);
     Report::Counter& c = it->second;
     if (added) {
@@ -428,8 +430,10 @@ void Session::Impl::DrainOnce(bool final) {
   // else up to it. The margin, as for the step: a tick converts a little
   // differently at a later drain.
   TimestampNs bound = now - kMargin;
-  const int64_t recorded_before = recorded;  // for the rate, with device records
-  size_t busiest = entries.size();           // drained last, folded as it is drained
+  // For the rate and the segment policy: intervals, from the rings (not
+  // counters) and from CUPTI.
+  const int64_t intervals_before = recorded - counter_events;
+  size_t busiest = entries.size();  // drained last, folded as it is drained
   size_t most = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].buffer == nullptr) continue;
@@ -557,7 +561,8 @@ void Session::Impl::DrainOnce(bool final) {
   const size_t before_device = fold->input().size();
   if (collector != nullptr) collector->AppendTo(&fold->input());
   const size_t drained_intervals =
-      static_cast<size_t>(recorded - recorded_before) + (fold->input().size() - before_device);
+      static_cast<size_t>(recorded - counter_events - intervals_before) +
+      (fold->input().size() - before_device);
   // Fold what no open range can still reach: up to `bound`, but waiting at
   // most fold_delay_ms for a range still open (or less when the intervals of
   // that long would not fit in half of fold_buffer_bytes at the rate they
