@@ -612,7 +612,6 @@ drain::SegmentInput Waiting(TimestampNs folded, TimestampNs watermark, Timestamp
   in.now = now;
   in.since_drain = 1 * kMs;
   in.intervals_per_ns = 0.001;  // 1 an microsecond: 8192 of them are 8 ms
-  in.arrived = 1000;
   return in;
 }
 
@@ -631,7 +630,7 @@ TEST(SegmentPolicyTest, ASegmentWaitsUntilItIsHalfAsLongAsItsWait) {
 TEST(SegmentPolicyTest, ADrainThatFoundNothingNewFoldsTheRest) {
   drain::SegmentInput in = Waiting(10 * kMs, 10 * kMs + kMs / 2, 30 * kMs);
   EXPECT_EQ(drain::SegmentEnd(in), 10 * kMs);
-  in.arrived = 0;
+  in.quiet = true;
   EXPECT_EQ(drain::SegmentEnd(in), 10 * kMs + kMs / 2);
 }
 
@@ -649,7 +648,7 @@ TEST(SegmentPolicyTest, ASegmentIsAboutASliceOfIntervalsAtTheirRate) {
 // is folded whole.
 TEST(SegmentPolicyTest, ARateDecayedToNearlyNothingFoldsTheRest) {
   drain::SegmentInput in = Waiting(10 * kMs, 110 * kMs, 120 * kMs);
-  in.arrived = 0;
+  in.quiet = true;
   in.intervals_per_ns = 1e-20;
   EXPECT_EQ(drain::SegmentEnd(in), 110 * kMs);
   in.intervals_per_ns = 1e-300;

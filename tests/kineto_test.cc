@@ -1624,6 +1624,23 @@ TEST(AnalyzeCliTest, DirectoryOfRanksIsAnalysedInParallelWithASummary) {
   EXPECT_NE(text.out.find("across 2 ranks"), std::string::npos) << text.out;
 }
 
+// A folder with no trace in it, or none at all, is bad input named with
+// its path (exit 1), not an empty analysis.
+TEST(AnalyzeCliTest, AFolderWithoutTracesExitsOneNamingIt) {
+  TempDir dir;
+  testing::WriteAll(dir.File("report.json"), "{\"schema_version\": 1}");
+  testing::WriteAll(dir.File("notes.txt"), "not a trace");
+  const testing::ProcessResult empty =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.path()});
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.err.find(dir.path() + ": no .json or .json.gz traces"), std::string::npos)
+      << empty.err;
+  const testing::ProcessResult missing =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("absent")});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find(dir.File("absent") + ": "), std::string::npos) << missing.err;
+}
+
 TEST(AnalyzeCliTest, MalformedTraceExitsOneWithTheOffset) {
   TempDir dir;
   testing::WriteAll(dir.File("bad.json"), "{\"traceEvents\": [{\"ph\": \"X\",]}");

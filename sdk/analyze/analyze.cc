@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <string_view>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "fmt/format.h"
 
 namespace trainscope::analyze {
@@ -14,11 +14,7 @@ namespace {
 
 bool IsTraceFile(const std::filesystem::path& path) {
   const std::string name = path.filename().string();
-  auto ends = [&name](std::string_view suffix) {
-    return name.size() >= suffix.size() &&
-           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends(".json") || ends(".json.gz");
+  return absl::EndsWith(name, ".json") || absl::EndsWith(name, ".json.gz");
 }
 
 }  // namespace
@@ -45,11 +41,15 @@ absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads) 
 absl::StatusOr<std::vector<std::string>> TraceFiles(const std::string& dir) {
   std::vector<std::string> files;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+  // increment(ec), not ++: an entry that cannot be read is an error
+  // returned, not a filesystem_error thrown.
+  std::filesystem::directory_iterator it(dir, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
     // A trainscope output folder also holds report.json: not a trace.
-    if (entry.is_regular_file() && IsTraceFile(entry.path()) &&
-        entry.path().filename() != "report.json") {
-      files.push_back(entry.path().string());
+    if (it->is_regular_file(type_ec) && IsTraceFile(it->path()) &&
+        it->path().filename() != "report.json") {
+      files.push_back(it->path().string());
     }
   }
   if (ec) return absl::InvalidArgumentError(fmt::format("{}: {}", dir, ec.message()));

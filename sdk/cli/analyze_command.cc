@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
 
 #include "absl/flags/flag.h"
 #include "sdk/analyze/analysis_report.h"
@@ -69,7 +70,8 @@ int RunAnalyze(const std::vector<std::string>& args, const std::string& format) 
                  absl::GetFlag(FLAGS_threads));
     return kExitUsage;
   }
-  if (std::filesystem::is_directory(args[0])) return AnalyzeDirectory(args[0], format);
+  std::error_code ec;
+  if (std::filesystem::is_directory(args[0], ec)) return AnalyzeDirectory(args[0], format);
   absl::StatusOr<analyze::AnalyzedTrace> trace =
       analyze::AnalyzeFile(args[0], absl::GetFlag(FLAGS_threads));
   if (!trace.ok()) {

@@ -6,6 +6,7 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "fmt/format.h"
 #include "sdk/analysis/straggler.h"
 #include "sdk/export/report_json.h"
@@ -19,8 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 bool IsRankReport(const std::string& name) {
-  return name.rfind("report-rank", 0) == 0 && name.size() > 16 &&
-         name.compare(name.size() - 5, 5, ".json") == 0;
+  return name.size() > 16 && absl::StartsWith(name, "report-rank") && absl::EndsWith(name, ".json");
 }
 
 // The report files in dir: report-rank*.json there, and report*.json one

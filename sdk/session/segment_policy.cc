@@ -13,7 +13,7 @@ TimestampNs SegmentEnd(const SegmentInput& in) {
   if (first || in.over) return in.watermark;
   const bool long_enough =
       in.watermark - in.folded >= std::max<TimestampNs>((in.now - in.watermark) / 2, kMinSegment);
-  if (!long_enough && in.arrived > 0) return in.folded;
+  if (!long_enough && !in.quiet) return in.folded;
   if (in.intervals_per_ns <= 0) return in.watermark;
   // In double: after a long pause the rate has decayed towards 0, and the
   // slice past any integer (the cast would be undefined).

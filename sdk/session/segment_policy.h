@@ -16,7 +16,7 @@ struct SegmentInput {
   TimestampNs folded = 0;       // the fold's watermark; the minimum before any
   TimestampNs since_drain = 0;  // since the last drain began
   double intervals_per_ns = 0;  // the rate intervals come at (0: not known)
-  size_t arrived = 0;           // intervals this drain took from rings and CUPTI
+  bool quiet = false;           // this drain took no interval from rings or CUPTI
   bool over = false;            // the held intervals exceed half the budget
 };
 

@@ -601,7 +601,7 @@ void Session::Impl::DrainOnce(bool final) {
   segment.folded = fold->watermark();
   segment.since_drain = since_drain;
   segment.intervals_per_ns = intervals_per_ns;
-  segment.arrived = drained_intervals;
+  segment.quiet = drained_intervals == 0;
   segment.over = held > options.fold_buffer_bytes.value / 2;
   const TimestampNs to = drain::SegmentEnd(segment);
   TakeDeviceSync();
