@@ -29,7 +29,14 @@ namespace {
 
 using trainscope::testing::TempDir;
 
-constexpr int kWaitMs = 6;  // each example takes this long to load
+constexpr int kWaitMs = 10;  // each example takes at least this long to load
+
+// How long each get() took, in call order: a loaded machine oversleeps, so
+// the tests compare the waits with these, not with kWaitMs.
+std::vector<double>& GetMs() {
+  static std::vector<double> ms;
+  return ms;
+}
 
 // A dataset whose get() sleeps, like a slow decoder: with workers(0) the
 // wait happens on the training thread, inside the iterator.
@@ -37,7 +44,11 @@ class SlowDataset : public torch::data::datasets::Dataset<SlowDataset> {
  public:
   explicit SlowDataset(int64_t size) : size_(size) {}
   torch::data::Example<> get(size_t index) override {
+    const auto begin = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(kWaitMs));
+    GetMs().push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin)
+            .count());
     return {torch::full({2}, static_cast<float>(index)), torch::zeros({1})};
   }
   torch::optional<size_t> size() const override { return static_cast<size_t>(size_); }
@@ -69,6 +80,7 @@ TEST(StepsLoopTest, EveryStepIncludingTheFirstCarriesItsOwnInputWait) {
   TempDir dir;
   absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok()) << session.status();
+  GetMs().clear();
   auto loader = SlowLoader(/*examples=*/10, /*batch_size=*/2);  // 5 batches an epoch
   torch::nn::Linear model(2, 1);
   int64_t global = 0;
@@ -94,12 +106,15 @@ TEST(StepsLoopTest, EveryStepIncludingTheFirstCarriesItsOwnInputWait) {
   absl::StatusOr<std::vector<Report::Step>> rows = exporter::ReadStepsFile(dir.File("steps.jsonl"));
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 10u);
+  ASSERT_EQ(GetMs().size(), 20u) << "two examples a step";
   for (const Report::Step& row : *rows) {
-    // Two examples of kWaitMs each, waited for inside this step: the first
-    // step of each epoch too, and the last one does not carry the wait of
-    // a batch past the end.
-    EXPECT_GE(row.data_wait_ms, 2 * kWaitMs * 0.9) << "step " << row.index;
-    EXPECT_LT(row.data_wait_ms, 3 * kWaitMs) << "step " << row.index;
+    // Its own two examples, waited for inside this step: the first step of
+    // each epoch too, and the last one does not carry the wait of a batch
+    // past the end (two more examples, at least 2 x kWaitMs).
+    const auto i = static_cast<size_t>(row.index);
+    const double own = GetMs()[2 * i] + GetMs()[2 * i + 1];
+    EXPECT_GE(row.data_wait_ms, 0.99 * own) << "step " << row.index;
+    EXPECT_LT(row.data_wait_ms, own + kWaitMs) << "step " << row.index;
     EXPECT_EQ(row.samples, 2);
     EXPECT_GE(row.duration_ms, row.data_wait_ms);
   }
