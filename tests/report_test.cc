@@ -4,10 +4,21 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <random>
+#include <regex>
+#include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "sdk/export/report_fields.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/export/summary.h"
@@ -91,6 +102,192 @@ TEST(ReportJsonTest, RoundTripsEveryDocumentedField) {
   EXPECT_EQ(out->serving->p99_ms, 9.5);
   EXPECT_EQ(out->serving->requests_per_s, 1998.5);
   EXPECT_EQ(exporter::ReportToJson(*out), exporter::ReportToJson(in));
+}
+
+// Visitors of sdk/export/report_fields.h, the one list of report.json's
+// fields: the dotted path of each ("phases.<phase>.steps"), and a report
+// with every field set apart from its default and from the others.
+class FieldPaths {
+ public:
+  template <typename T>
+  void Field(std::string_view key, T&, unsigned) {
+    Add(key);
+  }
+  template <typename Fn>
+  void Object(std::string_view key, unsigned, Fn&& fn) {
+    Within(key, fn);
+  }
+  template <typename S, typename Fn>
+  void Nullable(std::string_view key, std::optional<S>&, Fn&& fn) {
+    S s;
+    Within(key, [&] { fn(s); });
+  }
+  template <typename S, typename Fn>
+  void Keyed(std::string_view key, std::string_view placeholder, unsigned, std::vector<S>&,
+             std::string S::*, Fn&& fn) {
+    S s;
+    Within(key, [&] { Within(placeholder, [&] { fn(s); }); });
+  }
+  template <typename S, typename Fn>
+  void Array(std::string_view key, std::vector<S>&, Fn&& fn) {
+    S s;
+    Within(std::string(key) + "[]", [&] { fn(s); });
+  }
+  template <typename T>
+  void Strings(std::string_view key, T&) {
+    Add(key);
+  }
+  template <typename T>
+  void Numbers(std::string_view key, T&) {
+    Add(key);
+  }
+  void Ints(std::string_view key, std::vector<int>&) { Add(key); }
+
+  std::set<std::string> paths;
+
+ private:
+  void Add(std::string_view key) { paths.insert(prefix_ + std::string(key)); }
+  template <typename Fn>
+  void Within(std::string_view key, Fn&& fn) {
+    const size_t size = prefix_.size();
+    prefix_ += std::string(key) + ".";
+    fn();
+    prefix_.resize(size);
+  }
+  std::string prefix_;
+};
+
+class FillEveryField {
+ public:
+  void Field(std::string_view, std::string& v, unsigned) { v = fmt::format("v{}", ++n_); }
+  void Field(std::string_view, bool& v, unsigned) { v = true; }  // every default is false
+  void Field(std::string_view, double& v, unsigned) { v = Fraction(); }
+  void Field(std::string_view, std::optional<double>& v, unsigned) { v = Fraction(); }
+  void Field(std::string_view, std::optional<bool>& v, unsigned) { v = true; }
+  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+  void Field(std::string_view, Int& v, unsigned) {
+    v = static_cast<Int>(++n_);
+  }
+  template <typename Fn>
+  void Object(std::string_view, unsigned, Fn&& fn) {
+    fn();
+  }
+  template <typename S, typename Fn>
+  void Nullable(std::string_view, std::optional<S>& section, Fn&& fn) {
+    fn(section.emplace());
+  }
+  template <typename S, typename Fn>
+  void Keyed(std::string_view, std::string_view, unsigned, std::vector<S>& items,
+             std::string S::*name, Fn&& fn) {
+    for (int i = 0; i < 2; ++i) {
+      S& item = items.emplace_back();
+      item.*name = fmt::format("k{}", ++n_);
+      fn(item);
+    }
+  }
+  template <typename S, typename Fn>
+  void Array(std::string_view, std::vector<S>& items, Fn&& fn) {
+    for (int i = 0; i < 2; ++i) fn(items.emplace_back());
+  }
+  void Strings(std::string_view, std::vector<std::pair<std::string, std::string>>& kv) {
+    for (int i = 0; i < 2; ++i) {
+      const int n = ++n_;
+      kv.emplace_back(fmt::format("k{}", n), fmt::format("v{}", n));
+    }
+  }
+  void Numbers(std::string_view, std::vector<std::pair<std::string, double>>& kv) {
+    for (int i = 0; i < 2; ++i) kv.emplace_back(fmt::format("k{}", ++n_), Fraction());
+  }
+  void Ints(std::string_view, std::vector<int>& values) { values = {++n_, ++n_}; }
+
+ private:
+  // In (0, 1), so that shares stay shares; distinct for each field.
+  double Fraction() { return 1.0 / (++n_ + 2); }
+  int n_ = 0;
+};
+
+// The dotted keys in the "Field" column of docs/report-schema.md's tables,
+// from "## Fields" to the next level-2 heading.
+std::set<std::string> DocumentedReportKeys() {
+  std::ifstream doc(std::string(TRAINSCOPE_SOURCE_DIR) + "/docs/report-schema.md");
+  EXPECT_TRUE(doc.good());
+  std::set<std::string> keys;
+  const std::regex key_re("`([a-z_]+(\\.[a-z0-9_<>\\[\\]]+)*)`");
+  bool in_fields = false;
+  bool field_table = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (absl::StartsWith(line, "## ")) in_fields = line == "## Fields";
+    if (!in_fields || !absl::StartsWith(line, "|")) {
+      field_table = false;
+      continue;
+    }
+    const std::string first = line.substr(1, line.find('|', 1) - 1);
+    if (absl::AsciiStrToLower(first) == " field ") field_table = true;
+    if (!field_table) continue;
+    for (std::sregex_iterator m(first.begin(), first.end(), key_re), end; m != end; ++m) {
+      keys.insert((*m)[1]);
+    }
+  }
+  return keys;
+}
+
+// Every documented key is a field the writer and the reader know, every
+// field is documented, and a report with every field set apart from its
+// default reads back the same.
+TEST(ReportSchemaTest, EveryDocumentedKeyIsAFieldAndEveryFieldRoundTrips) {
+  Report unused;
+  FieldPaths described;
+  exporter::report_fields::DescribeReport(unused, described);
+  const std::set<std::string> documented = DocumentedReportKeys();
+  std::vector<std::string> undocumented, unknown;
+  std::set_difference(described.paths.begin(), described.paths.end(), documented.begin(),
+                      documented.end(), std::back_inserter(undocumented));
+  std::set_difference(documented.begin(), documented.end(), described.paths.begin(),
+                      described.paths.end(), std::back_inserter(unknown));
+  EXPECT_TRUE(undocumented.empty())
+      << "fields missing from report-schema.md: " << absl::StrJoin(undocumented, ", ");
+  EXPECT_TRUE(unknown.empty()) << "report-schema.md keys that are no field: "
+                               << absl::StrJoin(unknown, ", ");
+  EXPECT_GT(described.paths.size(), 100u);
+
+  Report filled;
+  FillEveryField fill;
+  exporter::report_fields::DescribeReport(filled, fill);
+  filled.schema_version = kReportSchemaVersion;
+  const std::string json = exporter::ReportToJson(filled);
+  const absl::StatusOr<Report> back = exporter::ParseReportJson(json, "filled");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << json;
+  EXPECT_EQ(exporter::ReportToJson(*back), json);
+  // Not the defaults: a field the reader skipped would differ above.
+  EXPECT_NE(exporter::ReportToJson(Report()), json);
+  EXPECT_EQ(back->counters.size(), 2u);
+  EXPECT_EQ(back->trace.slowest.size(), 2u);
+  EXPECT_EQ(back->distributed.missing_ranks.size(), 2u);
+  EXPECT_TRUE(back->serving.has_value());
+  EXPECT_EQ(back->acceptance.metric, filled.acceptance.metric);
+}
+
+// A field a report lacks is named by its dotted path, in each kind of
+// section: plain, keyed by data, an array element, and one that may be null.
+TEST(ReportSchemaTest, AFieldMissingInAnySectionIsNamedByItsPath) {
+  Report r = SampleReport();
+  r.counters.push_back({"loader.queue_depth", 3, 0, 4, 1.5});
+  r.trace.slowest.push_back({7, 12.5});
+  const std::string json = exporter::ReportToJson(r);
+  for (const auto& [field, path] : std::vector<std::pair<std::string, std::string>>{
+           {"\"share_of_steps\"", "phases.forward.share_of_steps"},
+           {"\"mean\"", "counters.loader.queue_depth.mean"},
+           {"\"duration_ms\"", "trace.slowest[].duration_ms"},
+           {"\"p99_ms\"", "serving.p99_ms"},
+           {"\"expected_lost_s_per_failure\"", "checkpoint.expected_lost_s_per_failure"}}) {
+    std::string broken = json;
+    const size_t at = broken.find(field);
+    ASSERT_NE(at, std::string::npos) << field;
+    broken.replace(at, field.size(), "\"renamed\"");
+    const absl::StatusOr<Report> out = exporter::ParseReportJson(broken, "r.json");
+    ASSERT_FALSE(out.ok()) << field;
+    EXPECT_EQ(out.status().message(), "r.json: field '" + path + "' is missing");
+  }
 }
 
 TEST(ReportJsonTest, ARunThatServedNothingHasNullServing) {

@@ -1,0 +1,209 @@
+// sdk/export/report_fields.h: report.json's fields, named once.
+//
+// DescribeReport lists every field of report.json, in file order, with its
+// key, the Report member it holds and whether older reports may lack it.
+// The writer, the reader (report_json.cc) and the schema test (every key
+// of docs/report-schema.md is one of these and round-trips) are visitors
+// of this one list, so a field cannot be written and never read, or
+// documented and never written.
+//
+// A visitor V provides, each taking the key first:
+//   Field(key, T& value, Flags)           T: std::string, bool, double,
+//                                         integers, std::optional<double>,
+//                                         std::optional<bool>
+//   Object(key, Flags, fn())              a section; fn describes its fields
+//   Nullable(key, std::optional<S>&, fn(S&))  a section written as null
+//                                         when empty
+//   Keyed(key, placeholder, Flags, std::vector<S>&, std::string S::*name,
+//         fn(S&))                         an object of sections keyed by
+//                                         S::*name ("phases.<phase>.steps")
+//   Array(key, std::vector<S>&, fn(S&))   an array of objects
+//   Strings(key, pairs&) / Numbers(key, pairs&)  objects whose keys are data
+//   Ints(key, std::vector<int>&)          an array of integers
+// with R = Report (reading) or const Report (writing).
+#ifndef TRAINSCOPE_SDK_EXPORT_REPORT_FIELDS_H_
+#define TRAINSCOPE_SDK_EXPORT_REPORT_FIELDS_H_
+
+#include "trainscope/report.h"
+
+namespace trainscope::exporter::report_fields {
+
+// How a field may appear in a file written by an older trainscope.
+enum Flags : unsigned {
+  kRequired = 0,
+  // May be absent (added within a version: reads as its default); a
+  // section may also be null.
+  kAbsentOk = 1u << 0,
+  // A string written as null when empty (and read so).
+  kEmptyIsNull = 1u << 1,
+};
+
+template <typename R, typename V>
+void DescribeReport(R& r, V& v) {
+  v.Field("schema_version", r.schema_version, kRequired);
+  v.Object("run", kRequired, [&] {
+    v.Field("name", r.run.name, kRequired);
+    v.Field("code_version", r.run.code_version, kRequired);
+    v.Field("data_version", r.run.data_version, kRequired);
+    v.Field("started_at", r.run.started_at, kRequired);
+    v.Field("host", r.run.host, kRequired);
+    v.Field("pid", r.run.pid, kRequired);
+    v.Field("rank", r.run.rank, kRequired);
+    v.Field("world_size", r.run.world_size, kAbsentOk);
+  });
+  v.Object("environment", kRequired, [&] {
+    v.Field("accelerator", r.environment.accelerator, kRequired);
+    v.Field("accelerator_count", r.environment.accelerator_count, kRequired);
+    v.Field("accelerator_status", r.environment.accelerator_status, kRequired);
+    v.Field("cpu_model", r.environment.cpu_model, kRequired);
+    v.Field("cpu_count", r.environment.cpu_count, kRequired);
+    v.Field("container_image", r.environment.container_image, kRequired);
+    v.Field("os", r.environment.os, kRequired);
+    v.Field("trainscope_version", r.environment.trainscope_version, kRequired);
+    v.Field("nvtx_compiled", r.environment.nvtx_compiled, kRequired);
+  });
+  v.Object("resource_request", kRequired, [&] {
+    v.Field("accelerators", r.resource_request.accelerators, kRequired);
+    v.Field("cpus", r.resource_request.cpus, kRequired);
+    v.Field("memory_gib", r.resource_request.memory_gib, kRequired);
+    v.Field("description", r.resource_request.description, kRequired);
+  });
+  v.Strings("config", r.config);
+  v.Object("timing", kRequired, [&] {
+    v.Field("queue_delay_s", r.timing.queue_delay_s, kRequired);
+    v.Field("startup_s", r.timing.startup_s, kRequired);
+    v.Field("warmup_steps", r.timing.warmup_steps, kRequired);
+    v.Field("warmup_rule", r.timing.warmup_rule, kRequired);
+    v.Field("total_s", r.timing.total_s, kRequired);
+    v.Field("steps", r.timing.steps, kRequired);
+    v.Field("steps_s", r.timing.steps_s, kRequired);
+  });
+  v.Object("throughput", kRequired, [&] {
+    v.Field("steady_steps", r.throughput.steady_steps, kRequired);
+    v.Field("steady_steps_per_s", r.throughput.steady_steps_per_s, kRequired);
+    v.Field("steady_samples_per_s", r.throughput.steady_samples_per_s, kRequired);
+    v.Field("median_step_ms", r.throughput.median_step_ms, kRequired);
+  });
+  v.Field("resource_hours", r.resource_hours, kRequired);
+  v.Keyed("phases", "<phase>", kRequired, r.phases, &PhaseStat::phase, [&](auto& p) {
+    v.Field("steps", p.steps, kRequired);
+    v.Field("median_ms", p.median_ms, kRequired);
+    v.Field("p90_ms", p.p90_ms, kRequired);
+    v.Field("max_ms", p.max_ms, kRequired);
+    v.Field("total_s", p.total_s, kRequired);
+    v.Field("share_of_steps", p.share_of_steps, kRequired);
+  });
+  v.Object("idle", kRequired, [&] {
+    v.Field("share", r.idle.share, kRequired);
+    v.Field("idle_s", r.idle.idle_s, kRequired);
+    v.Field("window_s", r.idle.window_s, kRequired);
+    v.Field("busy_source", r.idle.busy_source, kRequired);
+    v.Numbers("by_cause", r.idle.by_cause);
+    v.Field("top_cause", r.idle.top_cause, kRequired);
+  });
+  // Added to version 1 after its first release.
+  v.Object("device_timeline", kAbsentOk, [&] {
+    v.Field("status", r.device_timeline.status, kRequired);
+    v.Field("records", r.device_timeline.records, kRequired);
+    v.Field("dropped", r.device_timeline.dropped, kRequired);
+    v.Field("kernels", r.device_timeline.kernels, kRequired);
+    v.Numbers("busy_s_by_phase", r.device_timeline.busy_s_by_phase);
+  });
+  v.Object("utilization", kAbsentOk, [&] {
+    v.Field("allocated_device_hours", r.utilization.allocated_device_hours, kRequired);
+    v.Field("busy_device_hours", r.utilization.busy_device_hours, kRequired);
+    v.Field("samples_per_busy_device_s", r.utilization.samples_per_busy_device_s, kRequired);
+  });
+  v.Object("events", kRequired, [&] {
+    v.Field("recorded", r.events.recorded, kRequired);
+    v.Field("dropped", r.events.dropped, kRequired);
+    v.Field("threads", r.events.threads, kRequired);
+    v.Field("buffer_bytes_per_thread", r.events.buffer_bytes_per_thread, kRequired);
+    v.Field("recorder_bytes", r.events.recorder_bytes, kRequired);
+    v.Field("late", r.events.late, kAbsentOk);  // absent before version 2
+    // Absent in reports written before the TSC clock.
+    v.Field("clock", r.events.clock, kAbsentOk);
+    v.Field("tsc_hz", r.events.tsc_hz, kAbsentOk);
+    v.Field("clock_calibrations", r.events.clock_calibrations, kAbsentOk);
+    v.Field("clock_max_error_ns", r.events.clock_max_error_ns, kAbsentOk);
+  });
+  v.Object("trace", kAbsentOk, [&] {  // absent before version 2
+    v.Field("windows_written", r.trace.windows_written, kRequired);
+    v.Field("windows_dropped", r.trace.windows_dropped, kRequired);
+    v.Field("first_window_step", r.trace.first_window_step, kRequired);
+    v.Field("first_window_steps", r.trace.first_window_steps, kRequired);
+    v.Array("slowest", r.trace.slowest, [&](auto& slow) {
+      v.Field("step", slow.index, kRequired);
+      v.Field("duration_ms", slow.duration_ms, kRequired);
+    });
+    v.Field("bytes", r.trace.bytes, kRequired);
+  });
+  v.Object("overhead", kRequired, [&] {
+    v.Field("per_scope_ns", r.overhead.per_scope_ns, kRequired);
+    v.Field("estimated_share", r.overhead.estimated_share, kRequired);
+  });
+  v.Object("memory", kAbsentOk, [&] {
+    v.Field("source", r.memory.source, kRequired);
+    v.Field("peak_bytes", r.memory.peak_bytes, kRequired);
+    v.Field("last_bytes", r.memory.last_bytes, kRequired);
+  });
+  v.Keyed("counters", "<name>", kAbsentOk, r.counters, &Report::Counter::name, [&](auto& c) {
+    v.Field("samples", c.samples, kRequired);
+    v.Field("min", c.min, kRequired);
+    v.Field("max", c.max, kRequired);
+    v.Field("mean", c.mean, kRequired);
+  });
+  v.Object("checkpoint", kAbsentOk, [&] {
+    auto& c = r.checkpoint;
+    v.Field("saves", c.saves, kRequired);
+    v.Field("failed", c.failed, kRequired);
+    v.Field("blocking_s", c.blocking_s, kRequired);
+    v.Field("blocking_max_s", c.blocking_max_s, kRequired);
+    v.Field("persist_s", c.persist_s, kRequired);
+    v.Field("bytes", c.bytes, kRequired);
+    v.Field("persist_bytes_per_s", c.persist_bytes_per_s, kRequired);
+    v.Field("resumed_from_step", c.resumed_from_step, kRequired);
+    v.Field("recomputed_steps", c.recomputed_steps, kRequired);
+    v.Field("restore_s", c.restore_s, kRequired);
+    v.Field("restart_delay_s", c.restart_delay_s, kRequired);
+    v.Field("mtbf_hours", c.mtbf_hours, kRequired);
+    v.Field("interval_s", c.interval_s, kRequired);
+    v.Field("optimal_interval_s", c.optimal_interval_s, kRequired);
+    v.Field("expected_overhead_share", c.expected_overhead_share, kRequired);
+    v.Field("expected_lost_s_per_failure", c.expected_lost_s_per_failure, kRequired);
+  });
+  v.Object("distributed", kAbsentOk, [&] {
+    v.Field("backend", r.distributed.backend, kRequired);
+    v.Ints("missing_ranks", r.distributed.missing_ranks);
+    v.Field("error", r.distributed.error, kRequired);
+    // Written since 2026-12-05.
+    v.Field("device_sync_s", r.distributed.device_sync_s, kAbsentOk);
+    v.Field("device_sync_late", r.distributed.device_sync_late, kAbsentOk);
+  });
+  // Written since 2026-12-06; null: no request was recorded.
+  v.Nullable("serving", r.serving, [&](auto& s) {
+    v.Field("requests", s.requests, kRequired);
+    v.Field("p50_ms", s.p50_ms, kRequired);
+    v.Field("p90_ms", s.p90_ms, kRequired);
+    v.Field("p99_ms", s.p99_ms, kRequired);
+    v.Field("max_ms", s.max_ms, kRequired);
+    v.Field("requests_per_s", s.requests_per_s, kRequired);
+  });
+  v.Object("acceptance", kRequired, [&] {
+    v.Field("metric", r.acceptance.metric, kEmptyIsNull);
+    v.Field("target", r.acceptance.target, kRequired);
+    v.Field("value", r.acceptance.value, kRequired);
+    v.Field("higher_is_better", r.acceptance.higher_is_better, kRequired);
+    v.Field("passed", r.acceptance.passed, kRequired);
+    // Written since 2026-12-05.
+    v.Field("evaluations", r.acceptance.evaluations, kAbsentOk);
+    v.Field("time_to_target_s", r.acceptance.time_to_target_s, kAbsentOk);
+    v.Field("time_to_target_from_first_step_s", r.acceptance.time_to_target_from_first_step_s,
+            kAbsentOk);
+  });
+  v.Field("recommendation", r.recommendation, kRequired);
+}
+
+}  // namespace trainscope::exporter::report_fields
+
+#endif  // TRAINSCOPE_SDK_EXPORT_REPORT_FIELDS_H_
