@@ -16,9 +16,13 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
+#include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "sdk/tuning/experiment.h"
+#include "sdk/tuning/experiment_fields.h"
 #include "sdk/tuning/gpu_covariates.h"
 #include "sdk/tuning/statistics.h"
 #include "sdk/tuning/verdict.h"
@@ -614,6 +618,162 @@ TEST(ExperimentTest, GpuCovariatesAreSampledWhileEachTrialRuns) {
   EXPECT_EQ(ClockEventReasonNames(0x1), "");
   EXPECT_EQ(ClockEventReasonNames(0x4 | 0x40 | 0x1000),
             "sw_power_cap, hw_thermal_slowdown, 0x1000");
+}
+
+// Visitors of sdk/tuning/experiment_fields.h: one sets every field apart
+// from its default and the others; one prints each as path=value.
+class FillFields {
+ public:
+  void Field(std::string_view, std::string& v) { v = fmt::format("v{}", ++n_); }
+  void Field(std::string_view, bool& v) { v = !v; }
+  void Field(std::string_view, double& v) { v = ++n_ + 0.5; }
+  void Field(std::string_view, std::optional<double>& v) { v = ++n_ + 0.25; }
+  void Field(std::string_view, std::optional<std::string>& v) { v = fmt::format("o{}", ++n_); }
+  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+  void Field(std::string_view, Int& v) {
+    v = static_cast<Int>(++n_);
+  }
+  void Written(std::string_view, bool) {}
+  void List(std::string_view, std::vector<std::string>& v) {
+    v = {fmt::format("a{}", ++n_), fmt::format("b{}", n_)};
+  }
+  void Pairs(std::string_view, std::vector<std::pair<std::string, std::string>>& v) {
+    v = {{fmt::format("k{}", ++n_), "x"}, {fmt::format("k{}", ++n_), "y"}};
+  }
+  template <typename Fn>
+  void Object(std::string_view, bool, Fn&& fn) {
+    fn();
+  }
+
+ private:
+  int n_ = 0;
+};
+
+class PrintFields {
+ public:
+  template <typename T>
+  void Field(std::string_view key, const T& v) {
+    if constexpr (std::is_same_v<T, std::optional<double>> ||
+                  std::is_same_v<T, std::optional<std::string>>) {
+      out.push_back(v ? fmt::format("{}{}={}", prefix_, key, *v)
+                      : fmt::format("{}{}=null", prefix_, key));
+    } else {
+      out.push_back(fmt::format("{}{}={}", prefix_, key, v));
+    }
+    keys.insert(std::string(key));
+  }
+  void Written(std::string_view key, bool) { keys.insert(std::string(key)); }
+  template <typename T>
+  void List(std::string_view key, const T& v) {
+    out.push_back(fmt::format("{}{}=[{}]", prefix_, key, fmt::join(v, ",")));
+    keys.insert(std::string(key));
+  }
+  template <typename T>
+  void Pairs(std::string_view key, const T& v) {
+    for (const auto& [k, value] : v)
+      out.push_back(fmt::format("{}{}.{}={}", prefix_, key, k, value));
+    keys.insert(std::string(key));
+  }
+  template <typename Fn>
+  void Object(std::string_view key, bool, Fn&& fn) {
+    keys.insert(std::string(key));
+    const std::string outer = prefix_;
+    prefix_ += std::string(key) + ".";
+    fn();
+    prefix_ = outer;
+  }
+
+  std::vector<std::string> out;
+  std::set<std::string> keys;  // every key, at any depth
+
+ private:
+  std::string prefix_;
+};
+
+std::vector<std::string> Printed(const ExperimentSpec& spec, const std::vector<Trial>& trials) {
+  PrintFields print;
+  experiment_fields::DescribeSpec(spec, print);
+  for (size_t v = 0; v < spec.variants.size(); ++v) {
+    experiment_fields::DescribeVariant(spec.variants[v], v == 0, print);
+  }
+  for (const Trial& t : trials) experiment_fields::DescribeTrial(t, print);
+  return print.out;
+}
+
+// Every field experiment.json writes for the spec, the variants and the
+// trials reads back as written (`trainscope compare` and --resume rely on
+// it), and docs/experiments.md names each.
+TEST(ExperimentJsonTest, EveryFieldReadsBackAndIsDocumented) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  FillFields fill;
+  experiment_fields::DescribeSpec(spec, fill);
+  spec.hypothesis = "every field";
+  spec.variants.resize(2);
+  for (VariantSpec& v : spec.variants) experiment_fields::DescribeVariant(v, false, fill);
+  ExperimentResult result;
+  for (int k = 0; k < 4; ++k) {
+    Trial& t = result.trials.emplace_back();
+    experiment_fields::DescribeTrial(t, fill);
+    t.order = k;  // the reader checks the run order
+    t.variant = k % 2;
+  }
+  const std::string path = dir.File("experiment.json");
+  testing::WriteAll(path, ExperimentJson(spec, result));
+  const absl::StatusOr<ExperimentRecord> record = ReadExperiment(path);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->spec.hypothesis, spec.hypothesis);
+  EXPECT_EQ(Printed(record->spec, record->trials), Printed(spec, result.trials));
+  EXPECT_NE(Printed(ExperimentSpec(), std::vector<Trial>(4)), Printed(spec, result.trials));
+
+  PrintFields keys;
+  experiment_fields::DescribeSpec(spec, keys);
+  experiment_fields::DescribeVariant(spec.variants[0], true, keys);
+  experiment_fields::DescribeTrial(result.trials[0], keys);
+  const std::string doc =
+      testing::ReadAll(std::string(TRAINSCOPE_SOURCE_DIR) + "/docs/experiments.md");
+  for (const std::string& key : keys.keys) {
+    EXPECT_NE(doc.find("`" + key + "`"), std::string::npos) << key << " is not in experiments.md";
+  }
+}
+
+// A field of the wrong type is named by its path; an absent one (a file
+// written before it was added) keeps its default.
+TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "types";
+  spec.command = {"/bin/true"};
+  spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
+  ExperimentResult result;
+  for (int k = 0; k < 2; ++k) {
+    Trial& t = result.trials.emplace_back();
+    t.order = k;
+    t.variant = k;
+    t.wall_s = 1.5;
+    t.latency_p99_ms = 3;
+  }
+  const std::string json = ExperimentJson(spec, result);
+  const std::string path = dir.File("experiment.json");
+  std::string mistyped = json;
+  const size_t wall = mistyped.rfind("\"wall_s\": 1.5");
+  ASSERT_NE(wall, std::string::npos);
+  mistyped.replace(wall, 13, "\"wall_s\": \"1.5\"");
+  testing::WriteAll(path, mistyped);
+  absl::StatusOr<ExperimentRecord> record = ReadExperiment(path);
+  ASSERT_FALSE(record.ok());
+  EXPECT_EQ(record.status().message(), path + ": variants[1].trials[0].wall_s is not a number");
+
+  std::string older = json;
+  for (size_t at; (at = older.find("\"latency_p99_ms\": 3,")) != std::string::npos;) {
+    older.erase(at, std::string("\"latency_p99_ms\": 3,").size());
+  }
+  testing::WriteAll(path, older);
+  record = ReadExperiment(path);
+  ASSERT_TRUE(record.ok()) << record.status();
+  ASSERT_EQ(record->trials.size(), 2u);
+  EXPECT_FALSE(record->trials[1].latency_p99_ms.has_value());
+  EXPECT_EQ(record->trials[1].wall_s, 1.5);
 }
 
 // Ctrl-C: the running trial is killed and not counted; what was measured

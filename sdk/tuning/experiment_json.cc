@@ -1,0 +1,489 @@
+// experiment.json, written and read back. See experiment.h; the fields
+// that round-trip are listed once, in experiment_fields.h.
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "fmt/format.h"
+#include "sdk/ground/files.h"
+#include "sdk/ground/json_writer.h"
+#include "sdk/tuning/experiment.h"
+#include "sdk/tuning/experiment_fields.h"
+
+namespace trainscope::tuning {
+namespace {
+
+using simdjson::dom::element;
+
+// Writes the fields experiment_fields.h describes.
+class Writer {
+ public:
+  explicit Writer(ground::JsonWriter* j) : j_(*j) {}
+
+  void Field(std::string_view key, const std::string& v) { j_.Key(key).String(v); }
+  void Field(std::string_view key, bool v) { j_.Key(key).Bool(v); }
+  void Field(std::string_view key, double v) { j_.Key(key).Number(v); }
+  void Field(std::string_view key, const std::optional<double>& v) { j_.Key(key).Number(v); }
+  void Field(std::string_view key, const std::optional<std::string>& v) {
+    if (v) {
+      j_.Key(key).String(*v);
+    } else {
+      j_.Key(key).Null();
+    }
+  }
+  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+  void Field(std::string_view key, Int v) {
+    j_.Key(key).Int(static_cast<int64_t>(v));
+  }
+  void Written(std::string_view key, bool v) { j_.Key(key).Bool(v); }
+  void List(std::string_view key, const std::vector<std::string>& values) {
+    j_.Key(key).BeginArray();
+    for (const std::string& v : values) j_.String(v);
+    j_.EndArray();
+  }
+  void Pairs(std::string_view key, const std::vector<std::pair<std::string, std::string>>& kv) {
+    j_.Key(key).BeginObject();
+    for (const auto& [k, v] : kv) j_.Key(k).String(v);
+    j_.EndObject();
+  }
+  template <typename Fn>
+  void Object(std::string_view key, bool null, Fn&& fn) {
+    if (null) {
+      j_.Key(key).Null();
+      return;
+    }
+    j_.Key(key).BeginObject();
+    fn();
+    j_.EndObject();
+  }
+
+ private:
+  ground::JsonWriter& j_;
+};
+
+// Reads the fields experiment_fields.h describes from the object at the
+// top of its stack. An absent field keeps its default; one of the wrong
+// type is an error naming the file and the field's path (the first one
+// only).
+class Reader {
+ public:
+  Reader(std::string_view file, simdjson::dom::object object, std::string path,
+         absl::Status* status)
+      : file_(file), status_(status) {
+    stack_.push_back({object, std::move(path)});
+  }
+
+  template <typename T>
+  void Field(std::string_view key, T& out) {
+    element e;
+    if (Find(key, &e)) Read(key, e, out);
+  }
+  void Written(std::string_view, bool) {}
+  void List(std::string_view key, std::vector<std::string>& out) {
+    element e;
+    if (!Find(key, &e)) return;
+    simdjson::dom::array array;
+    if (e.get_array().get(array) != simdjson::SUCCESS) return Fail(key, "is not an array");
+    out.clear();
+    for (element item : array) {
+      std::string_view v;
+      if (item.get_string().get(v) != simdjson::SUCCESS) {
+        return Fail(key, "holds a value that is not a string");
+      }
+      out.emplace_back(v);
+    }
+  }
+  void Pairs(std::string_view key, std::vector<std::pair<std::string, std::string>>& out) {
+    element e;
+    if (!Find(key, &e)) return;
+    simdjson::dom::object object;
+    if (e.get_object().get(object) != simdjson::SUCCESS) return Fail(key, "is not an object");
+    out.clear();
+    for (auto field : object) {
+      std::string_view v;
+      if (field.value.get_string().get(v) != simdjson::SUCCESS) {
+        return Fail(fmt::format("{}.{}", key, field.key), "is not a string");
+      }
+      out.emplace_back(std::string(field.key), std::string(v));
+    }
+  }
+  template <typename Fn>
+  void Object(std::string_view key, bool, Fn&& fn) {
+    element e;
+    if (!Find(key, &e) || e.is_null()) return;
+    simdjson::dom::object object;
+    if (e.get_object().get(object) != simdjson::SUCCESS) return Fail(key, "is not an object");
+    stack_.push_back({object, Path(key)});
+    fn();
+    stack_.pop_back();
+  }
+
+ private:
+  struct Level {
+    simdjson::dom::object object;
+    std::string path;
+  };
+
+  bool Find(std::string_view key, element* e) {
+    return status_->ok() && stack_.back().object[key].get(*e) == simdjson::SUCCESS;
+  }
+  std::string Path(std::string_view key) const {
+    const std::string& path = stack_.back().path;
+    return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+  }
+  void Fail(std::string_view key, std::string_view problem) {
+    if (status_->ok()) {
+      *status_ = absl::InvalidArgumentError(fmt::format("{}: {} {}", file_, Path(key), problem));
+    }
+  }
+  void Read(std::string_view key, element e, std::string& out) {
+    std::string_view v;
+    if (e.get_string().get(v) != simdjson::SUCCESS) return Fail(key, "is not a string");
+    out.assign(v);
+  }
+  void Read(std::string_view key, element e, std::optional<std::string>& out) {
+    if (e.is_null()) return out.reset();
+    Read(key, e, out.emplace());
+  }
+  void Read(std::string_view key, element e, bool& out) {
+    if (e.get_bool().get(out) != simdjson::SUCCESS) Fail(key, "is not a boolean");
+  }
+  // null is how the writer writes a number that is not finite.
+  void Read(std::string_view key, element e, double& out) {
+    if (e.is_null()) {
+      out = std::numeric_limits<double>::quiet_NaN();
+    } else if (e.get_double().get(out) != simdjson::SUCCESS) {
+      Fail(key, "is not a number");
+    }
+  }
+  void Read(std::string_view key, element e, std::optional<double>& out) {
+    if (e.is_null()) return out.reset();
+    Read(key, e, out.emplace());
+  }
+  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+  void Read(std::string_view key, element e, Int& out) {
+    int64_t v = 0;
+    if (e.get_int64().get(v) != simdjson::SUCCESS) return Fail(key, "is not an integer");
+    // uint64_t (the seed) is written as its int64_t bits.
+    if (!std::is_same_v<Int, uint64_t> &&
+        (v < static_cast<int64_t>(std::numeric_limits<Int>::min()) ||
+         v > static_cast<int64_t>(std::numeric_limits<Int>::max()))) {
+      return Fail(key, "is out of range");
+    }
+    out = static_cast<Int>(v);
+  }
+
+  std::string_view file_;
+  absl::Status* status_;
+  std::vector<Level> stack_;
+};
+
+void WriteWorkload(ground::JsonWriter& j, const std::optional<Workload>& w) {
+  if (!w) {
+    j.Null();
+    return;
+  }
+  j.BeginObject();
+  j.Key("model").String(w->model);
+  j.Key("code_version").String(w->code_version);
+  j.Key("data_version").String(w->data_version);
+  j.Key("host").String(w->host);
+  j.Key("accelerator").String(w->accelerator);
+  j.Key("accelerator_count").Int(w->accelerator_count);
+  j.Key("world_size").Int(w->world_size);
+  j.Key("cpu_model").String(w->cpu_model);
+  j.Key("os").String(w->os);
+  j.Key("container_image").String(w->container_image);
+  j.Key("trainscope_version").String(w->trainscope_version);
+  if (w->batch_size.empty()) {
+    j.Key("batch_size").Null();
+  } else {
+    j.Key("batch_size").String(w->batch_size);
+  }
+  j.Key("quality").BeginObject();
+  j.Key("metric").String(w->quality_metric);
+  j.Key("target").Number(w->quality_target);
+  j.Key("higher_is_better").Bool(w->higher_is_better);
+  j.EndObject();
+  j.Key("config").BeginObject();
+  for (const auto& [k, value] : w->config) j.Key(k).String(value);
+  j.EndObject();
+  j.EndObject();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
+                                                        const ExperimentSpec& spec) {
+  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(*text);
+  element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not valid JSON: {}", path, simdjson::error_message(error)));
+  }
+  std::string_view hypothesis;
+  simdjson::dom::array variants, command;
+  if (root["hypothesis"].get_string().get(hypothesis) != simdjson::SUCCESS ||
+      root["variants"].get_array().get(variants) != simdjson::SUCCESS ||
+      root["spec"]["command"].get_array().get(command) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: not an experiment.json", path));
+  }
+  std::vector<std::string> recorded_command;
+  for (element c : command) {
+    std::string_view arg;
+    if (c.get_string().get(arg) == simdjson::SUCCESS) recorded_command.emplace_back(arg);
+  }
+  if (hypothesis != spec.hypothesis || recorded_command != spec.command ||
+      variants.size() != spec.variants.size()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: an experiment of another spec (hypothesis, command or variants differ); resume "
+        "needs the same spec, or start a new experiment with -o",
+        path));
+  }
+  absl::Status status;
+  std::vector<Trial> trials;
+  int index = 0;
+  for (element v : variants) {
+    std::string_view name;
+    if (v["name"].get_string().get(name) != simdjson::SUCCESS ||
+        name != spec.variants[static_cast<size_t>(index)].name) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: variants[{}] is not \"{}\" of the spec", path, index,
+                      spec.variants[static_cast<size_t>(index)].name));
+    }
+    simdjson::dom::array list;
+    if (v["trials"].get_array().get(list) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: variants[{}].trials missing", path, index));
+    }
+    size_t k = 0;
+    for (element e : list) {
+      simdjson::dom::object object;
+      const std::string where = fmt::format("variants[{}].trials[{}]", index, k++);
+      if (e.get_object().get(object) != simdjson::SUCCESS) {
+        return absl::InvalidArgumentError(fmt::format("{}: {} is not an object", path, where));
+      }
+      Trial t;
+      t.variant = index;
+      Reader reader(path, object, where, &status);
+      experiment_fields::DescribeTrial(t, reader);
+      if (!status.ok()) return status;
+      trials.push_back(std::move(t));
+    }
+    ++index;
+  }
+  std::sort(trials.begin(), trials.end(),
+            [](const Trial& a, const Trial& b) { return a.order < b.order; });
+  for (size_t k = 0; k < trials.size(); ++k) {
+    if (trials[k].order != static_cast<int>(k)) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: trial orders are not 0 to {}", path, trials.size() - 1));
+    }
+  }
+  return trials;
+}
+
+absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
+  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(*text);
+  element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not valid JSON: {}", path, simdjson::error_message(error)));
+  }
+  int64_t schema = 0;
+  simdjson::dom::object verdict;
+  if (root["schema_version"].get_int64().get(schema) != simdjson::SUCCESS ||
+      root["verdict"].get_object().get(verdict) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: not an experiment.json", path));
+  }
+  if (schema != 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: schema_version {}: this trainscope reads 1", path, schema));
+  }
+  ExperimentRecord record;
+  ExperimentSpec& spec = record.spec;
+  auto bad = [&](std::string_view field) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}: missing or malformed", path, field));
+  };
+  std::string_view text_value;
+  if (root["hypothesis"].get_string().get(text_value) != simdjson::SUCCESS)
+    return bad("hypothesis");
+  spec.hypothesis = std::string(text_value);
+  simdjson::dom::object spec_object;
+  if (root["spec"].get_object().get(spec_object) != simdjson::SUCCESS) return bad("spec");
+  simdjson::dom::array list;
+  if (spec_object["command"].get_array().get(list) != simdjson::SUCCESS) {
+    return bad("spec.command");
+  }
+  absl::Status status;
+  Reader spec_reader(path, spec_object, "spec", &status);
+  experiment_fields::DescribeSpec(spec, spec_reader);
+  if (!status.ok()) return status;
+  if (root["variants"].get_array().get(list) != simdjson::SUCCESS) return bad("variants");
+  size_t index = 0;
+  for (element v : list) {
+    simdjson::dom::object object;
+    if (v.get_object().get(object) != simdjson::SUCCESS ||
+        object["name"].get_string().get(text_value) != simdjson::SUCCESS) {
+      return bad("variants[].name");
+    }
+    VariantSpec& variant = spec.variants.emplace_back();
+    Reader reader(path, object, fmt::format("variants[{}]", index++), &status);
+    experiment_fields::DescribeVariant(variant, false, reader);
+    if (!status.ok()) return status;
+  }
+  bool complete = false;
+  if (root["complete"].get_bool().get(complete) == simdjson::SUCCESS) record.complete = complete;
+  if (verdict["accepted"].get_string().get(text_value) == simdjson::SUCCESS) {
+    record.accepted = std::string(text_value);
+  }
+  if (verdict["reason"].get_string().get(text_value) == simdjson::SUCCESS) {
+    record.reason = std::string(text_value);
+  }
+  // The environment, flattened one level deep ("quality.target", "config.k").
+  std::function<void(element, const std::string&)> flatten = [&](element e,
+                                                                 const std::string& prefix) {
+    simdjson::dom::object object;
+    if (e.get_object().get(object) != simdjson::SUCCESS) return;
+    for (auto field : object) {
+      const std::string key = prefix + std::string(field.key);
+      switch (field.value.type()) {
+        case simdjson::dom::element_type::OBJECT:
+          flatten(field.value, key + ".");
+          break;
+        case simdjson::dom::element_type::STRING:
+          record.environment.emplace_back(key, std::string(std::string_view(field.value)));
+          break;
+        case simdjson::dom::element_type::NULL_VALUE:
+          record.environment.emplace_back(key, "null");
+          break;
+        default:
+          record.environment.emplace_back(key, simdjson::minify(field.value));
+      }
+    }
+  };
+  element environment;
+  if (root["environment"].get(environment) == simdjson::SUCCESS) flatten(environment, "");
+  absl::StatusOr<std::vector<Trial>> trials = ReadExperimentTrials(path, spec);
+  if (!trials.ok()) return trials.status();
+  record.trials = *std::move(trials);
+  return record;
+}
+
+std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& result) {
+  ground::JsonWriter j(ground::JsonWriter::kPretty);
+  Writer writer(&j);
+  j.BeginObject();
+  j.Key("schema_version").Int(1);
+  j.Key("hypothesis").String(spec.hypothesis);
+  j.Key("complete").Bool(result.complete);
+  j.Key("gpu_covariates").String(result.gpu_covariates);
+  j.Key("environment");  // the baseline record of the baseline's first successful trial
+  WriteWorkload(j, result.baseline);
+  j.Key("spec").BeginObject();
+  experiment_fields::DescribeSpec(spec, writer);
+  j.EndObject();
+  j.Key("variants").BeginArray();
+  for (size_t v = 0; v < spec.variants.size(); ++v) {
+    j.BeginObject();
+    experiment_fields::DescribeVariant(spec.variants[v], v == 0, writer);
+    j.Key("trials").BeginArray();
+    for (const Trial& t : result.trials) {
+      if (t.variant != static_cast<int>(v)) continue;
+      j.BeginObject();
+      experiment_fields::DescribeTrial(t, writer);
+      j.EndObject();
+    }
+    j.EndArray();
+    j.EndObject();
+  }
+  j.EndArray();
+  const Verdict& verdict = result.verdict;
+  j.Key("verdict").BeginObject();
+  if (verdict.accepted) {
+    j.Key("accepted").String(*verdict.accepted);
+  } else {
+    j.Key("accepted").Null();
+  }
+  j.Key("reason").String(verdict.reason);
+  j.Key("comparisons").BeginArray();
+  for (const Comparison& c : verdict.comparisons) {
+    j.BeginObject();
+    j.Key("variant").String(c.variant);
+    j.Key("ratio").Number(c.ratio);
+    j.Key("ci_low").Number(c.ci_low);
+    j.Key("ci_high").Number(c.ci_high);
+    j.Key("p_value").Number(c.p_value);
+    j.Key("p_adjusted").Number(c.p_adjusted);
+    j.Key("trials").Int(c.trials);
+    j.Key("failures").Int(c.failures);
+    j.Key("clears_threshold").Bool(c.clears_threshold);
+    j.Key("rollbacks").BeginArray();
+    for (const std::string& r : c.rollbacks) j.String(r);
+    j.EndArray();
+    j.Key("accepted").Bool(c.accepted);
+    j.Key("reason").String(c.reason);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  j.Key("curves");  // the training-curve check, per variant
+  if (spec.curve.file.empty()) {
+    j.Null();
+  } else {
+    j.BeginArray();
+    for (const CurveCheck& c : result.curves) {
+      j.BeginObject();
+      j.Key("variant").String(c.variant);
+      j.Key("trials").Int(c.trials);
+      j.Key("windows").Int(c.windows);
+      j.Key("outside").Int(c.outside);
+      j.Key("first_outside_step");
+      if (c.first_outside_step < 0) {
+        j.Null();
+      } else {
+        j.Int(c.first_outside_step);
+      }
+      j.Key("nonfinite").Int(c.nonfinite);
+      j.Key("skipped").Int(c.skipped);
+      j.Key("flagged").Bool(c.flagged);
+      j.EndObject();
+    }
+    j.EndArray();
+  }
+  const Preset& p = result.preset;
+  j.Key("preset").BeginObject();
+  j.Key("variant").String(p.variant);
+  j.Key("changed").Bool(p.changed);
+  j.Key("justified_by").String(p.justified_by);
+  j.Key("argv").BeginArray();
+  for (const std::string& a : p.argv) j.String(a);
+  j.EndArray();
+  j.Key("env").BeginObject();
+  for (const auto& [k, value] : p.env) j.Key(k).String(value);
+  j.EndObject();
+  j.Key("workload");
+  WriteWorkload(j, p.workload);
+  j.Key("polyaxon").String(p.polyaxon);
+  j.EndObject();
+  j.EndObject();
+  std::string out = j.Take();
+  out.push_back('\n');
+  return out;
+}
+
+}  // namespace trainscope::tuning
