@@ -8,7 +8,6 @@
 #include <iterator>
 #include <optional>
 #include <random>
-#include <regex>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -17,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "fmt/format.h"
 #include "sdk/export/report_fields.h"
 #include "sdk/export/report_json.h"
@@ -212,7 +212,6 @@ std::set<std::string> DocumentedReportKeys() {
   std::ifstream doc(std::string(TRAINSCOPE_SOURCE_DIR) + "/docs/report-schema.md");
   EXPECT_TRUE(doc.good());
   std::set<std::string> keys;
-  const std::regex key_re("`([a-z_]+(\\.[a-z0-9_<>\\[\\]]+)*)`");
   bool in_fields = false;
   bool field_table = false;
   for (std::string line; std::getline(doc, line);) {
@@ -224,8 +223,16 @@ std::set<std::string> DocumentedReportKeys() {
     const std::string first = line.substr(1, line.find('|', 1) - 1);
     if (absl::AsciiStrToLower(first) == " field ") field_table = true;
     if (!field_table) continue;
-    for (std::sregex_iterator m(first.begin(), first.end(), key_re), end; m != end; ++m) {
-      keys.insert((*m)[1]);
+    // Each `quoted` token made of key characters only ("a.b", "<phase>",
+    // "slowest[]"), not a condition such as `timing.steps == 0`.
+    const std::vector<std::string> parts = absl::StrSplit(first, '`');
+    for (size_t i = 1; i < parts.size(); i += 2) {
+      const std::string& token = parts[i];
+      if (!token.empty() && absl::ascii_islower(token[0]) &&
+          token.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.<>[]") ==
+              std::string::npos) {
+        keys.insert(token);
+      }
     }
   }
   return keys;
