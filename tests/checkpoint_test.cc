@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "tests/test_util.h"
+#include "trainscope/internal/checkpoint_faults.h"
 #include "trainscope/polyaxon/polyaxon.h"
 #include "trainscope/preemption.h"
 #include "trainscope/trainscope.h"
@@ -203,8 +204,9 @@ TEST(CheckpointStoreTest, AFullDiskFailsTheSaveCleanlyAndKeepsThePreviousCheckpo
   }
   CheckpointStoreOptions options;
   options.dir = dir.path();
-  options.fail_writes_after_bytes = 3000;  // inside the first file of the next save
-  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  internal::CheckpointFaults faults;
+  faults.fail_writes_after_bytes = 3000;  // inside the first file of the next save
+  absl::StatusOr<CheckpointStore> store = internal::OpenCheckpointStoreWithFaults(options, faults);
   ASSERT_TRUE(store.ok());
   const absl::Status failed = store->Save(2, Files(2));
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
@@ -360,14 +362,16 @@ TEST(CheckpointFaultTest, KillDuringSaveNeverExposesAPartialCheckpoint) {
       // Each phase is held open a random 0 to 400 µs, so that kills also land
       // in the short ones (a rename is a few µs).
       std::mt19937 jitter(static_cast<uint32_t>(getpid()));
-      options.on_phase = [&](SavePhase p) {
+      internal::CheckpointFaults faults;
+      faults.on_phase = [&](SavePhase p) {
         shared->phase.store(static_cast<int>(p));
         const auto until =
             std::chrono::steady_clock::now() + std::chrono::microseconds(jitter() % 400);
         while (std::chrono::steady_clock::now() < until) {
         }
       };
-      absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+      absl::StatusOr<CheckpointStore> store =
+          internal::OpenCheckpointStoreWithFaults(options, faults);
       if (!store.ok()) _exit(3);
       for (int64_t step = first;; ++step) {
         shared->step.store(step);
@@ -484,12 +488,13 @@ TEST(AsyncCheckpointerTest, PersistsInTheBackgroundOneAtATime) {
   gate.lock();
   CheckpointStoreOptions options;
   options.dir = dir.File("skip");
-  options.on_phase = [&](SavePhase p) {
+  internal::CheckpointFaults faults;
+  faults.on_phase = [&](SavePhase p) {
     if (p == SavePhase::kWritingFiles) {
       std::lock_guard<std::mutex> wait(gate);
     }
   };
-  absl::StatusOr<CheckpointStore> held = CheckpointStore::Open(options);
+  absl::StatusOr<CheckpointStore> held = internal::OpenCheckpointStoreWithFaults(options, faults);
   ASSERT_TRUE(held.ok());
   {
     AsyncCheckpointer async(*held, AsyncCheckpointer::WhenBusy::kSkip);
@@ -507,8 +512,9 @@ TEST(AsyncCheckpointerTest, AFailedBackgroundSaveIsReportedByWaitAndThePreviousS
   { ASSERT_TRUE(OpenOrDie(dir.path()).Save(1, Files(1)).ok()); }
   CheckpointStoreOptions full;
   full.dir = dir.path();
-  full.fail_writes_after_bytes = 100;
-  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(full);
+  internal::CheckpointFaults faults;
+  faults.fail_writes_after_bytes = 100;
+  absl::StatusOr<CheckpointStore> store = internal::OpenCheckpointStoreWithFaults(full, faults);
   ASSERT_TRUE(store.ok());
   AsyncCheckpointer async(*store);
   ASSERT_TRUE(async.Submit(2, Files(2)));
@@ -628,8 +634,10 @@ std::vector<absl::Status> SaveOnRanks(const std::string& dir, int64_t step, int 
     CheckpointStoreOptions options;
     options.dir = dir;
     options.rank = r;
-    if (r == failing_rank) options.fail_writes_after_bytes = 1000;
-    absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+    internal::CheckpointFaults faults;
+    if (r == failing_rank) faults.fail_writes_after_bytes = 1000;
+    absl::StatusOr<CheckpointStore> store =
+        internal::OpenCheckpointStoreWithFaults(options, faults);
     EXPECT_TRUE(store.ok()) << store.status();
     stores[r].emplace(std::move(*store));
   }
@@ -715,10 +723,11 @@ TEST(AsyncCheckpointerTest, SessionFinishWaitsForThePersistAndReportsIt) {
   ASSERT_TRUE(session.ok()) << session.status();
   CheckpointStoreOptions options;
   options.dir = dir.File("ckpt");
-  options.on_phase = [](SavePhase p) {  // a slow disk
+  internal::CheckpointFaults faults;
+  faults.on_phase = [](SavePhase p) {  // a slow disk
     if (p == SavePhase::kWritingFiles) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   };
-  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  absl::StatusOr<CheckpointStore> store = internal::OpenCheckpointStoreWithFaults(options, faults);
   ASSERT_TRUE(store.ok());
   AsyncCheckpointer async(*store, AsyncCheckpointer::WhenBusy::kWait, &*session);
   ASSERT_TRUE(async.Submit(3, Files(3), {}, /*snapshot_s=*/0.002));
@@ -744,10 +753,11 @@ TEST(AsyncCheckpointerTest, TheSessionMayMoveAfterTheCheckpointerTookIt) {
   ASSERT_TRUE(started.ok()) << started.status();
   CheckpointStoreOptions options;
   options.dir = dir.File("ckpt");
-  options.on_phase = [](SavePhase p) {
+  internal::CheckpointFaults faults;
+  faults.on_phase = [](SavePhase p) {
     if (p == SavePhase::kWritingFiles) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   };
-  absl::StatusOr<CheckpointStore> store = CheckpointStore::Open(options);
+  absl::StatusOr<CheckpointStore> store = internal::OpenCheckpointStoreWithFaults(options, faults);
   ASSERT_TRUE(store.ok());
   AsyncCheckpointer async(*store, AsyncCheckpointer::WhenBusy::kWait, &*started);
   Session session = std::move(*started);  // what a trainer's setup does

@@ -33,6 +33,13 @@
 namespace trainscope {
 
 class Session;
+class CheckpointStore;
+struct CheckpointStoreOptions;
+namespace internal {
+struct CheckpointFaults;
+absl::StatusOr<CheckpointStore> OpenCheckpointStoreWithFaults(CheckpointStoreOptions options,
+                                                              CheckpointFaults faults);
+}  // namespace internal
 
 // One file of a checkpoint. Names are plain file names: letters, digits,
 // '.', '_' and '-', not starting with '.', at most 128 bytes.
@@ -92,13 +99,7 @@ struct CheckpointStoreOptions {
   // In a multi-rank job, this process's rank: rank 0 takes the lock and
   // cleans up; the others take no lock and only SaveSharded() and load.
   int rank = 0;
-  // Testing hooks. on_phase is called as a save enters each phase (from the
-  // saving thread). fail_writes_after_bytes >= 0 makes file writes fail
-  // with `fail_errno` (ENOSPC: a full disk) once that many bytes were
-  // written by this store.
-  std::function<void(SavePhase)> on_phase;
-  int64_t fail_writes_after_bytes = -1;
-  int fail_errno = 28;  // ENOSPC
+  // Faults for tests: trainscope/internal/checkpoint_faults.h.
 };
 
 // How the ranks of a multi-rank save agree (trainscope::libtorch::ProcessGroup
@@ -169,6 +170,8 @@ class CheckpointStore {
   const std::string& dir() const;
 
  private:
+  friend absl::StatusOr<CheckpointStore> internal::OpenCheckpointStoreWithFaults(
+      CheckpointStoreOptions options, internal::CheckpointFaults faults);
   struct Impl;
   explicit CheckpointStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

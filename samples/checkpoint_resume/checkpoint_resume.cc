@@ -33,6 +33,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "trainscope/checkpoint.h"
+#include "trainscope/internal/checkpoint_faults.h"
 #include "trainscope/polyaxon/polyaxon.h"
 #include "trainscope/preemption.h"
 #include "trainscope/torch/state.h"
@@ -124,9 +125,11 @@ int main(int argc, char** argv) {
   }
 
   store_options.keep_last = absl::GetFlag(FLAGS_keep_last);
-  store_options.fail_writes_after_bytes = absl::GetFlag(FLAGS_fail_writes_after_bytes);
+  // --fail_writes_after_bytes's drill: a disk that fills up (an internal hook).
+  trainscope::internal::CheckpointFaults faults;
+  faults.fail_writes_after_bytes = absl::GetFlag(FLAGS_fail_writes_after_bytes);
   absl::StatusOr<trainscope::CheckpointStore> store =
-      trainscope::CheckpointStore::Open(store_options);
+      trainscope::internal::OpenCheckpointStoreWithFaults(store_options, faults);
   if (!store.ok()) {
     std::fprintf(stderr, "checkpoint_resume: %s\n", store.status().ToString().c_str());
     return 1;

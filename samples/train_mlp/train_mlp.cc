@@ -44,6 +44,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "trainscope/checkpoint.h"
+#include "trainscope/internal/checkpoint_faults.h"
 #include "trainscope/ranks.h"
 #include "trainscope/torch/amp.h"
 #include "trainscope/torch/device.h"
@@ -376,7 +377,9 @@ int Main(int argc, char** argv) {
     trainscope::CheckpointStoreOptions store_options;
     store_options.dir = absl::GetFlag(FLAGS_checkpoint_dir);
     store_options.rank = rank;
-    store_options.on_phase = [&](trainscope::SavePhase phase) {
+    // --die_rank's drill: a rank killed inside a save (an internal hook).
+    trainscope::internal::CheckpointFaults faults;
+    faults.on_phase = [&](trainscope::SavePhase phase) {
       if (dying_step >= 0 && phase == trainscope::SavePhase::kSyncingFiles) {
         std::fprintf(stderr, "train_mlp: rank %d: dying inside the save of step %lld on purpose\n",
                      rank, static_cast<long long>(dying_step));
@@ -386,7 +389,7 @@ int Main(int argc, char** argv) {
     // Rank 0 creates (and owns) the store before the others open it.
     auto open = [&]() -> bool {
       absl::StatusOr<trainscope::CheckpointStore> opened =
-          trainscope::CheckpointStore::Open(store_options);
+          trainscope::internal::OpenCheckpointStoreWithFaults(store_options, faults);
       if (!opened.ok()) {
         std::fprintf(stderr, "train_mlp: %s\n", opened.status().ToString().c_str());
         return false;

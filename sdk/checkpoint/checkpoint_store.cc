@@ -25,6 +25,7 @@
 #include "sdk/ground/files.h"
 #include "sdk/ground/json_writer.h"
 #include "trainscope/checkpoint.h"
+#include "trainscope/internal/checkpoint_faults.h"
 #include "trainscope/scope.h"
 #include "trainscope/session.h"
 
@@ -289,6 +290,7 @@ absl::StatusOr<CheckpointManifest> ParseManifest(std::string_view json, std::str
 
 struct CheckpointStore::Impl {
   CheckpointStoreOptions options;
+  internal::CheckpointFaults faults;
   int lock_fd = -1;
   int64_t bytes_written = 0;
 
@@ -297,7 +299,7 @@ struct CheckpointStore::Impl {
   }
 
   void Phase(SavePhase phase) const {
-    if (options.on_phase) options.on_phase(phase);
+    if (faults.on_phase) faults.on_phase(phase);
   }
 
   // Writes `bytes` to a new file at path and fsyncs it (entering
@@ -308,11 +310,11 @@ struct CheckpointStore::Impl {
     size_t done = 0;
     while (done < bytes.size()) {
       size_t chunk = std::min<size_t>(bytes.size() - done, 8 << 20);
-      if (options.fail_writes_after_bytes >= 0) {
-        const int64_t left = options.fail_writes_after_bytes - bytes_written;
+      if (faults.fail_writes_after_bytes >= 0) {
+        const int64_t left = faults.fail_writes_after_bytes - bytes_written;
         if (left <= 0) {
           close(fd);
-          return Errno(options.fail_errno, fmt::format("writing {}", path));
+          return Errno(faults.fail_errno, fmt::format("writing {}", path));
         }
         chunk = std::min<size_t>(chunk, static_cast<size_t>(left));
       }
@@ -415,12 +417,19 @@ CheckpointStore::~CheckpointStore() = default;
 const std::string& CheckpointStore::dir() const { return impl_->options.dir; }
 
 absl::StatusOr<CheckpointStore> CheckpointStore::Open(CheckpointStoreOptions options) {
+  return internal::OpenCheckpointStoreWithFaults(std::move(options), {});
+}
+
+absl::StatusOr<CheckpointStore> internal::OpenCheckpointStoreWithFaults(
+    CheckpointStoreOptions options, CheckpointFaults faults) {
+  using Impl = CheckpointStore::Impl;
   if (options.dir.empty()) return absl::InvalidArgumentError("CheckpointStore: dir is empty");
   if (options.keep_last < 1) {
     return absl::InvalidArgumentError("CheckpointStore: keep_last must be at least 1");
   }
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->faults = std::move(faults);
   const std::string& dir = impl->options.dir;
   if (impl->options.read_only) {
     struct stat st;
