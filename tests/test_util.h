@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainscope/report.h"
+#include "trainscope/session.h"
 
 namespace trainscope::testing {
 
@@ -94,6 +95,19 @@ inline const PhaseStat* FindPhase(const Report& report, const std::string& name)
     if (p.phase == name) return &p;
   }
   return nullptr;
+}
+
+// Session options for a test: outputs under `dir`, trace.json and
+// report.json only (no summary on stdout), and the device timeline only
+// when asked (a test on a GPU machine then sees what it sees here).
+inline Options QuietOptions(const std::string& dir, const std::string& run_name = "test",
+                            bool device_timeline = false) {
+  Options options;
+  options.output_dir = dir;
+  options.run_name = run_name;
+  options.sinks = Sink::kTraceJson | Sink::kReportJson;
+  options.device_timeline = device_timeline;
+  return options;
 }
 
 }  // namespace trainscope::testing

@@ -58,11 +58,7 @@ class SlowDataset : public torch::data::datasets::Dataset<SlowDataset> {
 };
 
 Options QuietOptions(const std::string& dir) {
-  Options options;
-  options.output_dir = dir;
-  options.run_name = "torch-loop-test";
-  options.sinks = Sink::kTraceJson | Sink::kReportJson;
-  options.device_timeline = false;
+  Options options = trainscope::testing::QuietOptions(dir, "torch-loop-test");
   options.warmup_steps = 0;
   return options;
 }

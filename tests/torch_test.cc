@@ -29,12 +29,7 @@ namespace {
 using testing::TempDir;
 
 Options QuietOptions(const std::string& dir) {
-  Options options;
-  options.output_dir = dir;
-  options.run_name = "torch-test";
-  options.sinks = Sink::kTraceJson | Sink::kReportJson;
-  options.device_timeline = false;
-  return options;
+  return trainscope::testing::QuietOptions(dir, "torch-test");
 }
 
 using trainscope::testing::FindCounter;
