@@ -1,8 +1,7 @@
-// Atomic, verified checkpoints. See trainscope/checkpoint.h and
-// docs/checkpoint.md.
-#include <dirent.h>
+// CheckpointStore: atomic, verified checkpoints. See trainscope/checkpoint.h
+// and docs/checkpoint.md. The manifest is manifest.cc, the background saves
+// async_checkpointer.cc, the names in a store layout.h.
 #include <fcntl.h>
-#include <simdjson.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,132 +10,33 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
 #include <cstring>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "fmt/format.h"
+#include "sdk/checkpoint/layout.h"
 #include "sdk/ground/files.h"
-#include "sdk/ground/json_writer.h"
 #include "trainscope/checkpoint.h"
 #include "trainscope/internal/checkpoint_faults.h"
-#include "trainscope/scope.h"
-#include "trainscope/session.h"
 
 namespace trainscope {
 namespace {
 
-constexpr char kManifest[] = "MANIFEST.json";
-constexpr int64_t kMaxStep = 999'999'999'999;  // step-<12 digits>
-constexpr char kLatest[] = "latest";
-constexpr char kLock[] = ".lock";
-constexpr char kStepPrefix[] = "step-";
-
-std::string StepDirName(int64_t step) { return fmt::format("step-{:012d}", step); }
-
-// "step-000000001200" -> 1200; -1 for anything else.
-int64_t StepOfDirName(std::string_view name) {
-  if (name.size() != 17 || name.substr(0, 5) != kStepPrefix) return -1;
-  int64_t step = 0;
-  for (char c : name.substr(5)) {
-    if (c < '0' || c > '9') return -1;
-    step = step * 10 + (c - '0');
-  }
-  return step;
-}
-
-bool ValidFileName(std::string_view name) {
-  if (name.empty() || name.size() > 128 || name[0] == '.' || name == kManifest) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
-  });
-}
+using checkpoint::kLatest;
+using checkpoint::kLock;
+using checkpoint::kManifest;
+using checkpoint::kMaxStep;
+using checkpoint::StepDirName;
+using checkpoint::StepOfDirName;
+using checkpoint::ValidFileName;
+using ground::FsyncPath;
+using ground::ListDir;
+using ground::ReadRegular;
+using ground::ReadRegularAt;
 
 absl::Status Errno(int error, std::string_view what) { return ground::ErrnoStatus(error, what); }
-
-absl::Status FsyncPath(const std::string& path, int flags) {
-  const int fd = open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return Errno(errno, fmt::format("opening {} to fsync it", path));
-  const int rc = fsync(fd);
-  const int error = errno;
-  close(fd);
-  if (rc != 0) return Errno(error, fmt::format("fsync of {}", path));
-  return absl::OkStatus();
-}
-
-// Removes `path` and, if it is a directory, what is inside (one level: a
-// checkpoint has no subdirectories). A symlink is removed itself, never
-// followed: a link in the store to a directory elsewhere keeps that
-// directory's files. Best effort.
-void RemoveTree(const std::string& path) {
-  const int dir_fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir_fd < 0) {
-    unlink(path.c_str());  // a file or a symlink (ELOOP/ENOTDIR), or nothing
-    return;
-  }
-  if (DIR* d = fdopendir(dir_fd)) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name == "." || name == "..") continue;
-      unlinkat(dir_fd, name.c_str(), 0);  // removes a symlink, not its target
-    }
-    closedir(d);  // closes dir_fd
-  } else {
-    close(dir_fd);
-  }
-  rmdir(path.c_str());
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// Reads the regular file `name` in the directory dir_fd (AT_FDCWD: name is
-// a path), not following a symlink; errors name `shown`.
-absl::StatusOr<std::string> ReadRegularAt(int dir_fd, const std::string& name,
-                                          const std::string& shown) {
-  const int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return Errno(errno, fmt::format("opening {}", shown));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return absl::InvalidArgumentError(fmt::format("{} is not a regular file", shown));
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : EIO;
-      close(fd);
-      return Errno(error, fmt::format("reading {}", shown));
-    }
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  return bytes;
-}
-
-absl::StatusOr<std::string> ReadRegular(const std::string& path) {
-  return ReadRegularAt(AT_FDCWD, path, path);
-}
 
 // A checkpoint directory of the store, opened without following a symlink
 // (a step-* link to a directory elsewhere is not a checkpoint of this store).
@@ -184,8 +84,6 @@ class StepDir {
   int error_ = 0;
 };
 
-std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
-
 }  // namespace
 
 const char* SavePhaseName(SavePhase phase) {
@@ -208,84 +106,6 @@ const char* SavePhaseName(SavePhase phase) {
       return "done";
   }
   return "?";
-}
-
-std::string ManifestToJson(const CheckpointManifest& m) {
-  ground::JsonWriter j(ground::JsonWriter::kPretty);
-  j.BeginObject();
-  j.Key("format_version").Int(m.format_version);
-  j.Key("step").Int(m.step);
-  j.Key("wall_time_unix_s").Number(m.wall_time_unix_s);
-  j.Key("files").BeginArray();
-  for (const ManifestEntry& f : m.files) {
-    j.BeginObject();
-    j.Key("name").String(f.name);
-    j.Key("size").Int(static_cast<int64_t>(f.size));
-    j.Key("xxh3").String(Hex(f.xxh3));
-    j.EndObject();
-  }
-  j.EndArray();
-  j.Key("metadata").BeginObject();
-  for (const auto& [k, v] : m.metadata) j.Key(k).String(v);
-  j.EndObject();
-  j.EndObject();
-  return j.Take() + "\n";
-}
-
-absl::StatusOr<CheckpointManifest> ParseManifest(std::string_view json, std::string_view source) {
-  simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
-  simdjson::dom::element root;
-  auto bad = [&](std::string_view what) {
-    return absl::InvalidArgumentError(fmt::format("{}: {}", source, what));
-  };
-  if (auto error = parser.parse(padded).get(root)) {
-    return bad(fmt::format("not valid JSON ({})", simdjson::error_message(error)));
-  }
-  CheckpointManifest m;
-  int64_t version = 0;
-  if (root["format_version"].get_int64().get(version)) return bad("no integer format_version");
-  if (version != 1) return bad(fmt::format("format_version {} is not 1", version));
-  m.format_version = 1;
-  if (root["step"].get_int64().get(m.step) || m.step < 0) return bad("no step >= 0");
-  if (root["wall_time_unix_s"].get_double().get(m.wall_time_unix_s)) {
-    return bad("no number wall_time_unix_s");
-  }
-  simdjson::dom::array files;
-  if (root["files"].get_array().get(files)) return bad("no files array");
-  for (simdjson::dom::element f : files) {
-    ManifestEntry e;
-    std::string_view name, hex;
-    int64_t size = 0;
-    if (f["name"].get_string().get(name) || f["size"].get_int64().get(size) || size < 0 ||
-        f["xxh3"].get_string().get(hex) || hex.size() != 16) {
-      return bad(
-          fmt::format("files[{}] needs a name, a size >= 0 and a 16-digit xxh3", m.files.size()));
-    }
-    if (!ValidFileName(name)) {
-      return bad(
-          fmt::format("files[{}] name \"{}\" is not a plain file name inside the store "
-                      "(no '/', no '..', no leading '.')",
-                      m.files.size(), name));
-    }
-    for (char c : hex) {
-      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      if (digit < 0) return bad(fmt::format("files[{}] xxh3 is not hex", m.files.size()));
-      e.xxh3 = e.xxh3 << 4 | static_cast<uint64_t>(digit);
-    }
-    e.name = std::string(name);
-    e.size = static_cast<uint64_t>(size);
-    m.files.push_back(std::move(e));
-  }
-  simdjson::dom::object metadata;
-  if (root["metadata"].get_object().get(metadata) == simdjson::SUCCESS) {
-    for (auto field : metadata) {
-      std::string_view value;
-      if (field.value.get_string().get(value)) return bad("metadata values must be strings");
-      m.metadata.emplace_back(std::string(field.key), std::string(value));
-    }
-  }
-  return m;
 }
 
 struct CheckpointStore::Impl {
@@ -368,7 +188,7 @@ struct CheckpointStore::Impl {
         const StepDir step_dir(path);
         remove = step_dir.not_a_directory() || step_dir.Lacks(kManifest);
       }
-      if (remove) RemoveTree(path);
+      if (remove) ground::RemoveFlatDirectory(path);
     }
   }
 
@@ -404,7 +224,8 @@ struct CheckpointStore::Impl {
       // directory (cleaned at the next Open), never a torn step directory.
       const std::string trash =
           fmt::format("{}/.trash-{}-{}", options.dir, StepDirName(step), getpid());
-      if (rename(committed[k].second.c_str(), trash.c_str()) == 0) RemoveTree(trash);
+      if (rename(committed[k].second.c_str(), trash.c_str()) == 0)
+        ground::RemoveFlatDirectory(trash);
     }
   }
 };
@@ -501,9 +322,9 @@ absl::Status CheckpointStore::Save(
   }
   const std::string name = StepDirName(step);
   const std::string tmp = fmt::format("{}/.tmp-{}-{}", s.options.dir, name, getpid());
-  RemoveTree(tmp);
+  ground::RemoveFlatDirectory(tmp);
   auto fail = [&](absl::Status status) {
-    RemoveTree(tmp);
+    ground::RemoveFlatDirectory(tmp);
     return status;
   };
   if (mkdir(tmp.c_str(), 0755) != 0) return Errno(errno, fmt::format("creating {}", tmp));
@@ -529,7 +350,7 @@ absl::Status CheckpointStore::Impl::Commit(const std::string& tmp, int64_t step)
   if (rename(tmp.c_str(), final_path.c_str()) != 0) {
     if (errno != ENOTEMPTY && errno != EEXIST) {
       const absl::Status status = Errno(errno, fmt::format("renaming {} to {}", tmp, final_path));
-      RemoveTree(tmp);
+      ground::RemoveFlatDirectory(tmp);
       return status;
     }
     // The same step again (after a resume): swap atomically, then drop the
@@ -537,7 +358,7 @@ absl::Status CheckpointStore::Impl::Commit(const std::string& tmp, int64_t step)
     if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) != 0) {
       const absl::Status status =
           Errno(errno, fmt::format("exchanging {} with {}", tmp, final_path));
-      RemoveTree(tmp);
+      ground::RemoveFlatDirectory(tmp);
       return status;
     }
     replaced = fmt::format("{}/.trash-{}-{}", options.dir, name, getpid());
@@ -545,7 +366,7 @@ absl::Status CheckpointStore::Impl::Commit(const std::string& tmp, int64_t step)
   }
   Phase(SavePhase::kSyncingDirectory);
   if (absl::Status st = FsyncPath(options.dir, O_RDONLY | O_DIRECTORY); !st.ok()) return st;
-  if (!replaced.empty()) RemoveTree(replaced);
+  if (!replaced.empty()) ground::RemoveFlatDirectory(replaced);
   Phase(SavePhase::kUpdatingLatest);
   if (absl::Status st = UpdateLatest(name); !st.ok()) return st;
   Phase(SavePhase::kRetention);
@@ -590,7 +411,7 @@ absl::Status CheckpointStore::SaveSharded(
   if (mine.ok()) mine = s.WriteFile(fmt::format("{}/r{}.done", tmp, rank), ManifestToJson(part));
   if (mine.ok()) mine = FsyncPath(tmp, O_RDONLY | O_DIRECTORY);
   auto abandon = [&](absl::Status status) {
-    if (rank == 0) RemoveTree(tmp);
+    if (rank == 0) ground::RemoveFlatDirectory(tmp);
     return status;
   };
   auto names = [](const std::vector<int>& ranks) {
@@ -639,7 +460,7 @@ absl::Status CheckpointStore::SaveSharded(
     if (committed.ok()) {
       committed = s.Commit(tmp, step);
     } else {
-      RemoveTree(tmp);
+      ground::RemoveFlatDirectory(tmp);
     }
   }
   // Round 2: did the commit work?
@@ -748,140 +569,6 @@ absl::StatusOr<LoadedCheckpoint> CheckpointStore::Impl::Load(const std::string& 
     why += fmt::format("; step {}: {}", skipped_steps[k], skipped[k]);
   }
   return absl::NotFoundError(fmt::format("no valid checkpoint in {}{}", options.dir, why));
-}
-
-}  // namespace trainscope
-
-// ---- AsyncCheckpointer ------------------------------------------------------
-
-namespace trainscope {
-
-struct AsyncCheckpointer::Impl {
-  CheckpointStore& store;
-  WhenBusy when_busy;
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  struct Job {
-    int64_t step;
-    std::vector<CheckpointFile> files;
-    std::vector<std::pair<std::string, std::string>> metadata;
-    double blocking_s = 0;  // the caller's snapshot plus Submit's wait
-  };
-  std::optional<Session> session;  // borrowed: stays valid when the caller's Session moves
-  int hook = 0;
-  std::optional<Job> job;             // queued or being written
-  std::vector<CheckpointFile> spare;  // the last finished job's buffers
-  bool stop = false;
-  absl::Status first_error;
-  Stats stats;
-  std::thread thread;
-
-  Impl(CheckpointStore& s, WhenBusy w) : store(s), when_busy(w) {}
-
-  void Loop() {
-    NameThisThread("checkpoint");
-    static const NameId name = InternName("checkpoint.persist");
-    std::unique_lock<std::mutex> lock(mu);
-    while (true) {
-      cv.wait(lock, [&] { return stop || job.has_value(); });
-      if (!job) return;
-      Job& j = *job;
-      lock.unlock();
-      const auto started = std::chrono::steady_clock::now();
-      absl::Status status;
-      uint64_t bytes = 0;
-      {
-        PhaseScope persist(Phase::kCheckpoint, name);
-        status = store.Save(j.step, j.files, j.metadata);
-        for (const CheckpointFile& f : j.files) bytes += f.bytes.size();
-      }
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      lock.lock();
-      if (session.has_value())
-        session->NoteCheckpointSave(j.blocking_s, seconds, bytes, status.ok());
-      if (status.ok()) {
-        ++stats.committed;
-        stats.persist_s += seconds;
-        stats.bytes += bytes;
-      } else {
-        ++stats.failed;
-        if (first_error.ok()) first_error = status;
-      }
-      spare = std::move(job->files);
-      job.reset();
-      cv.notify_all();
-    }
-  }
-};
-
-AsyncCheckpointer::AsyncCheckpointer(CheckpointStore& store, WhenBusy when_busy, Session* session)
-    : impl_(std::make_unique<Impl>(store, when_busy)) {
-  if (session != nullptr) impl_->session.emplace(internal::BorrowSession(*session));
-  impl_->thread = std::thread([this] { impl_->Loop(); });
-  if (session != nullptr) {
-    impl_->hook = impl_->session->AddFinishHook([this] {
-      std::unique_lock<std::mutex> lock(impl_->mu);
-      impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
-    });
-  }
-}
-
-AsyncCheckpointer::~AsyncCheckpointer() {
-  if (impl_->session.has_value()) impl_->session->RemoveFinishHook(impl_->hook);
-  {
-    std::unique_lock<std::mutex> lock(impl_->mu);
-    impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
-    impl_->stop = true;
-  }
-  impl_->cv.notify_all();
-  impl_->thread.join();
-}
-
-bool AsyncCheckpointer::Submit(int64_t step, std::vector<CheckpointFile> files,
-                               std::vector<std::pair<std::string, std::string>> metadata,
-                               double snapshot_s) {
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  ++impl_->stats.submitted;
-  double waited = 0;
-  if (impl_->job.has_value()) {
-    if (impl_->when_busy == WhenBusy::kSkip) {
-      ++impl_->stats.skipped;
-      return false;
-    }
-    const auto started = std::chrono::steady_clock::now();
-    impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
-    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    impl_->stats.wait_s += waited;
-  }
-  impl_->job = Impl::Job{step, std::move(files), std::move(metadata), snapshot_s + waited};
-  // A spare the caller did not take back is not wanted: freed (outside the
-  // lock), so at most two checkpoints are in memory (this one and the next
-  // snapshot), not three.
-  std::vector<CheckpointFile> unused;
-  unused.swap(impl_->spare);
-  lock.unlock();
-  impl_->cv.notify_all();
-  return true;
-}
-
-std::vector<CheckpointFile> AsyncCheckpointer::TakeBuffers() {
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
-  return std::move(impl_->spare);
-}
-
-absl::Status AsyncCheckpointer::Wait() {
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  impl_->cv.wait(lock, [&] { return !impl_->job.has_value(); });
-  absl::Status status = impl_->first_error;
-  impl_->first_error = absl::OkStatus();
-  return status;
-}
-
-AsyncCheckpointer::Stats AsyncCheckpointer::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
 }
 
 }  // namespace trainscope

@@ -1,10 +1,12 @@
 // Durable file writes. See files.h.
 #include "sdk/ground/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -117,6 +119,77 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   }
   close(fd);
   return content;
+}
+
+absl::Status FsyncPath(const std::string& path, int flags) {
+  const int fd = open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, fmt::format("opening {} to fsync it", path));
+  const int rc = fsync(fd);
+  const int error = errno;
+  close(fd);
+  if (rc != 0) return ErrnoStatus(error, fmt::format("fsync of {}", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadRegularAt(int dir_fd, const std::string& name,
+                                          const std::string& shown) {
+  const int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, fmt::format("opening {}", shown));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(fmt::format("{} is not a regular file", shown));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int error = n < 0 ? errno : EIO;
+      close(fd);
+      return ErrnoStatus(error, fmt::format("reading {}", shown));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  return bytes;
+}
+
+absl::StatusOr<std::string> ReadRegular(const std::string& path) {
+  return ReadRegularAt(AT_FDCWD, path, path);
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void RemoveFlatDirectory(const std::string& path) {
+  const int dir_fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd < 0) {
+    unlink(path.c_str());  // a file or a symlink (ELOOP/ENOTDIR), or nothing
+    return;
+  }
+  if (DIR* d = fdopendir(dir_fd)) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      unlinkat(dir_fd, name.c_str(), 0);  // removes a symlink, not its target
+    }
+    closedir(d);  // closes dir_fd
+  } else {
+    close(dir_fd);
+  }
+  rmdir(path.c_str());
 }
 
 }  // namespace trainscope::ground

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,6 +32,25 @@ absl::Status WriteAll(int fd, std::string_view data, std::string_view what);
 
 // Reads a whole file. Errors name the path.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// Opens `path` with `flags` (O_RDONLY, or O_RDONLY | O_DIRECTORY for a
+// directory) and fsyncs it. Errors name the path and the failing call.
+absl::Status FsyncPath(const std::string& path, int flags);
+
+// Reads the regular file `name` in the directory `dir_fd` (AT_FDCWD: `name`
+// is a path) without following a symlink. Errors name `shown`:
+// InvalidArgument when it is not a regular file, else the errno's.
+absl::StatusOr<std::string> ReadRegularAt(int dir_fd, const std::string& name,
+                                          const std::string& shown);
+absl::StatusOr<std::string> ReadRegular(const std::string& path);
+
+// The names in `dir` but "." and "..", sorted; none when it cannot be read.
+std::vector<std::string> ListDir(const std::string& dir);
+
+// Removes `path` and, if it is a directory, the entries in it (one level:
+// for directories without subdirectories). A symlink is removed itself,
+// never followed. Best effort: errors are ignored.
+void RemoveFlatDirectory(const std::string& path);
 
 }  // namespace trainscope::ground
 
