@@ -1,8 +1,9 @@
 // trainscope/report.h: the baseline record of one run (report.json).
 //
 // Session::Finish() computes a Report from the run's timeline, writes it as
-// report.json and returns it. ReadReport (sdk/export) reads it back. Field
-// names mirror the JSON keys documented in docs/report-schema.md.
+// report.json and returns it; `trainscope summary report.json` reads it back
+// and prints it. Field names mirror the JSON keys documented in
+// docs/report-schema.md, where every field is defined.
 //
 //   absl::StatusOr<trainscope::Report> report = session.Finish();
 //   if (report.ok()) use(report->throughput.steady_samples_per_s);

@@ -1,4 +1,10 @@
 // trainscope/types.h: small value types that say what a number means.
+//
+//   trainscope::StepScope step(session, trainscope::StepIndex(i),
+//                              trainscope::Samples(batch_size));
+//
+// Each wraps one integer and costs nothing at run time; the names keep a
+// step index and a sample count from being passed in each other's place.
 #ifndef TRAINSCOPE_TYPES_H_
 #define TRAINSCOPE_TYPES_H_
 

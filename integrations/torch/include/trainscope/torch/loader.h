@@ -74,7 +74,8 @@ inline NameId LoaderBatchName() {
 // batch that arrived (none for the fetch that finds the end). A fetch is
 // forced inside the range: LibTorch's iterator fetches its first batch at
 // the first comparison with end(), not in begin(), so begin() compares.
-// Cost per batch: about two scope costs (bench: loader_bench), on top of the
+// Cost per batch: about two scope costs (bench/trainscope_bench.cc,
+// BM_instrumented_loader), on top of the
 // source's own. The source must outlive the wrapper. Not thread-safe, like
 // the iterators it wraps.
 template <typename Iterable>
