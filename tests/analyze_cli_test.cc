@@ -1,0 +1,125 @@
+// `trainscope analyze` (sdk/analyze, sdk/cli) run as a real process.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "fmt/format.h"
+#include "sdk/analysis/hta_breakdown.h"
+#include "sdk/analysis/trace_analysis.h"
+#include "sdk/export/trace_writer.h"
+#include "sdk/kineto/gzip_stream.h"
+#include "sdk/kineto/json_scanner.h"
+#include "sdk/kineto/trace_import.h"
+#include "tests/kineto_testing.h"
+#include "tests/test_util.h"
+#include "trainscope/trainscope.h"
+
+namespace trainscope {
+namespace {
+
+using testing::Analyze;
+using testing::ComputeHtaBreakdown;
+using testing::ElementLikeObjects;
+using testing::HtaBreakdown;
+using testing::IdleRows;
+using testing::Kernel;
+using testing::Launch;
+using testing::Near;
+using testing::SharedTrace;
+using testing::Step;
+using testing::TempDir;
+using testing::WriteTrace;
+
+TEST(AnalyzeCliTest, JsonHasTheHtaObjectShapedLikeTheExpectedFile) {
+  const testing::ProcessResult run = testing::RunProcess(
+      {TRAINSCOPE_CLI_PATH, "analyze", "--format=json", SharedTrace("simple_add.json.gz")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(run.out).get(doc), simdjson::SUCCESS) << run.out;
+  double idle = 0;
+  EXPECT_EQ(doc["hta"]["temporal_breakdown_us"]["idle_time(us)"].get_double().get(idle),
+            simdjson::SUCCESS);
+  simdjson::dom::array rows;
+  ASSERT_EQ(doc["hta"]["idle_time_breakdown_us"].get_array().get(rows), simdjson::SUCCESS);
+  EXPECT_GT(rows.size(), 0u);
+  for (simdjson::dom::element row : rows) {
+    EXPECT_TRUE(row["stream"].is_int64());
+    EXPECT_TRUE(row["category"].is_string());
+    EXPECT_TRUE(row["idle_time"].is_number());
+  }
+}
+
+TEST(AnalyzeCliTest, DirectoryOfRanksIsAnalysedInParallelWithASummary) {
+  TempDir dir;
+  for (const char* name : {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}) {
+    std::filesystem::copy_file(SharedTrace(name), dir.File(name));
+  }
+  const testing::ProcessResult run = testing::RunProcess(
+      {TRAINSCOPE_CLI_PATH, "analyze", "--format=json", "--jobs=2", dir.path()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(run.out).get(doc), simdjson::SUCCESS) << run.out;
+  simdjson::dom::array ranks = doc["ranks"].get_array();
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(int64_t(ranks.at(0)["rank"]), 0);
+  EXPECT_EQ(int64_t(ranks.at(1)["rank"]), 1);
+  EXPECT_EQ(int64_t(doc["summary"]["ranks"]), 2);
+  // Each rank's numbers are those of analysing it alone.
+  const HtaBreakdown alone = Analyze(SharedTrace("sampled_rank-1.json.gz"));
+  EXPECT_DOUBLE_EQ(double(ranks.at(1)["hta"]["temporal_breakdown_us"]["idle_time(us)"]),
+                   alone.temporal.idle_us);
+  // A trainscope output folder's report.json is not taken for a trace.
+  testing::WriteAll(dir.File("report.json"), "{\"schema_version\": 1}");
+  const testing::ProcessResult text =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.path()});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("across 2 ranks"), std::string::npos) << text.out;
+}
+
+// A folder with no trace in it, or none at all, is bad input named with
+// its path (exit 1), not an empty analysis.
+TEST(AnalyzeCliTest, AFolderWithoutTracesExitsOneNamingIt) {
+  TempDir dir;
+  testing::WriteAll(dir.File("report.json"), "{\"schema_version\": 1}");
+  testing::WriteAll(dir.File("notes.txt"), "not a trace");
+  const testing::ProcessResult empty =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.path()});
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.err.find(dir.path() + ": no .json or .json.gz traces"), std::string::npos)
+      << empty.err;
+  const testing::ProcessResult missing =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("absent")});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find(dir.File("absent") + ": "), std::string::npos) << missing.err;
+}
+
+TEST(AnalyzeCliTest, MalformedTraceExitsOneWithTheOffset) {
+  TempDir dir;
+  testing::WriteAll(dir.File("bad.json"), "{\"traceEvents\": [{\"ph\": \"X\",]}");
+  const testing::ProcessResult run =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("bad.json")});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("bad.json: byte "), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace trainscope
