@@ -95,6 +95,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "benchmark/benchmark.h"
 #include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/hta_breakdown.h"
@@ -103,6 +105,20 @@
 #include "sdk/kineto/trace_import.h"
 
 extern char** environ;
+
+ABSL_FLAG(int64_t, analyze_bench_records, 10'000'000, "synthetic records");
+ABSL_FLAG(bool, analyze_bench_launches, false, "also one runtime call per synthetic kernel");
+ABSL_FLAG(int, analyze_bench_repetitions, 3, "repetitions of the in-process benchmarks");
+ABSL_FLAG(int, analyze_bench_hta_repetitions, 1, "repetitions of each HTA run");
+ABSL_FLAG(int64_t, analyze_bench_big_mb, 200, "size of the big trace, MB");
+ABSL_FLAG(std::string, analyze_bench_data, "",
+          "the traces (default: $TRAINSCOPE_KINETO_DATA, else the shared folder's)");
+ABSL_FLAG(std::string, analyze_bench_python, "",
+          "the Python with HTA (default: python3, or $TRAINSCOPE_HTA_PYTHON)");
+ABSL_FLAG(bool, analyze_bench_no_hta, false, "skip every HTA run");
+ABSL_FLAG(bool, analyze_bench_no_hta_big, false, "skip HTA on the big trace (~30 s)");
+ABSL_FLAG(bool, analyze_bench_keep_tmp, false, "keep the temp dir (its path is printed)");
+ABSL_FLAG(bool, analyze_bench_no_pin, false, "do not pin to one CPU");
 
 namespace {
 
@@ -1562,18 +1578,6 @@ std::string SelfExe(const char* argv0) {
   return buf;
 }
 
-bool ParseFlag(const char* arg, const char* name, std::string* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0) return false;
-  if (arg[n] == '\0') {
-    *value = "";
-    return true;
-  }
-  if (arg[n] != '=') return false;
-  *value = arg + n + 1;
-  return true;
-}
-
 void Register() {
   const Options& o = Opt();
   auto in_process = [&](benchmark::internal::Benchmark* b) {
@@ -1656,42 +1660,28 @@ int main(int argc, char** argv) {
   } else {
     o.data_dir = TRAINSCOPE_SHARED_KINETO_DIR;
   }
-  std::vector<char*> args;
+  // Google Benchmark takes its own flags first (random interleaving on
+  // unless the command line says otherwise), then Abseil parses ours.
+  std::vector<char*> args(argv, argv + argc);
   char interleave[] = "--benchmark_enable_random_interleaving=true";
-  for (int i = 0; i < argc; ++i) {
-    std::string v;
-    const char* a = argv[i];
-    if (ParseFlag(a, "--analyze_bench_records", &v)) {
-      o.records = std::atoll(v.c_str());
-    } else if (ParseFlag(a, "--analyze_bench_launches", &v)) {
-      o.launches = true;
-    } else if (ParseFlag(a, "--analyze_bench_repetitions", &v)) {
-      o.repetitions = std::max(1, std::atoi(v.c_str()));
-    } else if (ParseFlag(a, "--analyze_bench_hta_repetitions", &v)) {
-      o.hta_repetitions = std::max(1, std::atoi(v.c_str()));
-    } else if (ParseFlag(a, "--analyze_bench_big_mb", &v)) {
-      o.big_mb = std::atoll(v.c_str());
-    } else if (ParseFlag(a, "--analyze_bench_data", &v)) {
-      o.data_dir = v;
-    } else if (ParseFlag(a, "--analyze_bench_python", &v)) {
-      o.python = v;
-    } else if (ParseFlag(a, "--analyze_bench_no_hta_big", &v)) {
-      o.hta_big = false;
-    } else if (ParseFlag(a, "--analyze_bench_no_hta", &v)) {
-      o.hta = false;
-    } else if (ParseFlag(a, "--analyze_bench_keep_tmp", &v)) {
-      o.keep_tmp = true;
-    } else if (ParseFlag(a, "--analyze_bench_no_pin", &v)) {
-      o.pin = false;
-    } else {
-      args.push_back(argv[i]);
-      if (i == 0) args.push_back(interleave);
-    }
-  }
+  args.insert(args.begin() + 1, interleave);
   int count = static_cast<int>(args.size());
   args.push_back(nullptr);
   benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 0;
+  absl::ParseCommandLine(count, args.data());
+  o.records = absl::GetFlag(FLAGS_analyze_bench_records);
+  o.launches = absl::GetFlag(FLAGS_analyze_bench_launches);
+  o.repetitions = std::max(1, absl::GetFlag(FLAGS_analyze_bench_repetitions));
+  o.hta_repetitions = std::max(1, absl::GetFlag(FLAGS_analyze_bench_hta_repetitions));
+  o.big_mb = absl::GetFlag(FLAGS_analyze_bench_big_mb);
+  if (!absl::GetFlag(FLAGS_analyze_bench_data).empty()) {
+    o.data_dir = absl::GetFlag(FLAGS_analyze_bench_data);
+  }
+  o.python = absl::GetFlag(FLAGS_analyze_bench_python);
+  o.hta = !absl::GetFlag(FLAGS_analyze_bench_no_hta);
+  o.hta_big = !absl::GetFlag(FLAGS_analyze_bench_no_hta_big);
+  o.keep_tmp = absl::GetFlag(FLAGS_analyze_bench_keep_tmp);
+  o.pin = !absl::GetFlag(FLAGS_analyze_bench_no_pin);
 
   const char* tmpdir = std::getenv("TMPDIR");
   std::string templ =
