@@ -157,6 +157,10 @@ struct ExperimentResult {
   std::string gpu_covariates;      // GpuCovariates::status() of this run
 };
 
+// The workload of variant `v`'s first successful trial, from its
+// report.json; none when no trial of it succeeded or no report reads.
+std::optional<Workload> WorkloadOf(const std::vector<Trial>& trials, int v);
+
 // The preset for `verdict`, from the trials' reports.
 Preset MakePreset(const ExperimentSpec& spec, const std::vector<Trial>& trials,
                   const Verdict& verdict);

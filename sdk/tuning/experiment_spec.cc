@@ -1,0 +1,264 @@
+// An experiment's spec, parsed and checked. See experiment.h and
+// docs/experiments.md, "The spec".
+#include <simdjson.h>
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fmt/format.h"
+#include "sdk/tuning/experiment.h"
+#include "sdk/tuning/objectives.h"
+
+namespace trainscope::tuning {
+namespace {
+
+using simdjson::dom::element;
+
+absl::Status Bad(std::string_view where, std::string_view key, std::string_view what) {
+  return absl::InvalidArgumentError(fmt::format("{}: {}: {}", where, key, what));
+}
+
+// Every key of `object` must be in `known`.
+absl::Status OnlyKnownKeys(simdjson::dom::object object, std::string_view where,
+                           const std::string& path, std::initializer_list<std::string_view> known) {
+  for (auto field : object) {
+    if (std::find(known.begin(), known.end(), field.key) == known.end()) {
+      return Bad(where, path + std::string(field.key), "unknown key");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> Strings(element e, std::string_view where,
+                                                 const std::string& key) {
+  simdjson::dom::array array;
+  if (e.get_array().get(array) != simdjson::SUCCESS) {
+    return Bad(where, key, "must be an array of strings");
+  }
+  std::vector<std::string> out;
+  for (element item : array) {
+    std::string_view text;
+    if (item.get_string().get(text) != simdjson::SUCCESS) {
+      return Bad(where, key, "must be an array of strings");
+    }
+    out.emplace_back(text);
+  }
+  return out;
+}
+
+template <typename T>
+absl::Status NumberField(simdjson::dom::object object, std::string_view key, std::string_view where,
+                         const std::string& path, T* out) {
+  element e;
+  if (object[key].get(e) != simdjson::SUCCESS) return absl::OkStatus();  // default stays
+  double value = 0;
+  if (e.is_int64()) {
+    value = static_cast<double>(int64_t(e));
+  } else if (e.is_uint64()) {
+    value = static_cast<double>(uint64_t(e));
+  } else if (e.get_double().get(value) != simdjson::SUCCESS) {
+    return Bad(where, path + std::string(key), "must be a number");
+  }
+  if constexpr (std::is_integral_v<T>) {
+    if (value != std::floor(value))
+      return Bad(where, path + std::string(key), "must be an integer");
+  }
+  *out = static_cast<T>(value);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view where) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not valid JSON: {}", where, simdjson::error_message(error)));
+  }
+  simdjson::dom::object object;
+  if (root.get_object().get(object) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: must be a JSON object", where));
+  }
+  if (absl::Status s =
+          OnlyKnownKeys(object, where, "",
+                        {"hypothesis", "command", "variants", "repeats", "objective", "threshold",
+                         "trial_timeout_s", "seed", "sequential", "min_repeats", "level",
+                         "resamples", "rollback", "curve", "notes"});
+      !s.ok()) {
+    return s;
+  }
+  ExperimentSpec spec;
+  std::string_view text;
+  if (object["hypothesis"].get_string().get(text) != simdjson::SUCCESS || text.empty()) {
+    return Bad(where, "hypothesis", "required: a non-empty string saying what should improve");
+  }
+  spec.hypothesis = std::string(text);
+  element e;
+  if (object["command"].get(e) != simdjson::SUCCESS) {
+    return Bad(where, "command", "required: the program and its arguments, an array of strings");
+  }
+  absl::StatusOr<std::vector<std::string>> command = Strings(e, where, "command");
+  if (!command.ok()) return command.status();
+  if (command->empty()) return Bad(where, "command", "must name a program");
+  spec.command = *std::move(command);
+  simdjson::dom::array variants;
+  if (object["variants"].get_array().get(variants) != simdjson::SUCCESS) {
+    return Bad(where, "variants", "required: an array of {\"name\", \"args\", \"env\"}");
+  }
+  std::set<std::string> names;
+  int index = 0;
+  for (element v : variants) {
+    const std::string path = fmt::format("variants[{}].", index++);
+    simdjson::dom::object vo;
+    if (v.get_object().get(vo) != simdjson::SUCCESS) {
+      return Bad(where, path.substr(0, path.size() - 1), "must be an object");
+    }
+    if (absl::Status s = OnlyKnownKeys(vo, where, path, {"name", "args", "env"}); !s.ok()) return s;
+    VariantSpec variant;
+    if (vo["name"].get_string().get(text) != simdjson::SUCCESS || text.empty()) {
+      return Bad(where, path + "name", "required: a non-empty string");
+    }
+    variant.name = std::string(text);
+    if (!names.insert(variant.name).second) {
+      return Bad(where, path + "name", fmt::format("\"{}\" is used twice", variant.name));
+    }
+    if (vo["args"].get(e) == simdjson::SUCCESS) {
+      absl::StatusOr<std::vector<std::string>> args = Strings(e, where, path + "args");
+      if (!args.ok()) return args.status();
+      variant.args = *std::move(args);
+    }
+    simdjson::dom::object env;
+    if (vo["env"].get(e) == simdjson::SUCCESS) {
+      if (e.get_object().get(env) != simdjson::SUCCESS) {
+        return Bad(where, path + "env", "must be an object of strings");
+      }
+      for (auto field : env) {
+        if (field.value.get_string().get(text) != simdjson::SUCCESS) {
+          return Bad(where, path + "env." + std::string(field.key), "must be a string");
+        }
+        variant.env.emplace_back(std::string(field.key), std::string(text));
+      }
+    }
+    spec.variants.push_back(std::move(variant));
+  }
+  if (spec.variants.size() < 2) {
+    return Bad(where, "variants", "needs a baseline and at least one variant");
+  }
+  if (object["objective"].get(e) == simdjson::SUCCESS) {
+    if (e.get_string().get(text) != simdjson::SUCCESS || FindObjective(text) == nullptr) {
+      std::string names;
+      for (size_t i = 0; i < std::size(kObjectives); ++i) {
+        names += fmt::format("{}\"{}\"",
+                             i == 0                           ? ""
+                             : i + 1 < std::size(kObjectives) ? ", "
+                                                              : " or ",
+                             kObjectives[i].name);
+      }
+      return Bad(where, "objective", "must be " + names);
+    }
+    spec.objective = std::string(text);
+  }
+  if (object["sequential"].get(e) == simdjson::SUCCESS &&
+      e.get_bool().get(spec.sequential) != simdjson::SUCCESS) {
+    return Bad(where, "sequential", "must be true or false");
+  }
+  for (const auto& [key, out] : std::initializer_list<std::pair<std::string_view, double*>>{
+           {"threshold", &spec.threshold},
+           {"trial_timeout_s", &spec.trial_timeout_s},
+           {"level", &spec.level}}) {
+    if (absl::Status s = NumberField(object, key, where, "", out); !s.ok()) return s;
+  }
+  for (const auto& [key, out] :
+       std::initializer_list<std::pair<std::string_view, int*>>{{"repeats", &spec.repeats},
+                                                                {"min_repeats", &spec.min_repeats},
+                                                                {"resamples", &spec.resamples}}) {
+    if (absl::Status s = NumberField(object, key, where, "", out); !s.ok()) return s;
+  }
+  if (absl::Status s = NumberField(object, "seed", where, "", &spec.seed); !s.ok()) return s;
+  if (object["rollback"].get(e) == simdjson::SUCCESS) {
+    simdjson::dom::object ro;
+    if (e.get_object().get(ro) != simdjson::SUCCESS) {
+      return Bad(where, "rollback", "must be an object");
+    }
+    if (absl::Status s = OnlyKnownKeys(
+            ro, where, "rollback.",
+            {"failure_rate", "p99_step_time", "resource_hours_per_accepted", "peak_memory"});
+        !s.ok()) {
+      return s;
+    }
+    RollbackLimits& r = spec.rollback;
+    for (const auto& [key, out] : std::initializer_list<std::pair<std::string_view, double*>>{
+             {"failure_rate", &r.failure_rate},
+             {"p99_step_time", &r.p99_step_time},
+             {"resource_hours_per_accepted", &r.resource_hours_per_accepted},
+             {"peak_memory", &r.peak_memory}}) {
+      if (absl::Status s = NumberField(ro, key, where, "rollback.", out); !s.ok()) return s;
+      if (*out < 0) return Bad(where, "rollback." + std::string(key), "must be >= 0");
+    }
+  }
+  if (object["notes"].get(e) == simdjson::SUCCESS) {
+    simdjson::dom::object notes;
+    if (e.get_object().get(notes) != simdjson::SUCCESS) {
+      return Bad(where, "notes", "must be an object of strings");
+    }
+    for (auto field : notes) {
+      if (field.value.get_string().get(text) != simdjson::SUCCESS) {
+        return Bad(where, "notes." + std::string(field.key), "must be a string");
+      }
+      spec.notes.emplace_back(std::string(field.key), std::string(text));
+    }
+  }
+  if (object["curve"].get(e) == simdjson::SUCCESS) {
+    simdjson::dom::object co;
+    if (e.get_object().get(co) != simdjson::SUCCESS)
+      return Bad(where, "curve", "must be an object");
+    if (absl::Status s =
+            OnlyKnownKeys(co, where, "curve.",
+                          {"file", "value", "window_steps", "widen", "floor", "max_outside"});
+        !s.ok()) {
+      return s;
+    }
+    CurveSpec& c = spec.curve;
+    if (co["file"].get_string().get(text) != simdjson::SUCCESS || text.empty() ||
+        text.find('/') != std::string_view::npos) {
+      return Bad(where, "curve.file",
+                 "required: the curve's file name in each trial's output directory");
+    }
+    c.file = std::string(text);
+    if (co["value"].get(e) == simdjson::SUCCESS) {
+      if (e.get_string().get(text) != simdjson::SUCCESS || text.empty()) {
+        return Bad(where, "curve.value", "must be a non-empty string (the key of the value)");
+      }
+      c.value = std::string(text);
+    }
+    if (absl::Status s = NumberField(co, "window_steps", where, "curve.", &c.window_steps);
+        !s.ok()) {
+      return s;
+    }
+    if (c.window_steps < 1) return Bad(where, "curve.window_steps", "must be >= 1");
+    for (const auto& [key, out] : std::initializer_list<std::pair<std::string_view, double*>>{
+             {"widen", &c.widen}, {"floor", &c.floor}, {"max_outside", &c.max_outside}}) {
+      if (absl::Status s = NumberField(co, key, where, "curve.", out); !s.ok()) return s;
+      if (!(*out >= 0)) return Bad(where, "curve." + std::string(key), "must be >= 0");
+    }
+    if (c.max_outside >= 1) return Bad(where, "curve.max_outside", "must be below 1 (a share)");
+  }
+  if (spec.repeats < 1) return Bad(where, "repeats", "must be >= 1");
+  if (spec.min_repeats < 2 || spec.min_repeats > spec.repeats) {
+    if (spec.sequential) return Bad(where, "min_repeats", "must be from 2 to repeats");
+  }
+  if (!(spec.threshold >= 0 && spec.threshold < 1)) {
+    return Bad(where, "threshold", "must be from 0 to 1 (a relative difference)");
+  }
+  if (!(spec.trial_timeout_s > 0)) return Bad(where, "trial_timeout_s", "must be > 0");
+  if (!(spec.level > 0.5 && spec.level < 1)) return Bad(where, "level", "must be in (0.5, 1)");
+  if (spec.resamples < 100) return Bad(where, "resamples", "must be >= 100");
+  return spec;
+}
+
+}  // namespace trainscope::tuning
