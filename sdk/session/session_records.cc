@@ -1,0 +1,169 @@
+// What a run tells its Session as it goes: memory samples, distributed
+// facts, checkpoint saves, configuration, quality and latencies. See
+// trainscope/session.h.
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include "sdk/session/session_impl.h"
+
+namespace trainscope {
+
+void Session::RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak_bytes,
+                               std::string_view source) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& memory = impl_->memory;
+  memory[step] = {current_bytes, peak_bytes};
+  // Here too, not only with the step's row: a sample that came after its
+  // row (the first, or after fold_delay_ms) still counts in the peak.
+  impl_->report.memory.peak_bytes = std::max(impl_->report.memory.peak_bytes, peak_bytes);
+  impl_->last_memory_ns.store(NowNs(), std::memory_order_release);
+  impl_->memory_sampled.store(true, std::memory_order_release);
+  if (memory.size() > Impl::kMemoryKept) {  // samples of steps that never came
+    auto oldest = std::min_element(memory.begin(), memory.end(),
+                                   [](const auto& a, const auto& b) { return a.first < b.first; });
+    memory.erase(oldest);
+  }
+  impl_->report.memory.source = std::string(source);
+}
+
+void Session::SetDistributedBackend(std::string_view backend) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->report.distributed.backend = std::string(backend);
+}
+
+void Session::NoteMissingRanks(const std::vector<int>& ranks, std::string_view error) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<int>& missing = impl_->report.distributed.missing_ranks;
+  for (int r : ranks) {
+    if (std::find(missing.begin(), missing.end(), r) == missing.end()) missing.push_back(r);
+  }
+  std::sort(missing.begin(), missing.end());
+  if (!error.empty()) impl_->report.distributed.error = std::string(error);
+}
+
+void Session::NoteCheckpointSave(double blocking_s, double persist_s, uint64_t bytes,
+                                 bool committed) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Report::Checkpoint& c = impl_->report.checkpoint;
+  if (!committed) {
+    ++c.failed;
+    return;
+  }
+  ++c.saves;
+  c.blocking_s += blocking_s;
+  c.blocking_max_s = std::max(c.blocking_max_s, blocking_s);
+  c.persist_s += persist_s;
+  c.bytes += bytes;
+  impl_->last_save_ns = NowNs();
+  if (c.saves == 1) impl_->first_save_ns = impl_->last_save_ns;
+}
+
+void Session::ExpectStepSyncTimes() {
+  if (impl_ != nullptr) impl_->device_sync_expected.store(true, std::memory_order_relaxed);
+}
+
+void Session::AddStepSyncTime(int64_t step, double seconds) {
+  if (impl_ == nullptr || !(seconds >= 0)) return;
+  impl_->device_sync_expected.store(true, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->report.distributed.device_sync_s += seconds;
+  if (impl_->device_sync.size() >= Impl::kDeviceSyncWaiting) {
+    ++impl_->report.distributed.device_sync_late;
+    return;
+  }
+  impl_->device_sync.emplace_back(step, static_cast<TimestampNs>(seconds * 1e9));
+}
+
+void Session::NoteResume(int64_t from_step, int64_t interrupted_at_step, double restore_s) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Report::Checkpoint& c = impl_->report.checkpoint;
+  c.resumed_from_step = from_step;
+  c.recomputed_steps = interrupted_at_step > from_step ? interrupted_at_step - from_step : 0;
+  c.restore_s = restore_s;
+}
+
+int Session::AddFinishHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->finish_hooks.emplace_back(++impl_->next_hook, std::move(hook));
+  return impl_->next_hook;
+}
+
+void Session::RemoveFinishHook(int id) {
+  if (impl_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& hooks = impl_->finish_hooks;
+  hooks.erase(
+      std::remove_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.first == id; }),
+      hooks.end());
+}
+
+void Session::SetConfig(std::string_view key, std::string_view value) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (auto& [k, v] : impl_->report.config) {
+    if (k == key) {
+      v = std::string(value);
+      return;
+    }
+  }
+  impl_->report.config.emplace_back(std::string(key), std::string(value));
+}
+
+void Session::SetQualityTarget(std::string_view metric, double target, bool higher_is_better) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Acceptance& a = impl_->report.acceptance;
+  if (a.metric != metric) {
+    a = Acceptance{};
+    impl_->target_met_ns = 0;
+    a.metric = std::string(metric);
+  }
+  a.target = target;
+  a.higher_is_better = higher_is_better;
+  if (a.value) a.passed = higher_is_better ? *a.value >= target : *a.value <= target;
+}
+
+absl::Status Session::RecordQuality(std::string_view metric, double value) {
+  const TimestampNs now = NowNs();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Acceptance& a = impl_->report.acceptance;
+  if (!a.metric.empty() && a.metric != metric) {
+    return absl::InvalidArgumentError(fmt::format(
+        "RecordQuality(\"{}\"): the quality metric of this run is \"{}\"", metric, a.metric));
+  }
+  if (std::isnan(value)) {
+    return absl::InvalidArgumentError(fmt::format("RecordQuality(\"{}\"): value is NaN", metric));
+  }
+  a.metric = std::string(metric);
+  a.value = value;
+  ++a.evaluations;
+  if (a.target) {
+    a.passed = a.higher_is_better ? value >= *a.target : value <= *a.target;
+    if (*a.passed && impl_->target_met_ns == 0) impl_->target_met_ns = now;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::RecordLatency(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "RecordLatency({}): a latency is a finite, non-negative number of seconds", seconds));
+  }
+  const TimestampNs now = NowNs();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const auto arrival = now - static_cast<TimestampNs>(seconds * 1e9);
+  if (impl_->latency_ms.count() == 0 || arrival < impl_->first_arrival_ns) {
+    impl_->first_arrival_ns = arrival;
+  }
+  impl_->last_latency_ns = now;
+  impl_->latency_ms.Add(seconds * 1e3);
+  return absl::OkStatus();
+}
+
+void Session::SetAcceptance(std::string_view metric, double target, double value,
+                            bool higher_is_better) {
+  SetQualityTarget(metric, target, higher_is_better);
+  // Only a NaN is refused, and then the run simply did not reach its target.
+  (void)RecordQuality(metric, value);
+}
+
+}  // namespace trainscope
