@@ -33,7 +33,18 @@
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "trainscope/trainscope.h"
+
+ABSL_FLAG(int, runs, 3, "repetitions of each measurement (the median is printed)");
+ABSL_FLAG(int64_t, events, 4000000, "events per capacity run");
+ABSL_FLAG(double, rate, 2e6, "the sustained run's events per second");
+ABSL_FLAG(double, seconds, 5, "the sustained run's length");
+ABSL_FLAG(std::string, only, "",
+          "none|trace|rows|all: the capacity with those outputs alone; sustained: the "
+          "sustained run alone; empty: everything");
 
 namespace {
 
@@ -173,24 +184,21 @@ T Median(std::vector<T> runs, Key key) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: drain_bench OUT_DIR [--runs=3] [--events=N] [--rate=EV_PER_S] "
-                 "[--seconds=S]\n");
+  absl::SetProgramUsageMessage(
+      "drain_bench OUT_DIR [--runs=3] [--events=N] [--rate=EV_PER_S] [--seconds=S] "
+      "[--only=none|trace|rows|all|sustained]");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // One folder, and not a flag misread as one (a run writes hundreds of MB
+  // into it).
+  if (positional.size() != 2 || positional[1][0] == '-') {
+    std::fprintf(stderr, "usage: %s\n", absl::ProgramUsageMessage().data());
     return 2;
   }
-  const std::string dir = argv[1];
-  int runs = 3;
-  long long events = 4000000;
-  double rate = 2e6, seconds = 5;
-  std::string only;
-  for (int i = 2; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--runs=", 7) == 0) runs = std::max(1, std::atoi(argv[i] + 7));
-    if (std::strncmp(argv[i], "--events=", 9) == 0) events = std::atoll(argv[i] + 9);
-    if (std::strncmp(argv[i], "--rate=", 7) == 0) rate = std::atof(argv[i] + 7);
-    if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
-    if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
-  }
+  const std::string dir = positional[1];
+  const int runs = std::max(1, absl::GetFlag(FLAGS_runs));
+  const long long events = absl::GetFlag(FLAGS_events);
+  const double rate = absl::GetFlag(FLAGS_rate), seconds = absl::GetFlag(FLAGS_seconds);
+  const std::string only = absl::GetFlag(FLAGS_only);
   auto capacity_with = [&](trainscope::Sink sinks) {
     std::vector<Capacity> capacity;
     for (int r = 0; r < runs; ++r) {

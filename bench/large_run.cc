@@ -9,7 +9,7 @@
 #include "trainscope/trainscope.h"
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
+  if (argc < 2 || argv[1][0] == '-') {  // a folder, not a flag misread as one
     std::fprintf(stderr, "usage: large_run OUT_DIR [EVENTS]\n");
     return 2;
   }

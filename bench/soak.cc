@@ -78,7 +78,7 @@ uint64_t DirectoryBytes(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
+  if (argc < 2 || argv[1][0] == '-') {  // a folder, not a flag misread as one
     std::fprintf(stderr, "usage: soak OUT_DIR [--events=N] [--rate=EVENTS_PER_S]\n");
     return 2;
   }
