@@ -35,17 +35,9 @@ namespace trainscope {
 namespace {
 
 using testing::Analyze;
-using testing::ComputeHtaBreakdown;
-using testing::ElementLikeObjects;
 using testing::HtaBreakdown;
-using testing::IdleRows;
-using testing::Kernel;
-using testing::Launch;
-using testing::Near;
 using testing::SharedTrace;
-using testing::Step;
 using testing::TempDir;
-using testing::WriteTrace;
 
 TEST(AnalyzeCliTest, JsonHasTheHtaObjectShapedLikeTheExpectedFile) {
   const testing::ProcessResult run = testing::RunProcess(

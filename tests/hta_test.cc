@@ -38,7 +38,6 @@ namespace {
 
 using testing::Analyze;
 using testing::ComputeHtaBreakdown;
-using testing::ElementLikeObjects;
 using testing::HtaBreakdown;
 using testing::IdleRows;
 using testing::Kernel;

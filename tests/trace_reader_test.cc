@@ -43,9 +43,7 @@ using testing::HtaBreakdown;
 using testing::IdleRows;
 using testing::Kernel;
 using testing::Launch;
-using testing::Near;
 using testing::SharedTrace;
-using testing::Step;
 using testing::TempDir;
 using testing::WriteTrace;
 

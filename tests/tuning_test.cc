@@ -730,8 +730,12 @@ TEST(ExperimentJsonTest, EveryFieldReadsBackAndIsDocumented) {
   experiment_fields::DescribeSpec(spec, keys);
   experiment_fields::DescribeVariant(spec.variants[0], true, keys);
   experiment_fields::DescribeTrial(result.trials[0], keys);
-  const std::string doc =
-      testing::ReadAll(std::string(TRAINSCOPE_SOURCE_DIR) + "/docs/experiments.md");
+  // The "experiment.json" section of the doc, not the whole page (generic
+  // keys such as `value` appear elsewhere).
+  std::string doc = testing::ReadAll(std::string(TRAINSCOPE_SOURCE_DIR) + "/docs/experiments.md");
+  const size_t section = doc.find("\n## experiment.json\n");
+  ASSERT_NE(section, std::string::npos);
+  doc = doc.substr(section, doc.find("\n## ", section + 1) - section);
   for (const std::string& key : keys.keys) {
     EXPECT_NE(doc.find("`" + key + "`"), std::string::npos) << key << " is not in experiments.md";
   }
@@ -763,6 +767,16 @@ TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
   absl::StatusOr<ExperimentRecord> record = ReadExperiment(path);
   ASSERT_FALSE(record.ok());
   EXPECT_EQ(record.status().message(), path + ": variants[1].trials[0].wall_s is not a number");
+
+  // The objective decides which way is better: never defaulted.
+  std::string no_objective = json;
+  const size_t objective = no_objective.find("\"objective\": \"time_to_target\",");
+  ASSERT_NE(objective, std::string::npos);
+  no_objective.erase(objective, std::string("\"objective\": \"time_to_target\",").size());
+  testing::WriteAll(path, no_objective);
+  record = ReadExperiment(path);
+  ASSERT_FALSE(record.ok());
+  EXPECT_EQ(record.status().message(), path + ": spec.objective: missing or malformed");
 
   std::string older = json;
   for (size_t at; (at = older.find("\"latency_p99_ms\": 3,")) != std::string::npos;) {

@@ -285,6 +285,7 @@ class Reader {
     simdjson::dom::array array;
     if (!Elements(r, key, &array)) return;
     const std::string path = r.Path(std::string(key) + "[]");
+    // `r` is not used past here: emplace_back below may move it.
     for (element e : array) {
       object obj;
       if (e.get_object().get(obj) != simdjson::SUCCESS) {

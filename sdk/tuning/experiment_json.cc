@@ -219,19 +219,27 @@ void WriteWorkload(ground::JsonWriter& j, const std::optional<Workload>& w) {
   j.EndObject();
 }
 
+// The JSON document in the file at `path`, parsed by `parser` (which owns
+// it). Errors: the read error, or InvalidArgument naming the path.
+absl::StatusOr<element> ParseFile(const std::string& path, simdjson::dom::parser& parser) {
+  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  element root;
+  if (auto error = parser.parse(*text).get(root); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: not valid JSON: {}", path, simdjson::error_message(error)));
+  }
+  return root;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
                                                         const ExperimentSpec& spec) {
-  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
-  if (!text.ok()) return text.status();
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(*text);
-  element root;
-  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: not valid JSON: {}", path, simdjson::error_message(error)));
-  }
+  absl::StatusOr<element> parsed = ParseFile(path, parser);
+  if (!parsed.ok()) return parsed.status();
+  const element root = *parsed;
   std::string_view hypothesis;
   simdjson::dom::array variants, command;
   if (root["hypothesis"].get_string().get(hypothesis) != simdjson::SUCCESS ||
@@ -295,15 +303,10 @@ absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
 }
 
 absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
-  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
-  if (!text.ok()) return text.status();
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(*text);
-  element root;
-  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: not valid JSON: {}", path, simdjson::error_message(error)));
-  }
+  absl::StatusOr<element> parsed = ParseFile(path, parser);
+  if (!parsed.ok()) return parsed.status();
+  const element root = *parsed;
   int64_t schema = 0;
   simdjson::dom::object verdict;
   if (root["schema_version"].get_int64().get(schema) != simdjson::SUCCESS ||
@@ -328,6 +331,14 @@ absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
   simdjson::dom::array list;
   if (spec_object["command"].get_array().get(list) != simdjson::SUCCESS) {
     return bad("spec.command");
+  }
+  // Written since the first experiment.json: an absent one is a damaged
+  // file, not an older one (the objective decides which way is better).
+  if (spec_object["objective"].get_string().get(text_value) != simdjson::SUCCESS) {
+    return bad("spec.objective");
+  }
+  if (element rollback; spec_object["rollback"].get(rollback) != simdjson::SUCCESS) {
+    return bad("spec.rollback");
   }
   absl::Status status;
   Reader spec_reader(path, spec_object, "spec", &status);
