@@ -42,7 +42,7 @@
 //   BM_recorded_phase_scope_nvtx_off  the same scope with Options::nvtx=false.
 //   BM_recorded_phase_scope_monotonic the same scope with Options::clock =
 //                             kMonotonic (two CLOCK_MONOTONIC reads).
-//   BM_nvtx_push_pop_no_tool  detail::NvtxPush + NvtxPop, no tool attached.
+//   BM_nvtx_push_pop_no_tool  internal::NvtxPush + NvtxPop, no tool attached.
 //   BM_ring_push_hot          ThreadBuffer::Push into a 256 KiB private ring
 //                             (cache-resident), drained (no-op sink) every
 //                             4096 events.
@@ -207,7 +207,7 @@ class RecordedSession {
       session_.reset();
       return;
     }
-    nvtx_on_ = trainscope::detail::NvtxOn();
+    nvtx_on_ = trainscope::internal::NvtxOn();
     process_cpu0_ = CpuNs(CLOCK_PROCESS_CPUTIME_ID);
     thread_cpu0_ = CpuNs(CLOCK_THREAD_CPUTIME_ID);
   }
@@ -431,9 +431,9 @@ void BM_disabled_range_macro(benchmark::State& state) {
 
 void BM_nvtx_push_pop_no_tool(benchmark::State& state) {
   for (auto _ : state) {
-    trainscope::detail::NvtxPush(static_cast<trainscope::NameId>(Phase::kForward), Phase::kForward,
-                                 7);
-    trainscope::detail::NvtxPop();
+    trainscope::internal::NvtxPush(static_cast<trainscope::NameId>(Phase::kForward),
+                                   Phase::kForward, 7);
+    trainscope::internal::NvtxPop();
   }
 }
 

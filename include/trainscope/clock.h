@@ -39,18 +39,18 @@ inline TimestampNs NowNs() noexcept {
   return static_cast<TimestampNs>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-namespace detail {
+namespace internal {
 // True while the active session records TSC ticks (set by Session::Start).
 extern std::atomic<bool> g_ticks_are_tsc;
-}  // namespace detail
+}  // namespace internal
 
-// The recorder's timestamp: TSC ticks while detail::g_ticks_are_tsc, else
+// The recorder's timestamp: TSC ticks while internal::g_ticks_are_tsc, else
 // NowNs(). Only meaningful to the session's drainer, which converts it.
 // Cost: a relaxed load, a predictable branch and `rdtsc` (about 10 ns here),
 // else NowNs()'s. Never fails.
 inline int64_t ReadTicks() noexcept {
 #if defined(__x86_64__)
-  if (__builtin_expect(detail::g_ticks_are_tsc.load(std::memory_order_relaxed), 1)) {
+  if (__builtin_expect(internal::g_ticks_are_tsc.load(std::memory_order_relaxed), 1)) {
     return static_cast<int64_t>(__rdtsc());
   }
 #endif

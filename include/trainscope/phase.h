@@ -32,7 +32,7 @@ enum class Phase : uint8_t {
 // Number of phases; valid values are 0 .. kPhaseCount - 1.
 inline constexpr int kPhaseCount = 9;
 
-namespace detail {
+namespace internal {
 // PhaseName's and PhaseColor's tables. At namespace scope: a table local
 // to the function was built on the stack at every call (about 250
 // instructions a steps.jsonl row).
@@ -49,19 +49,19 @@ inline constexpr uint32_t kPhaseColors[kPhaseCount] = {
     0xFF9C755F,  // eval: brown
     0xFFBAB0AC,  // other: grey
 };
-}  // namespace detail
+}  // namespace internal
 
 // The stable snake_case name of a phase ("data_wait", "h2d", "forward", ...),
 // used in trace.json, report.json and NVTX. Cost: a table lookup.
 constexpr std::string_view PhaseName(Phase phase) {
   const auto index = static_cast<unsigned>(phase);
-  return index < kPhaseCount ? detail::kPhaseNames[index] : std::string_view("unknown");
+  return index < kPhaseCount ? internal::kPhaseNames[index] : std::string_view("unknown");
 }
 
 // The ARGB color of a phase's NVTX range in Nsight Systems.
 constexpr uint32_t PhaseColor(Phase phase) {
   const auto index = static_cast<unsigned>(phase);
-  return index < kPhaseCount ? detail::kPhaseColors[index] : 0xFF000000u;
+  return index < kPhaseCount ? internal::kPhaseColors[index] : 0xFF000000u;
 }
 
 // True for the phases that keep the accelerator (or, without one, the CPU)

@@ -186,7 +186,9 @@ class ThreadBuffer {
   std::atomic<bool> retired_{false};
 };
 
-namespace detail {
+// Not public API (it may change without notice): the state the inline
+// hot path reads, visible here only so that the compiler can inline it.
+namespace internal {
 
 // The generation of the active session, 0 when none is active. Every
 // Session::Start takes a new generation, so a thread notices a new session
@@ -226,7 +228,7 @@ extern TRAINSCOPE_THREAD_LOCAL ThreadState t_thread;
 // active any more.
 ThreadBuffer* RegisterCurrentThread(uint32_t generation);
 
-}  // namespace detail
+}  // namespace internal
 
 // The calling thread's ring in the active session, registering the thread on
 // its first call; nullptr when no session is active (one load and a
@@ -234,21 +236,21 @@ ThreadBuffer* RegisterCurrentThread(uint32_t generation);
 inline ThreadBuffer* ActiveBuffer() noexcept {
   // Acquire (a plain load on x86): what Session::Start set up before it
   // published the generation is visible to the scope.
-  const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
+  const uint32_t generation = internal::g_generation.load(std::memory_order_acquire);
   if (TRAINSCOPE_LIKELY(generation == 0)) return nullptr;
-  const detail::ThreadState& state = detail::t_thread;
+  const internal::ThreadState& state = internal::t_thread;
   if (TRAINSCOPE_LIKELY(state.generation == generation)) return state.buffer;
-  return detail::RegisterCurrentThread(generation);
+  return internal::RegisterCurrentThread(generation);
 }
 
 // True while a session is recording. Cost: one relaxed load.
 inline bool Recording() noexcept {
-  return detail::g_generation.load(std::memory_order_relaxed) != 0;
+  return internal::g_generation.load(std::memory_order_relaxed) != 0;
 }
 
 // The step index of the innermost active StepScope, or -1.
 inline int64_t CurrentStep() noexcept {
-  return detail::g_current_step.load(std::memory_order_relaxed);
+  return internal::g_current_step.load(std::memory_order_relaxed);
 }
 
 // Interns `name` for custom ranges and returns its stable id (the same name

@@ -26,7 +26,7 @@ namespace trainscope {
 
 class Session;
 
-namespace detail {
+namespace internal {
 // Out-of-line NVTX calls (sdk/nvtx). No-ops when NVTX is compiled out.
 void NvtxPush(NameId name, Phase phase, int64_t step) noexcept;
 void NvtxPushStep(int64_t step) noexcept;
@@ -43,7 +43,7 @@ inline ThreadBuffer* ScopeBuffer() noexcept {
   return ActiveBuffer();
 #endif
 }
-}  // namespace detail
+}  // namespace internal
 
 // Marks the enclosing block as `phase` (or as a custom named range).
 // Records a kRange Event at the end of the block. Not copyable or movable:
@@ -54,13 +54,13 @@ class PhaseScope {
   explicit PhaseScope(Phase phase) noexcept : PhaseScope(phase, static_cast<NameId>(phase)) {}
 
   // A range named `name` (from InternName) that counts as `phase`.
-  PhaseScope(Phase phase, NameId name) noexcept : buffer_(detail::ScopeBuffer()) {
+  PhaseScope(Phase phase, NameId name) noexcept : buffer_(internal::ScopeBuffer()) {
     if (buffer_ == nullptr) return;
     phase_ = phase;
     name_ = name;
     step_ = CurrentStep();
-    nvtx_ = detail::NvtxOn();
-    if (nvtx_) detail::NvtxPush(name, phase, step_);
+    nvtx_ = internal::NvtxOn();
+    if (nvtx_) internal::NvtxPush(name, phase, step_);
     const bool outermost = buffer_->OpenScope();
     start_ns_ = ReadTicks();
     if (outermost) buffer_->SetOpenStart(start_ns_);
@@ -69,7 +69,7 @@ class PhaseScope {
   ~PhaseScope() {
     if (buffer_ == nullptr) return;
     const TimestampNs end_ns = ReadTicks();
-    if (nvtx_) detail::NvtxPop();
+    if (nvtx_) internal::NvtxPop();
     buffer_->Push(
         Event{start_ns_, end_ns, step_, name_, EventKind::kRange, phase_, buffer_->ScopeDepth()});
     buffer_->CloseScope();
@@ -98,37 +98,37 @@ class StepScope {
   // time); `session` names it at the call site and is not kept.
   StepScope([[maybe_unused]] Session& session, StepIndex index,
             Samples samples = Samples(0)) noexcept
-      : buffer_(detail::ScopeBuffer()) {
+      : buffer_(internal::ScopeBuffer()) {
     index_ = index.value;
     samples_ = samples.value;
     if (buffer_ == nullptr) return;
-    previous_step_ = detail::g_current_step.exchange(index_, std::memory_order_relaxed);
-    if (TRAINSCOPE_UNLIKELY(detail::g_step_hook.load(std::memory_order_relaxed))) {
-      detail::OnStepBegin(index_);
+    previous_step_ = internal::g_current_step.exchange(index_, std::memory_order_relaxed);
+    if (TRAINSCOPE_UNLIKELY(internal::g_step_hook.load(std::memory_order_relaxed))) {
+      internal::OnStepBegin(index_);
     }
-    nvtx_ = detail::NvtxOn();
-    if (nvtx_) detail::NvtxPushStep(index_);
+    nvtx_ = internal::NvtxOn();
+    if (nvtx_) internal::NvtxPushStep(index_);
     const bool outermost = buffer_->OpenScope();
     start_ns_ = ReadTicks();
     if (outermost) buffer_->SetOpenStart(start_ns_);
     // A load and a store, not an exchange: one thread owns its steps, and a
     // locked read-modify-write would double the scope's cost.
-    previous_open_since_ = detail::g_step_open_since.load(std::memory_order_relaxed);
-    detail::g_step_open_since.store(start_ns_, std::memory_order_relaxed);
+    previous_open_since_ = internal::g_step_open_since.load(std::memory_order_relaxed);
+    internal::g_step_open_since.store(start_ns_, std::memory_order_relaxed);
   }
 
   ~StepScope() {
     if (buffer_ == nullptr) return;
     const TimestampNs end_ns = ReadTicks();
-    if (nvtx_) detail::NvtxPop();
-    detail::g_current_step.store(previous_step_, std::memory_order_relaxed);
+    if (nvtx_) internal::NvtxPop();
+    internal::g_current_step.store(previous_step_, std::memory_order_relaxed);
     const auto samples =
         static_cast<uint32_t>(samples_ < 0 ? 0 : (samples_ > 0xFFFFFFFF ? 0xFFFFFFFF : samples_));
     buffer_->Push(Event{start_ns_, end_ns, index_, samples, EventKind::kStep, Phase::kOther,
                         buffer_->ScopeDepth()});
     buffer_->CloseScope();
     // After the push (release): a drain that sees the step closed sees it.
-    detail::g_step_open_since.store(previous_open_since_, std::memory_order_release);
+    internal::g_step_open_since.store(previous_open_since_, std::memory_order_release);
   }
 
   // Ends the step now without recording it, for a step opened before it
@@ -138,10 +138,10 @@ class StepScope {
   // Cost: a few stores (and an NVTX pop).
   void Discard() noexcept {
     if (buffer_ == nullptr) return;
-    if (nvtx_) detail::NvtxPop();
-    detail::g_current_step.store(previous_step_, std::memory_order_relaxed);
+    if (nvtx_) internal::NvtxPop();
+    internal::g_current_step.store(previous_step_, std::memory_order_relaxed);
     buffer_->CloseScope();
-    detail::g_step_open_since.store(previous_open_since_, std::memory_order_release);
+    internal::g_step_open_since.store(previous_open_since_, std::memory_order_release);
     buffer_ = nullptr;
   }
 
@@ -177,20 +177,20 @@ class AsyncRange {
   // atomic decrement). Inactive when no session is recording.
   static AsyncRange Begin(Phase phase, NameId name) noexcept {
     AsyncRange range;
-    ThreadBuffer* buffer = detail::ScopeBuffer();
+    ThreadBuffer* buffer = internal::ScopeBuffer();
     if (buffer == nullptr) return range;
-    range.generation_ = detail::g_generation.load(std::memory_order_relaxed);
+    range.generation_ = internal::g_generation.load(std::memory_order_relaxed);
     if (range.generation_ == 0) return range;  // the session ended meanwhile
     range.begin_thread_ = buffer->index();
     range.phase_ = phase;
     range.name_ = name;
     range.step_ = CurrentStep();
-    if (detail::NvtxOn()) {
+    if (internal::NvtxOn()) {
       range.nvtx_ = true;
-      range.nvtx_id_ = detail::NvtxStart(name, phase, range.step_);
+      range.nvtx_id_ = internal::NvtxStart(name, phase, range.step_);
     }
     // Before the start is read: the drain waits for open ranges.
-    detail::g_async.fetch_add(detail::kAsyncBegun + 1, std::memory_order_seq_cst);
+    internal::g_async.fetch_add(internal::kAsyncBegun + 1, std::memory_order_seq_cst);
     range.start_ns_ = ReadTicks();
     return range;
   }
@@ -201,14 +201,15 @@ class AsyncRange {
   void End() noexcept {
     if (generation_ == 0) return;
     const TimestampNs end_ns = ReadTicks();
-    if (nvtx_) detail::NvtxEnd(nvtx_id_);
-    ThreadBuffer* buffer = detail::ScopeBuffer();
-    if (buffer != nullptr && detail::g_generation.load(std::memory_order_relaxed) == generation_) {
+    if (nvtx_) internal::NvtxEnd(nvtx_id_);
+    ThreadBuffer* buffer = internal::ScopeBuffer();
+    if (buffer != nullptr &&
+        internal::g_generation.load(std::memory_order_relaxed) == generation_) {
       buffer->Push(
           Event{start_ns_, end_ns, step_, name_, EventKind::kAsync, phase_, begin_thread_});
     }
     // After the push (release): a drain that sees none open sees the Event.
-    detail::g_async.fetch_sub(1, std::memory_order_release);
+    internal::g_async.fetch_sub(1, std::memory_order_release);
     generation_ = 0;
   }
 

@@ -107,7 +107,7 @@ void NameThread(uint32_t os_tid, std::string_view name) {
 
 // These run only while g_nvtx_enabled, which Session::Start sets after
 // Initialize(), so g_domain is set.
-namespace trainscope::detail {
+namespace trainscope::internal {
 
 void NvtxPush(NameId name, Phase phase, int64_t step) noexcept {
   const nvtxEventAttributes_t attr = nvtx::RangeAttributes(name, phase, step);
@@ -129,7 +129,7 @@ uint64_t NvtxStart(NameId name, Phase phase, int64_t step) noexcept {
 
 void NvtxEnd(uint64_t range_id) noexcept { nvtxDomainRangeEnd(nvtx::HotDomain().handle, range_id); }
 
-}  // namespace trainscope::detail
+}  // namespace trainscope::internal
 
 #else  // !TRAINSCOPE_WITH_NVTX
 
@@ -140,12 +140,12 @@ void NameThread(uint32_t, std::string_view) {}
 
 }  // namespace trainscope::nvtx
 
-namespace trainscope::detail {
+namespace trainscope::internal {
 void NvtxPush(NameId, Phase, int64_t) noexcept {}
 void NvtxPushStep(int64_t) noexcept {}
 void NvtxPop() noexcept {}
 uint64_t NvtxStart(NameId, Phase, int64_t) noexcept { return 0; }
 void NvtxEnd(uint64_t) noexcept {}
-}  // namespace trainscope::detail
+}  // namespace trainscope::internal
 
 #endif  // TRAINSCOPE_WITH_NVTX

@@ -2,7 +2,7 @@
 //
 // One process-wide domain with a category and color per Phase, a registered
 // string per range name, and the step index as each range's payload. The
-// scope hooks reach it through the detail::Nvtx* functions in scope.h. With
+// scope hooks reach it through the internal::Nvtx* functions in scope.h. With
 // NVTX compiled out (no CUDA toolkit at configure time) every function here is
 // a no-op and Available() is false.
 #ifndef TRAINSCOPE_SDK_NVTX_NVTX_H_

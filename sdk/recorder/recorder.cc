@@ -16,7 +16,7 @@
 
 namespace trainscope {
 
-namespace detail {
+namespace internal {
 std::atomic<uint32_t> g_generation{0};
 std::atomic<int64_t> g_current_step{-1};
 std::atomic<int64_t> g_step_open_since{-1};
@@ -29,7 +29,7 @@ TRAINSCOPE_THREAD_LOCAL ThreadState t_thread = {nullptr, 0};
 ThreadBuffer* RegisterCurrentThread(uint32_t generation) {
   return recorder::ThreadRegistry::Get().RegisterCurrentThread(generation, /*counts_event=*/true);
 }
-}  // namespace detail
+}  // namespace internal
 
 namespace {
 size_t FloorPowerOfTwo(size_t n) {
@@ -54,7 +54,7 @@ thread_local ThreadOwner t_owner;
 thread_local bool t_exited = false;
 ThreadOwner::~ThreadOwner() {
   t_exited = true;
-  detail::t_thread = detail::ThreadState{nullptr, 0};
+  internal::t_thread = internal::ThreadState{nullptr, 0};
   if (current != nullptr) current->Retire();
   if (previous != nullptr) previous->Retire();
 }
@@ -146,7 +146,7 @@ ThreadBuffer* ThreadRegistry::RegisterCurrentThread(uint32_t generation, bool co
   retired = std::move(t_owner.previous);
   t_owner.previous = std::move(t_owner.current);
   t_owner.current = buffer;
-  detail::t_thread = detail::ThreadState{buffer.get(), generation};
+  internal::t_thread = internal::ThreadState{buffer.get(), generation};
   return buffer.get();
 }
 
@@ -234,8 +234,8 @@ void NameThisThread(std::string_view name) {
   recorder::ThreadRegistry::Get().SetThreadName(tid, std::string(name));
   nvtx::NameThread(tid, name);
   // Register now, so the thread shows even if it records nothing.
-  const uint32_t generation = detail::g_generation.load(std::memory_order_acquire);
-  if (generation != 0 && detail::t_thread.generation != generation) {
+  const uint32_t generation = internal::g_generation.load(std::memory_order_acquire);
+  if (generation != 0 && internal::t_thread.generation != generation) {
     recorder::ThreadRegistry::Get().RegisterCurrentThread(generation, /*counts_event=*/false);
   }
 }

@@ -31,7 +31,7 @@ void Session::Impl::StartDeviceTimeline() {
   const bool windowed = options.profile_start_step >= 0 || options.profile_stop_step >= 0;
   if (windowed) {
     collector->SetActive(options.profile_start_step <= 0);
-    detail::g_step_hook.store(true, std::memory_order_relaxed);
+    internal::g_step_hook.store(true, std::memory_order_relaxed);
   }
 }
 
@@ -131,7 +131,7 @@ void Session::Impl::ChooseClock() {
                      ? "clock_monotonic (Options::clock)"
                      : fmt::format("clock_monotonic ({})", why_not);
   }
-  detail::g_ticks_are_tsc.store(tsc, std::memory_order_relaxed);
+  internal::g_ticks_are_tsc.store(tsc, std::memory_order_relaxed);
 }
 
 void Session::Impl::DrainOnce(bool final) {
@@ -149,7 +149,7 @@ void Session::Impl::DrainOnce(bool final) {
   // thread's open scope (`bound` below): that one is waited for at most
   // fold_delay_ms while async ranges are open, an open step always.
   const TimestampNs now = NowNs();
-  const int64_t open_ticks = detail::g_step_open_since.load(std::memory_order_acquire);
+  const int64_t open_ticks = internal::g_step_open_since.load(std::memory_order_acquire);
   // With the TSC, 1 ms of margin: the same tick may convert a little earlier
   // at a later drain (interpolated then, extrapolated now), and the fold
   // must not have passed the step's start by then.
@@ -158,7 +158,7 @@ void Session::Impl::DrainOnce(bool final) {
   // Read before the rings too: an async range has no thread's scope to
   // stand for it, and device sync times come late; while one is open, or
   // once the run measures them, the fold waits fold_delay_ms.
-  const uint64_t async = detail::g_async.load(std::memory_order_seq_cst);
+  const uint64_t async = internal::g_async.load(std::memory_order_seq_cst);
   const bool wait_full_delay =
       (async & 0xFFFFFFFF) != 0 || device_sync_expected.load(std::memory_order_relaxed);
   // An async range that began since the last drain and ended since may be

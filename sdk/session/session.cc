@@ -246,11 +246,12 @@ absl::StatusOr<Session> Session::Start(Options options) {
   if (impl->generation == 0) impl->generation = g_last_generation.fetch_add(1) + 1;
   const size_t capacity = impl->options.buffer_bytes_per_thread.value / sizeof(Event);
   recorder::ThreadRegistry::Get().BeginSession(impl->generation, capacity);
-  detail::g_current_step.store(-1, std::memory_order_relaxed);
-  detail::g_step_open_since.store(-1, std::memory_order_relaxed);
+  internal::g_current_step.store(-1, std::memory_order_relaxed);
+  internal::g_step_open_since.store(-1, std::memory_order_relaxed);
   if (impl->options.nvtx) nvtx::Initialize();
-  detail::g_nvtx_enabled.store(impl->options.nvtx && nvtx::Available(), std::memory_order_relaxed);
-  detail::g_generation.store(impl->generation, std::memory_order_release);
+  internal::g_nvtx_enabled.store(impl->options.nvtx && nvtx::Available(),
+                                 std::memory_order_relaxed);
+  internal::g_generation.store(impl->generation, std::memory_order_release);
   Impl* raw = impl.get();
   g_active_impl.store(raw, std::memory_order_release);
   impl->drainer = std::thread([raw] {
@@ -261,14 +262,14 @@ absl::StatusOr<Session> Session::Start(Options options) {
   return Session(std::shared_ptr<Impl>(std::move(impl)), /*owner=*/true);
 }
 
-namespace detail {
+namespace internal {
 void OnStepBegin(int64_t step) noexcept {
   Session::Impl* impl = g_active_impl.load(std::memory_order_acquire);
   if (impl != nullptr && impl->collector != nullptr) {
     impl->collector->SetActive(impl->InProfileWindow(step));
   }
 }
-}  // namespace detail
+}  // namespace internal
 
 Session::Session(std::shared_ptr<Impl> impl, bool owner) : impl_(std::move(impl)), owner_(owner) {}
 Session::Session(Session&& other) noexcept = default;
@@ -349,11 +350,11 @@ absl::StatusOr<Report> Session::Finish() {
     }
   }
   const TimestampNs finish_ns = NowNs();
-  detail::g_generation.store(0, std::memory_order_release);
-  detail::g_step_hook.store(false, std::memory_order_relaxed);
+  internal::g_generation.store(0, std::memory_order_release);
+  internal::g_step_hook.store(false, std::memory_order_relaxed);
   g_active_impl.store(nullptr, std::memory_order_release);
-  detail::g_nvtx_enabled.store(false, std::memory_order_relaxed);
-  detail::g_current_step.store(-1, std::memory_order_relaxed);
+  internal::g_nvtx_enabled.store(false, std::memory_order_relaxed);
+  internal::g_current_step.store(-1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.stop = true;
@@ -377,7 +378,7 @@ absl::StatusOr<Report> Session::Finish() {
     if (entry.buffer == nullptr) continue;
     events.dropped += static_cast<int64_t>(entry.buffer->dropped() + entry.buffer->pending());
   }
-  if (detail::g_step_open_since.load(std::memory_order_acquire) >= 0) ++events.dropped;
+  if (internal::g_step_open_since.load(std::memory_order_acquire) >= 0) ++events.dropped;
   events.recorded = s.recorded;
   events.clock = s.clock_note;
   if (s.tsc) {
