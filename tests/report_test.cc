@@ -22,6 +22,7 @@
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/export/summary.h"
+#include "tests/json_fields_testing.h"
 #include "tests/test_util.h"
 
 namespace trainscope {
@@ -104,108 +105,6 @@ TEST(ReportJsonTest, RoundTripsEveryDocumentedField) {
   EXPECT_EQ(exporter::ReportToJson(*out), exporter::ReportToJson(in));
 }
 
-// Visitors of sdk/export/report_fields.h, the one list of report.json's
-// fields: the dotted path of each ("phases.<phase>.steps"), and a report
-// with every field set apart from its default and from the others.
-class FieldPaths {
- public:
-  template <typename T>
-  void Field(std::string_view key, T&, unsigned) {
-    Add(key);
-  }
-  template <typename Fn>
-  void Object(std::string_view key, unsigned, Fn&& fn) {
-    Within(key, fn);
-  }
-  template <typename S, typename Fn>
-  void Nullable(std::string_view key, std::optional<S>&, Fn&& fn) {
-    S s;
-    Within(key, [&] { fn(s); });
-  }
-  template <typename S, typename Fn>
-  void Keyed(std::string_view key, std::string_view placeholder, unsigned, std::vector<S>&,
-             std::string S::*, Fn&& fn) {
-    S s;
-    Within(key, [&] { Within(placeholder, [&] { fn(s); }); });
-  }
-  template <typename S, typename Fn>
-  void Array(std::string_view key, std::vector<S>&, Fn&& fn) {
-    S s;
-    Within(std::string(key) + "[]", [&] { fn(s); });
-  }
-  template <typename T>
-  void Strings(std::string_view key, T&) {
-    Add(key);
-  }
-  template <typename T>
-  void Numbers(std::string_view key, T&) {
-    Add(key);
-  }
-  void Ints(std::string_view key, std::vector<int>&) { Add(key); }
-
-  std::set<std::string> paths;
-
- private:
-  void Add(std::string_view key) { paths.insert(prefix_ + std::string(key)); }
-  template <typename Fn>
-  void Within(std::string_view key, Fn&& fn) {
-    const size_t size = prefix_.size();
-    prefix_ += std::string(key) + ".";
-    fn();
-    prefix_.resize(size);
-  }
-  std::string prefix_;
-};
-
-class FillEveryField {
- public:
-  void Field(std::string_view, std::string& v, unsigned) { v = fmt::format("v{}", ++n_); }
-  void Field(std::string_view, bool& v, unsigned) { v = true; }  // every default is false
-  void Field(std::string_view, double& v, unsigned) { v = Fraction(); }
-  void Field(std::string_view, std::optional<double>& v, unsigned) { v = Fraction(); }
-  void Field(std::string_view, std::optional<bool>& v, unsigned) { v = true; }
-  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
-  void Field(std::string_view, Int& v, unsigned) {
-    v = static_cast<Int>(++n_);
-  }
-  template <typename Fn>
-  void Object(std::string_view, unsigned, Fn&& fn) {
-    fn();
-  }
-  template <typename S, typename Fn>
-  void Nullable(std::string_view, std::optional<S>& section, Fn&& fn) {
-    fn(section.emplace());
-  }
-  template <typename S, typename Fn>
-  void Keyed(std::string_view, std::string_view, unsigned, std::vector<S>& items,
-             std::string S::*name, Fn&& fn) {
-    for (int i = 0; i < 2; ++i) {
-      S& item = items.emplace_back();
-      item.*name = fmt::format("k{}", ++n_);
-      fn(item);
-    }
-  }
-  template <typename S, typename Fn>
-  void Array(std::string_view, std::vector<S>& items, Fn&& fn) {
-    for (int i = 0; i < 2; ++i) fn(items.emplace_back());
-  }
-  void Strings(std::string_view, std::vector<std::pair<std::string, std::string>>& kv) {
-    for (int i = 0; i < 2; ++i) {
-      const int n = ++n_;
-      kv.emplace_back(fmt::format("k{}", n), fmt::format("v{}", n));
-    }
-  }
-  void Numbers(std::string_view, std::vector<std::pair<std::string, double>>& kv) {
-    for (int i = 0; i < 2; ++i) kv.emplace_back(fmt::format("k{}", ++n_), Fraction());
-  }
-  void Ints(std::string_view, std::vector<int>& values) { values = {++n_, ++n_}; }
-
- private:
-  // In (0, 1), so that shares stay shares; distinct for each field.
-  double Fraction() { return 1.0 / (++n_ + 2); }
-  int n_ = 0;
-};
-
 // The dotted keys in the "Field" column of docs/report-schema.md's tables,
 // from "## Fields" to the next level-2 heading.
 std::set<std::string> DocumentedReportKeys() {
@@ -243,7 +142,7 @@ std::set<std::string> DocumentedReportKeys() {
 // default reads back the same.
 TEST(ReportSchemaTest, EveryDocumentedKeyIsAFieldAndEveryFieldRoundTrips) {
   Report unused;
-  FieldPaths described;
+  testing::FieldPaths described;
   exporter::report_fields::DescribeReport(unused, described);
   const std::set<std::string> documented = DocumentedReportKeys();
   std::vector<std::string> undocumented, unknown;
@@ -258,7 +157,7 @@ TEST(ReportSchemaTest, EveryDocumentedKeyIsAFieldAndEveryFieldRoundTrips) {
   EXPECT_GT(described.paths.size(), 100u);
 
   Report filled;
-  FillEveryField fill;
+  testing::FillEveryField fill;
   exporter::report_fields::DescribeReport(filled, fill);
   filled.schema_version = kReportSchemaVersion;
   const std::string json = exporter::ReportToJson(filled);
@@ -284,7 +183,7 @@ TEST(ReportSchemaTest, AFieldMissingInAnySectionIsNamedByItsPath) {
   for (const auto& [field, path] : std::vector<std::pair<std::string, std::string>>{
            {"\"share_of_steps\"", "phases.forward.share_of_steps"},
            {"\"mean\"", "counters.loader.queue_depth.mean"},
-           {"\"duration_ms\"", "trace.slowest[].duration_ms"},
+           {"\"duration_ms\"", "trace.slowest[0].duration_ms"},
            {"\"p99_ms\"", "serving.p99_ms"},
            {"\"expected_lost_s_per_failure\"", "checkpoint.expected_lost_s_per_failure"}}) {
     std::string broken = json;
@@ -295,6 +194,27 @@ TEST(ReportSchemaTest, AFieldMissingInAnySectionIsNamedByItsPath) {
     ASSERT_FALSE(out.ok()) << field;
     EXPECT_EQ(out.status().message(), "r.json: field '" + path + "' is missing");
   }
+}
+
+// ground/json_fields.h's reader: an integer that does not fit its field
+// is refused (not wrapped), and a required section that is null is named.
+TEST(ReportSchemaTest, AnIntegerOutOfRangeOrANullSectionIsNamed) {
+  const std::string json = exporter::ReportToJson(SampleReport());
+  std::string wide = json;
+  const size_t rank = wide.find("\"rank\": ");
+  ASSERT_NE(rank, std::string::npos);
+  wide.insert(rank + 8, "4294967296");  // "rank": 4294967296<the digits>: over int's range
+  absl::StatusOr<Report> out = exporter::ParseReportJson(wide, "r.json");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "r.json: field 'run.rank' is out of range");
+
+  std::string null_section = json;
+  const size_t timing = null_section.find("\"timing\": {");
+  ASSERT_NE(timing, std::string::npos);
+  null_section.replace(timing, null_section.find('}', timing) + 1 - timing, "\"timing\": null");
+  out = exporter::ParseReportJson(null_section, "r.json");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "r.json: field 'timing' is not an object");
 }
 
 TEST(ReportJsonTest, ARunThatServedNothingHasNullServing) {

@@ -26,6 +26,7 @@
 #include "sdk/tuning/gpu_covariates.h"
 #include "sdk/tuning/statistics.h"
 #include "sdk/tuning/verdict.h"
+#include "tests/json_fields_testing.h"
 #include "tests/test_util.h"
 
 namespace trainscope::tuning {
@@ -620,39 +621,12 @@ TEST(ExperimentTest, GpuCovariatesAreSampledWhileEachTrialRuns) {
             "sw_power_cap, hw_thermal_slowdown, 0x1000");
 }
 
-// Visitors of sdk/tuning/experiment_fields.h: one sets every field apart
-// from its default and the others; one prints each as path=value.
-class FillFields {
- public:
-  void Field(std::string_view, std::string& v) { v = fmt::format("v{}", ++n_); }
-  void Field(std::string_view, bool& v) { v = !v; }
-  void Field(std::string_view, double& v) { v = ++n_ + 0.5; }
-  void Field(std::string_view, std::optional<double>& v) { v = ++n_ + 0.25; }
-  void Field(std::string_view, std::optional<std::string>& v) { v = fmt::format("o{}", ++n_); }
-  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
-  void Field(std::string_view, Int& v) {
-    v = static_cast<Int>(++n_);
-  }
-  void Written(std::string_view, bool) {}
-  void List(std::string_view, std::vector<std::string>& v) {
-    v = {fmt::format("a{}", ++n_), fmt::format("b{}", n_)};
-  }
-  void Pairs(std::string_view, std::vector<std::pair<std::string, std::string>>& v) {
-    v = {{fmt::format("k{}", ++n_), "x"}, {fmt::format("k{}", ++n_), "y"}};
-  }
-  template <typename Fn>
-  void Object(std::string_view, bool, Fn&& fn) {
-    fn();
-  }
-
- private:
-  int n_ = 0;
-};
-
+// Prints each field of sdk/tuning/experiment_fields.h as path=value, and
+// collects every key, at any depth.
 class PrintFields {
  public:
   template <typename T>
-  void Field(std::string_view key, const T& v) {
+  void Field(std::string_view key, const T& v, unsigned) {
     if constexpr (std::is_same_v<T, std::optional<double>> ||
                   std::is_same_v<T, std::optional<std::string>>) {
       out.push_back(v ? fmt::format("{}{}={}", prefix_, key, *v)
@@ -662,20 +636,24 @@ class PrintFields {
     }
     keys.insert(std::string(key));
   }
-  void Written(std::string_view key, bool) { keys.insert(std::string(key)); }
+  void WriteOnly(std::string_view key, bool) { keys.insert(std::string(key)); }
   template <typename T>
-  void List(std::string_view key, const T& v) {
+  void List(std::string_view key, const T& v, unsigned) {
     out.push_back(fmt::format("{}{}=[{}]", prefix_, key, fmt::join(v, ",")));
     keys.insert(std::string(key));
   }
   template <typename T>
-  void Pairs(std::string_view key, const T& v) {
+  void Strings(std::string_view key, const T& v, unsigned) {
     for (const auto& [k, value] : v)
       out.push_back(fmt::format("{}{}.{}={}", prefix_, key, k, value));
     keys.insert(std::string(key));
   }
   template <typename Fn>
-  void Object(std::string_view key, bool, Fn&& fn) {
+  void ObjectOrNull(std::string_view key, bool, unsigned flags, Fn&& fn) {
+    Object(key, flags, fn);
+  }
+  template <typename Fn>
+  void Object(std::string_view key, unsigned, Fn&& fn) {
     keys.insert(std::string(key));
     const std::string outer = prefix_;
     prefix_ += std::string(key) + ".";
@@ -706,7 +684,7 @@ std::vector<std::string> Printed(const ExperimentSpec& spec, const std::vector<T
 TEST(ExperimentJsonTest, EveryFieldReadsBackAndIsDocumented) {
   testing::TempDir dir;
   ExperimentSpec spec;
-  FillFields fill;
+  testing::FillEveryField fill;
   experiment_fields::DescribeSpec(spec, fill);
   spec.hypothesis = "every field";
   spec.variants.resize(2);
@@ -766,7 +744,8 @@ TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
   testing::WriteAll(path, mistyped);
   absl::StatusOr<ExperimentRecord> record = ReadExperiment(path);
   ASSERT_FALSE(record.ok());
-  EXPECT_EQ(record.status().message(), path + ": variants[1].trials[0].wall_s is not a number");
+  EXPECT_EQ(record.status().message(),
+            path + ": field 'variants[1].trials[0].wall_s' is not a number");
 
   // The objective decides which way is better: never defaulted.
   std::string no_objective = json;
@@ -776,7 +755,7 @@ TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
   testing::WriteAll(path, no_objective);
   record = ReadExperiment(path);
   ASSERT_FALSE(record.ok());
-  EXPECT_EQ(record.status().message(), path + ": spec.objective: missing or malformed");
+  EXPECT_EQ(record.status().message(), path + ": field 'spec.objective' is missing");
 
   std::string older = json;
   for (size_t at; (at = older.find("\"latency_p99_ms\": 3,")) != std::string::npos;) {

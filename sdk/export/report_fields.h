@@ -7,36 +7,19 @@
 // of this one list, so a field cannot be written and never read, or
 // documented and never written.
 //
-// A visitor V provides, each taking the key first:
-//   Field(key, T& value, Flags)           T: std::string, bool, double,
-//                                         integers, std::optional<double>,
-//                                         std::optional<bool>
-//   Object(key, Flags, fn())              a section; fn describes its fields
-//   Nullable(key, std::optional<S>&, fn(S&))  a section written as null
-//                                         when empty
-//   Keyed(key, placeholder, Flags, std::vector<S>&, std::string S::*name,
-//         fn(S&))                         an object of sections keyed by
-//                                         S::*name ("phases.<phase>.steps")
-//   Array(key, std::vector<S>&, fn(S&))   an array of objects
-//   Strings(key, pairs&) / Numbers(key, pairs&)  objects whose keys are data
-//   Ints(key, std::vector<int>&)          an array of integers
-// with R = Report (reading) or const Report (writing).
+// The visitor vocabulary, and what reading does with the flags, is
+// sdk/ground/json_fields.h. R = Report (reading) or const Report (writing).
 #ifndef TRAINSCOPE_SDK_EXPORT_REPORT_FIELDS_H_
 #define TRAINSCOPE_SDK_EXPORT_REPORT_FIELDS_H_
 
+#include "sdk/ground/json_fields.h"
 #include "trainscope/report.h"
 
 namespace trainscope::exporter::report_fields {
 
-// How a field may appear in a file written by an older trainscope.
-enum Flags : unsigned {
-  kRequired = 0,
-  // May be absent (added within a version: reads as its default); a
-  // section may also be null.
-  kAbsentOk = 1u << 0,
-  // A string written as null when empty (and read so).
-  kEmptyIsNull = 1u << 1,
-};
+using ground::json_fields::kAbsentOk;
+using ground::json_fields::kEmptyIsNull;
+using ground::json_fields::kRequired;
 
 template <typename R, typename V>
 void DescribeReport(R& r, V& v) {
@@ -68,7 +51,7 @@ void DescribeReport(R& r, V& v) {
     v.Field("memory_gib", r.resource_request.memory_gib, kRequired);
     v.Field("description", r.resource_request.description, kRequired);
   });
-  v.Strings("config", r.config);
+  v.Strings("config", r.config, kRequired);
   v.Object("timing", kRequired, [&] {
     v.Field("queue_delay_s", r.timing.queue_delay_s, kRequired);
     v.Field("startup_s", r.timing.startup_s, kRequired);
@@ -98,7 +81,7 @@ void DescribeReport(R& r, V& v) {
     v.Field("idle_s", r.idle.idle_s, kRequired);
     v.Field("window_s", r.idle.window_s, kRequired);
     v.Field("busy_source", r.idle.busy_source, kRequired);
-    v.Numbers("by_cause", r.idle.by_cause);
+    v.Numbers("by_cause", r.idle.by_cause, kRequired);
     v.Field("top_cause", r.idle.top_cause, kRequired);
   });
   // Added to version 1 after its first release.
@@ -107,7 +90,7 @@ void DescribeReport(R& r, V& v) {
     v.Field("records", r.device_timeline.records, kRequired);
     v.Field("dropped", r.device_timeline.dropped, kRequired);
     v.Field("kernels", r.device_timeline.kernels, kRequired);
-    v.Numbers("busy_s_by_phase", r.device_timeline.busy_s_by_phase);
+    v.Numbers("busy_s_by_phase", r.device_timeline.busy_s_by_phase, kRequired);
   });
   v.Object("utilization", kAbsentOk, [&] {
     v.Field("allocated_device_hours", r.utilization.allocated_device_hours, kRequired);
@@ -174,7 +157,7 @@ void DescribeReport(R& r, V& v) {
   });
   v.Object("distributed", kAbsentOk, [&] {
     v.Field("backend", r.distributed.backend, kRequired);
-    v.Ints("missing_ranks", r.distributed.missing_ranks);
+    v.Ints("missing_ranks", r.distributed.missing_ranks, kRequired);
     v.Field("error", r.distributed.error, kRequired);
     // Written since 2026-12-05.
     v.Field("device_sync_s", r.distributed.device_sync_s, kAbsentOk);

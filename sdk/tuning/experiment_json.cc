@@ -14,6 +14,7 @@
 
 #include "fmt/format.h"
 #include "sdk/ground/files.h"
+#include "sdk/ground/json_fields.h"
 #include "sdk/ground/json_writer.h"
 #include "sdk/tuning/experiment.h"
 #include "sdk/tuning/experiment_fields.h"
@@ -22,169 +23,6 @@ namespace trainscope::tuning {
 namespace {
 
 using simdjson::dom::element;
-
-// Writes the fields experiment_fields.h describes.
-class Writer {
- public:
-  explicit Writer(ground::JsonWriter* j) : j_(*j) {}
-
-  void Field(std::string_view key, const std::string& v) { j_.Key(key).String(v); }
-  void Field(std::string_view key, bool v) { j_.Key(key).Bool(v); }
-  void Field(std::string_view key, double v) { j_.Key(key).Number(v); }
-  void Field(std::string_view key, const std::optional<double>& v) { j_.Key(key).Number(v); }
-  void Field(std::string_view key, const std::optional<std::string>& v) {
-    if (v) {
-      j_.Key(key).String(*v);
-    } else {
-      j_.Key(key).Null();
-    }
-  }
-  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
-  void Field(std::string_view key, Int v) {
-    j_.Key(key).Int(static_cast<int64_t>(v));
-  }
-  void Written(std::string_view key, bool v) { j_.Key(key).Bool(v); }
-  void List(std::string_view key, const std::vector<std::string>& values) {
-    j_.Key(key).BeginArray();
-    for (const std::string& v : values) j_.String(v);
-    j_.EndArray();
-  }
-  void Pairs(std::string_view key, const std::vector<std::pair<std::string, std::string>>& kv) {
-    j_.Key(key).BeginObject();
-    for (const auto& [k, v] : kv) j_.Key(k).String(v);
-    j_.EndObject();
-  }
-  template <typename Fn>
-  void Object(std::string_view key, bool null, Fn&& fn) {
-    if (null) {
-      j_.Key(key).Null();
-      return;
-    }
-    j_.Key(key).BeginObject();
-    fn();
-    j_.EndObject();
-  }
-
- private:
-  ground::JsonWriter& j_;
-};
-
-// Reads the fields experiment_fields.h describes from the object at the
-// top of its stack. An absent field keeps its default; one of the wrong
-// type is an error naming the file and the field's path (the first one
-// only).
-class Reader {
- public:
-  Reader(std::string_view file, simdjson::dom::object object, std::string path,
-         absl::Status* status)
-      : file_(file), status_(status) {
-    stack_.push_back({object, std::move(path)});
-  }
-
-  template <typename T>
-  void Field(std::string_view key, T& out) {
-    element e;
-    if (Find(key, &e)) Read(key, e, out);
-  }
-  void Written(std::string_view, bool) {}
-  void List(std::string_view key, std::vector<std::string>& out) {
-    element e;
-    if (!Find(key, &e)) return;
-    simdjson::dom::array array;
-    if (e.get_array().get(array) != simdjson::SUCCESS) return Fail(key, "is not an array");
-    out.clear();
-    for (element item : array) {
-      std::string_view v;
-      if (item.get_string().get(v) != simdjson::SUCCESS) {
-        return Fail(key, "holds a value that is not a string");
-      }
-      out.emplace_back(v);
-    }
-  }
-  void Pairs(std::string_view key, std::vector<std::pair<std::string, std::string>>& out) {
-    element e;
-    if (!Find(key, &e)) return;
-    simdjson::dom::object object;
-    if (e.get_object().get(object) != simdjson::SUCCESS) return Fail(key, "is not an object");
-    out.clear();
-    for (auto field : object) {
-      std::string_view v;
-      if (field.value.get_string().get(v) != simdjson::SUCCESS) {
-        return Fail(fmt::format("{}.{}", key, field.key), "is not a string");
-      }
-      out.emplace_back(std::string(field.key), std::string(v));
-    }
-  }
-  template <typename Fn>
-  void Object(std::string_view key, bool, Fn&& fn) {
-    element e;
-    if (!Find(key, &e) || e.is_null()) return;
-    simdjson::dom::object object;
-    if (e.get_object().get(object) != simdjson::SUCCESS) return Fail(key, "is not an object");
-    stack_.push_back({object, Path(key)});
-    fn();
-    stack_.pop_back();
-  }
-
- private:
-  struct Level {
-    simdjson::dom::object object;
-    std::string path;
-  };
-
-  bool Find(std::string_view key, element* e) {
-    return status_->ok() && stack_.back().object[key].get(*e) == simdjson::SUCCESS;
-  }
-  std::string Path(std::string_view key) const {
-    const std::string& path = stack_.back().path;
-    return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
-  }
-  void Fail(std::string_view key, std::string_view problem) {
-    if (status_->ok()) {
-      *status_ = absl::InvalidArgumentError(fmt::format("{}: {} {}", file_, Path(key), problem));
-    }
-  }
-  void Read(std::string_view key, element e, std::string& out) {
-    std::string_view v;
-    if (e.get_string().get(v) != simdjson::SUCCESS) return Fail(key, "is not a string");
-    out.assign(v);
-  }
-  void Read(std::string_view key, element e, std::optional<std::string>& out) {
-    if (e.is_null()) return out.reset();
-    Read(key, e, out.emplace());
-  }
-  void Read(std::string_view key, element e, bool& out) {
-    if (e.get_bool().get(out) != simdjson::SUCCESS) Fail(key, "is not a boolean");
-  }
-  // null is how the writer writes a number that is not finite.
-  void Read(std::string_view key, element e, double& out) {
-    if (e.is_null()) {
-      out = std::numeric_limits<double>::quiet_NaN();
-    } else if (e.get_double().get(out) != simdjson::SUCCESS) {
-      Fail(key, "is not a number");
-    }
-  }
-  void Read(std::string_view key, element e, std::optional<double>& out) {
-    if (e.is_null()) return out.reset();
-    Read(key, e, out.emplace());
-  }
-  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
-  void Read(std::string_view key, element e, Int& out) {
-    int64_t v = 0;
-    if (e.get_int64().get(v) != simdjson::SUCCESS) return Fail(key, "is not an integer");
-    // uint64_t (the seed) is written as its int64_t bits.
-    if (!std::is_same_v<Int, uint64_t> &&
-        (v < static_cast<int64_t>(std::numeric_limits<Int>::min()) ||
-         v > static_cast<int64_t>(std::numeric_limits<Int>::max()))) {
-      return Fail(key, "is out of range");
-    }
-    out = static_cast<Int>(v);
-  }
-
-  std::string_view file_;
-  absl::Status* status_;
-  std::vector<Level> stack_;
-};
 
 void WriteWorkload(ground::JsonWriter& j, const std::optional<Workload>& w) {
   if (!w) {
@@ -284,7 +122,7 @@ absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
       }
       Trial t;
       t.variant = index;
-      Reader reader(path, object, where, &status);
+      ground::json_fields::Reader reader(object, where, path, &status);
       experiment_fields::DescribeTrial(t, reader);
       if (!status.ok()) return status;
       trials.push_back(std::move(t));
@@ -328,22 +166,14 @@ absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
   spec.hypothesis = std::string(text_value);
   simdjson::dom::object spec_object;
   if (root["spec"].get_object().get(spec_object) != simdjson::SUCCESS) return bad("spec");
-  simdjson::dom::array list;
-  if (spec_object["command"].get_array().get(list) != simdjson::SUCCESS) {
-    return bad("spec.command");
-  }
-  // Written since the first experiment.json: an absent one is a damaged
-  // file, not an older one (the objective decides which way is better).
-  if (spec_object["objective"].get_string().get(text_value) != simdjson::SUCCESS) {
-    return bad("spec.objective");
-  }
-  if (element rollback; spec_object["rollback"].get(rollback) != simdjson::SUCCESS) {
-    return bad("spec.rollback");
-  }
+  // The command, the objective (which decides which way is better) and
+  // the rollback limits are required: without them it is a damaged file,
+  // not an older one.
   absl::Status status;
-  Reader spec_reader(path, spec_object, "spec", &status);
+  ground::json_fields::Reader spec_reader(spec_object, "spec", path, &status);
   experiment_fields::DescribeSpec(spec, spec_reader);
   if (!status.ok()) return status;
+  simdjson::dom::array list;
   if (root["variants"].get_array().get(list) != simdjson::SUCCESS) return bad("variants");
   size_t index = 0;
   for (element v : list) {
@@ -353,7 +183,7 @@ absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
       return bad("variants[].name");
     }
     VariantSpec& variant = spec.variants.emplace_back();
-    Reader reader(path, object, fmt::format("variants[{}]", index++), &status);
+    ground::json_fields::Reader reader(object, fmt::format("variants[{}]", index++), path, &status);
     experiment_fields::DescribeVariant(variant, false, reader);
     if (!status.ok()) return status;
   }
@@ -397,7 +227,7 @@ absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path) {
 
 std::string ExperimentJson(const ExperimentSpec& spec, const ExperimentResult& result) {
   ground::JsonWriter j(ground::JsonWriter::kPretty);
-  Writer writer(&j);
+  ground::json_fields::Writer writer(&j);
   j.BeginObject();
   j.Key("schema_version").Int(1);
   j.Key("hypothesis").String(spec.hypothesis);
