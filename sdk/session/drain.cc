@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 
+#include "sdk/ground/timeline.h"
 #include "sdk/session/segment_policy.h"
 #include "sdk/session/session_impl.h"
 

@@ -4,38 +4,32 @@
 #ifndef TRAINSCOPE_SDK_SESSION_SESSION_IMPL_H_
 #define TRAINSCOPE_SDK_SESSION_SESSION_IMPL_H_
 
-#include <pthread.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cmath>
 #include <condition_variable>
-#include <cstdlib>
+#include <cstdint>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "fmt/format.h"
-#include "sdk/analysis/checkpoint_advice.h"
 #include "sdk/analysis/quantile_sketch.h"
-#include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/run_fold.h"
 #include "sdk/cupti/collector.h"
-#include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
-#include "sdk/export/summary.h"
 #include "sdk/export/trace_windows.h"
 #include "sdk/export/trace_writer.h"
-#include "sdk/ground/files.h"
 #include "sdk/ground/tick_clock.h"
-#include "sdk/ground/timeline.h"
-#include "sdk/nvtx/nvtx.h"
 #include "sdk/recorder/thread_registry.h"
 #include "sdk/session/environment.h"
-#include "sdk/session/segment_policy.h"
 #include "trainscope/recorder.h"
 #include "trainscope/session.h"
 
