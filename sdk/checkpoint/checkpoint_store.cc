@@ -127,26 +127,26 @@ struct CheckpointStore::Impl {
   absl::Status WriteFile(const std::string& path, std::string_view bytes, bool data_file = false) {
     const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return Errno(errno, fmt::format("creating {}", path));
-    size_t done = 0;
-    while (done < bytes.size()) {
+    // In runs of at most 8 MiB, so that the fault hook (tests) can cut the
+    // file short where it says.
+    const std::string what = fmt::format("writing {}", path);
+    for (size_t done = 0; done < bytes.size();) {
       size_t chunk = std::min<size_t>(bytes.size() - done, 8 << 20);
       if (faults.fail_writes_after_bytes >= 0) {
         const int64_t left = faults.fail_writes_after_bytes - bytes_written;
         if (left <= 0) {
           close(fd);
-          return Errno(faults.fail_errno, fmt::format("writing {}", path));
+          return Errno(faults.fail_errno, what);
         }
         chunk = std::min<size_t>(chunk, static_cast<size_t>(left));
       }
-      const ssize_t n = write(fd, bytes.data() + done, chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int error = n < 0 ? errno : EIO;
+      if (absl::Status status = ground::WriteAll(fd, bytes.substr(done, chunk), what);
+          !status.ok()) {
         close(fd);
-        return Errno(error, fmt::format("writing {}", path));
+        return status;
       }
-      done += static_cast<size_t>(n);
-      bytes_written += n;
+      done += chunk;
+      bytes_written += static_cast<int64_t>(chunk);
     }
     if (data_file) Phase(SavePhase::kSyncingFiles);
     const int rc = fsync(fd);
