@@ -104,6 +104,66 @@ TEST(AnalyzeCliTest, AFolderWithoutTracesExitsOneNamingIt) {
   EXPECT_NE(missing.err.find(dir.File("absent") + ": "), std::string::npos) << missing.err;
 }
 
+// A trace without device work: a PyTorch-profiler trace recorded without
+// ProfilerActivity.CUDA has nothing to measure idle time against (exit 1,
+// the file named), not an all-zero breakdown; trainscope's own CPU trace
+// is measured against its compute phases, and says there is no HTA
+// breakdown.
+TEST(AnalyzeCliTest, ATraceWithoutDeviceWorkSaysSo) {
+  TempDir dir;
+  testing::WriteAll(dir.File("cpu.json"),
+                    R"({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+     "ts": 90, "dur": 100},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 100, "dur": 50},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1,
+     "ts": 195, "dur": 60}]})");
+  const testing::ProcessResult kineto =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("cpu.json")});
+  EXPECT_EQ(kineto.exit_code, 1) << kineto.out;
+  EXPECT_NE(kineto.err.find(dir.File("cpu.json") +
+                            ": no GPU kernels, memory copies or sets, and no trainscope "
+                            "compute phases: nothing to analyse"),
+            std::string::npos)
+      << kineto.err;
+  EXPECT_EQ(kineto.out, "");
+
+  Options options;
+  options.output_dir = dir.File("run");
+  options.sinks = Sink::kTraceJson;
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int i = 0; i < 3; ++i) {
+    StepScope step(*session, i);
+    TRAINSCOPE_PHASE(kForward);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(session->Finish().ok());
+  const testing::ProcessResult own =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("run/trace.json")});
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_NE(own.out.find("(cpu_compute_phases)"), std::string::npos) << own.out;
+  EXPECT_NE(own.out.find("HTA breakdowns: none (no GPU kernels, memory copies or sets in this "
+                         "trace; idle gaps are measured against trainscope's compute phases)"),
+            std::string::npos)
+      << own.out;
+  EXPECT_EQ(own.out.find("HTA temporal breakdown"), std::string::npos) << own.out;
+  const testing::ProcessResult json = testing::RunProcess(
+      {TRAINSCOPE_CLI_PATH, "analyze", "--format=json", dir.File("run/trace.json")});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  ASSERT_EQ(parser.parse(json.out).get(doc), simdjson::SUCCESS) << json.out;
+  std::string_view note;
+  ASSERT_EQ(doc["hta"]["note"].get_string().get(note), simdjson::SUCCESS) << json.out;
+  EXPECT_NE(note.find("no GPU kernels"), std::string_view::npos);
+  // A trace with kernels has no note.
+  const testing::ProcessResult gpu = testing::RunProcess(
+      {TRAINSCOPE_CLI_PATH, "analyze", "--format=json", SharedTrace("simple_add.json.gz")});
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  EXPECT_EQ(gpu.out.find("\"note\""), std::string::npos);
+}
+
 TEST(AnalyzeCliTest, MalformedTraceExitsOneWithTheOffset) {
   TempDir dir;
   testing::WriteAll(dir.File("bad.json"), "{\"traceEvents\": [{\"ph\": \"X\",]}");

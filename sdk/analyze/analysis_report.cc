@@ -11,6 +11,11 @@
 namespace trainscope::analyze {
 namespace {
 
+// Why a trace without device work has no HTA breakdown (text and JSON).
+constexpr char kNoDeviceWork[] =
+    "no GPU kernels, memory copies or sets in this trace; idle gaps are measured against "
+    "trainscope's compute phases";
+
 double Ms(TimestampNs ns) { return ns / 1e6; }
 double Us(TimestampNs ns) { return ns / 1e3; }
 
@@ -107,6 +112,7 @@ void WriteTrace(const AnalyzedTrace& t, ground::JsonWriter& j) {
   j.Key("mb_per_s").Number(t.parse_s > 0 ? t.read.bytes / 1e6 / t.parse_s : 0);
   j.EndObject();
   j.Key("hta").BeginObject();
+  if (!t.has_device_work()) j.Key("note").String(kNoDeviceWork);
   WriteHta(t.analysis.hta, j);
   j.Key("rules").BeginObject();
   j.Key("profiler_steps").Int(t.facts.profiler_steps);
@@ -170,6 +176,10 @@ std::string AnalysisToText(const AnalyzedTrace& t) {
   for (const analysis::StreamActivity& s : idle.streams) {
     Line(&out, fmt::format("  GPU {} stream {:>4}: {:>7} intervals, busy {:>10.3f} ms ({:.1f}%)",
                            s.device, s.stream, s.intervals, Ms(s.busy_ns), 100 * s.busy_share));
+  }
+  if (!t.has_device_work()) {
+    Line(&out, fmt::format("HTA breakdowns: none ({})", kNoDeviceWork));
+    return out;
   }
   const analysis::HtaTemporalBreakdown& h = t.analysis.hta.temporal;
   Line(&out,

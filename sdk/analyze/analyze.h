@@ -25,12 +25,18 @@ struct AnalyzedTrace {
   double parse_s = 0;
   analysis::HtaTraceFacts facts;
   analysis::TraceAnalysis analysis;
+  // Kernels, copies or sets: what HTA's breakdowns and the GPU idle
+  // analysis measure. Without them the gaps are against trainscope's
+  // compute phases and there is no HTA breakdown.
+  bool has_device_work() const { return kernels + memcpys + memsets > 0; }
 };
 
 // Reads the trace at `path` (Kineto JSON or trainscope's trace.json,
 // gzipped or not) with `threads` parsing threads (0: the available cores)
 // and analyses it. Memory: the trace's device intervals and calls, not its
-// host events. Errors: the reader's (the file and byte offset named).
+// host events. Errors: the reader's (the file and byte offset named);
+// FailedPrecondition naming the file when it has neither device work nor
+// trainscope compute phases (nothing to measure idle time against).
 absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads);
 
 // The traces (*.json, *.json.gz; not report.json) in `dir`, in name order.
