@@ -72,6 +72,47 @@ TEST(TraceReaderTest, MalformedEventNamesItsOffset) {
   EXPECT_NE(message.find(fmt::format("byte {}: event 1:", offset)), std::string::npos) << message;
 }
 
+// Bad input named by file and byte: an empty file, one cut off inside the
+// array, a name that is not UTF-8 (Latin-1), and a negative duration (in the middle of a batch: the
+// batch stops there and the event is parsed alone to name it exactly).
+TEST(TraceReaderTest, AnEmptyFileACutOneNotUtf8AndANegativeDurationAreNamed) {
+  TempDir dir;
+  testing::WriteAll(dir.File("empty.json"), "");
+  auto empty = kineto::ImportTrace(dir.File("empty.json"));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message(), dir.File("empty.json") + ": byte 0: the file is empty");
+
+  testing::WriteAll(dir.File("cut.json"), "{\"traceEvents\": [");
+  auto cut = kineto::ImportTrace(dir.File("cut.json"));
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(
+      cut.status().message(),
+      dir.File("cut.json") + ": byte 17: unexpected end of file inside the trace (truncated?)");
+
+  const std::string latin1 =
+      "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"caf\xe9\", \"ts\": 1}]}";
+  testing::WriteAll(dir.File("latin1.json"), latin1);
+  auto not_utf8 = kineto::ImportTrace(dir.File("latin1.json"));
+  ASSERT_FALSE(not_utf8.ok());
+  EXPECT_EQ(not_utf8.status().message(),
+            dir.File("latin1.json") + ": byte 17: event 0: The input is not valid UTF-8");
+
+  std::string text = "{\"traceEvents\": [\n";
+  for (int i = 0; i < 200; ++i) {
+    text += fmt::format(
+        "  {{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, "
+        "\"ts\": {}, \"dur\": {}, \"args\": {{\"stream\": 7, \"device\": 0}}}},\n",
+        10 * i, i == 150 ? -3 : 5);
+  }
+  text += "  {\"ph\": \"i\", \"name\": \"end\", \"ts\": 5000}\n]}\n";
+  testing::WriteAll(dir.File("negative.json"), text);
+  auto negative = kineto::ImportTrace(dir.File("negative.json"));
+  ASSERT_FALSE(negative.ok());
+  const size_t offset = text.rfind('{', text.find("\"ts\": 1500,"));  // the event's '{'
+  EXPECT_EQ(negative.status().message(), fmt::format("{}: byte {}: event 150: \"dur\": is negative",
+                                                     dir.File("negative.json"), offset));
+}
+
 TEST(TraceReaderTest, NotATraceIsRefused) {
   TempDir dir;
   testing::WriteAll(dir.File("a.json"), "[1, 2, 3]");
@@ -262,14 +303,17 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
   std::vector<std::string> events;
   for (size_t i = 0; i < cases.size(); ++i) {
     // Whitespace before and after some of them, as pretty printers write.
-    // Each as a ts, then as a dur (ts + dur must stay below 2^53 us too).
+    // Each as a ts, then as a dur (ts + dur must stay below 2^53 us too);
+    // a negative one as a dur is an error (...NegativeDurationAreNamed), so
+    // as a dur it is read with its sign dropped.
     const std::string pad = i % 2 == 0 ? "" : " \n ";
     events.push_back(
         fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":{}{}{},"dur":0}})", i, pad,
                     cases[i].text, pad));
+    const std::string_view text = cases[i].text;
     events.push_back(
         fmt::format(R"({{"ph":"X","cat":"c","name":"n","pid":{},"ts":0,"dur":{}{}{}}})", i, pad,
-                    cases[i].text, pad));
+                    text[0] == '-' ? text.substr(1) : text, pad));
   }
   const std::string path = WriteTrace(dir, "t.json", events);
   kineto::TraceReader reader;
@@ -285,7 +329,7 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
     EXPECT_EQ(as_ts.pid, static_cast<int64_t>(i));
     ASSERT_TRUE(as_ts.has_ts && as_dur.has_dur);
     EXPECT_EQ(as_ts.ts_ns, cases[i].ns);
-    EXPECT_EQ(as_dur.dur_ns, cases[i].ns);
+    EXPECT_EQ(as_dur.dur_ns, cases[i].text[0] == '-' ? -cases[i].ns : cases[i].ns);
     EXPECT_EQ(as_ts.ts_is_float, cases[i].is_float);
   }
   // 2^53 us and past it: an error naming the event and the member, on
@@ -309,11 +353,10 @@ TEST(TraceReaderTest, TimesReadAsExactNanoseconds) {
     }
   }
   // An end (ts + dur) at 2^53 us or past it is refused as well, however the
-  // sum would wrap in an int64.
-  for (const auto& [ts, dur] :
-       std::vector<std::pair<std::string, std::string>>{{"9000000000000001", "9000000000000000"},
-                                                        {"9007199254740991", "1"},
-                                                        {"-9007199254740991", "-1.5"}}) {
+  // sum would wrap in an int64. (Below -2^53 it cannot go: a negative dur
+  // is an error of its own, see AnEmptyFileACutOne...NegativeDurationAreNamed)
+  for (const auto& [ts, dur] : std::vector<std::pair<std::string, std::string>>{
+           {"9000000000000001", "9000000000000000"}, {"9007199254740991", "1"}}) {
     SCOPED_TRACE(ts + " + " + dur);
     const std::string end_path = WriteTrace(
         dir, "end.json",

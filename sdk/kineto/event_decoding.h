@@ -5,8 +5,8 @@
 // and from the serial reader's one-event path. Internal to sdk/kineto.
 //
 //   RawEvent event;
-//   std::string bad_key;
-//   if (auto error = ParseObject(object, escapes, sink, &event, &bad_key)) ...
+//   EventFault fault;
+//   if (auto error = ParseObject(object, escapes, sink, &event, &fault)) ...
 #ifndef TRAINSCOPE_SDK_KINETO_EVENT_DECODING_H_
 #define TRAINSCOPE_SDK_KINETO_EVENT_DECODING_H_
 
@@ -22,10 +22,18 @@
 
 namespace trainscope::kineto {
 
-// `error`, after naming `key` in *bad_key when there is one.
-inline simdjson::error_code Fault(simdjson::error_code error, const char* key,
-                                  std::string* bad_key) {
-  if (bad_key != nullptr) *bad_key = key;
+// Where the parse of one event failed: the member at fault ("" when none
+// is), and what is wrong with it where simdjson's message would not say
+// (nullptr: simdjson's).
+struct EventFault {
+  const char* key = "";
+  const char* what = nullptr;
+};
+
+// `error`, after naming `key` (and `what`) in *fault when there is one.
+inline simdjson::error_code Fault(simdjson::error_code error, const char* key, EventFault* fault,
+                                  const char* what = nullptr) {
+  if (fault != nullptr) *fault = {key, what};
   return error;
 }
 
@@ -36,10 +44,10 @@ inline simdjson::error_code TimeFault(NumberRead read) {
   return simdjson::SUCCESS;
 }
 
-// The args members the analyses use. On an error, *bad_key (when given)
+// The args members the analyses use. On an error, *fault (when given)
 // names the member at fault.
 inline simdjson::error_code ParseArgs(simdjson::ondemand::value& value, bool escapes,
-                                      RawEvent* event, std::string* bad_key) {
+                                      RawEvent* event, EventFault* fault) {
   simdjson::ondemand::object args;
   if (value.get_object().get(args) != simdjson::SUCCESS) return simdjson::SUCCESS;
   for (auto arg_member : args) {
@@ -65,7 +73,7 @@ inline simdjson::error_code ParseArgs(simdjson::ondemand::value& value, bool esc
     for (const auto& member : kInts) {
       if (key != member.key) continue;
       if (auto error = AsInt(arg.value(), &(event->*member.field))) {
-        return Fault(error, member.name, bad_key);
+        return Fault(error, member.name, fault);
       }
       break;
     }
@@ -76,7 +84,7 @@ inline simdjson::error_code ParseArgs(simdjson::ondemand::value& value, bool esc
 // The fields of one event object, into `event`.
 inline simdjson::error_code ParseObject(simdjson::ondemand::object& object, bool escapes,
                                         EventSink& sink, RawEvent* event,
-                                        std::string* bad_key = nullptr) {
+                                        EventFault* fault = nullptr) {
   bool saw_cat = false, saw_name = false;
   // Asked once, when pid, tid or args comes after cat and name: whether
   // the sink wants them.
@@ -105,22 +113,27 @@ inline simdjson::error_code ParseObject(simdjson::ondemand::object& object, bool
       saw_name = true;
     } else if (key == "pid") {
       if (skip()) continue;
-      if (auto error = AsInt(value, &event->pid)) return Fault(error, "pid", bad_key);
+      if (auto error = AsInt(value, &event->pid)) return Fault(error, "pid", fault);
     } else if (key == "tid") {
       if (skip()) continue;
-      if (auto error = AsInt(value, &event->tid)) return Fault(error, "tid", bad_key);
+      if (auto error = AsInt(value, &event->tid)) return Fault(error, "tid", fault);
     } else if (key == "ts") {
       const NumberRead read = GetMicros(value, &event->ts_ns, &event->ts_is_float);
-      if (auto error = TimeFault(read)) return Fault(error, "ts", bad_key);
+      if (auto error = TimeFault(read)) return Fault(error, "ts", fault);
       event->has_ts = read == NumberRead::kNumber;
     } else if (key == "dur") {
       bool dur_is_float = false;
       const NumberRead read = GetMicros(value, &event->dur_ns, &dur_is_float);
-      if (auto error = TimeFault(read)) return Fault(error, "dur", bad_key);
+      if (auto error = TimeFault(read)) return Fault(error, "dur", fault);
       event->has_dur = read == NumberRead::kNumber;
+      // A negative duration is no interval: an error naming the event, not
+      // one that ends before it starts.
+      if (event->has_dur && event->dur_ns < 0) {
+        return Fault(simdjson::NUMBER_OUT_OF_RANGE, "dur", fault, "is negative");
+      }
     } else if (key == "args") {
       if (skip()) continue;
-      if (auto error = ParseArgs(value, escapes, event, bad_key)) return error;
+      if (auto error = ParseArgs(value, escapes, event, fault)) return error;
     }
   }
   // The end, too, must be a time a trace can hold (and an int64).
@@ -128,7 +141,7 @@ inline simdjson::error_code ParseObject(simdjson::ondemand::object& object, bool
   if (event->has_ts && event->has_dur &&
       (__builtin_add_overflow(event->ts_ns, event->dur_ns, &end) || end >= ground::kMaxTraceNanos ||
        end <= -ground::kMaxTraceNanos)) {
-    return Fault(simdjson::NUMBER_OUT_OF_RANGE, "ts + dur", bad_key);
+    return Fault(simdjson::NUMBER_OUT_OF_RANGE, "ts + dur", fault);
   }
   return simdjson::SUCCESS;
 }

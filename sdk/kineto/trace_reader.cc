@@ -83,12 +83,13 @@ struct TraceReader::Impl {
     simdjson::error_code error =
         serial.parser.iterate(in.data + start, stop - start, in.cap - start).get(doc);
     if (!error) error = doc.get_object().get(object);
-    std::string bad_key;
-    if (!error) error = ParseObject(object, escapes, sink, &event, &bad_key);
+    EventFault fault;
+    if (!error) error = ParseObject(object, escapes, sink, &event, &fault);
     if (error) {
-      return in.Error(start, fmt::format("event {}: {}{}", stats.events,
-                                         bad_key.empty() ? "" : "\"" + bad_key + "\": ",
-                                         simdjson::error_message(error)));
+      const std::string key = *fault.key == '\0' ? "" : fmt::format("\"{}\": ", fault.key);
+      return in.Error(
+          start, fmt::format("event {}: {}{}", stats.events, key,
+                             fault.what != nullptr ? fault.what : simdjson::error_message(error)));
     }
     ++stats.events;
     sink.Visit(event);
@@ -109,9 +110,10 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
     while (in.begin < in.end && IsSpace(in.data[in.begin])) ++in.begin;
     if (in.begin == in.end) {
       if (in.eof) {
+        if (in.consumed + in.end == 0) return in.Error(0, "the file is empty");
         return in.Error(in.begin, saw_events
-                                      ? "unexpected in.end of file inside the trace (truncated?)"
-                                      : "unexpected in.end of file: no traceEvents array");
+                                      ? "unexpected end of file inside the trace (truncated?)"
+                                      : "unexpected end of file: no traceEvents array");
       }
       if (absl::Status status = in.Fill(); !status.ok()) return status;
       continue;
