@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: sets up what is missing, builds everything, runs
 # every test (ctest), then the core again under AddressSanitizer and UBSan
-# and under ThreadSanitizer,
+# and under ThreadSanitizer, every input reader under libFuzzer,
 # the benchmarks' quick pass and a memory soak. Prints how long each part took.
 #   tools/test.sh            everything
 #   TRAINSCOPE_NO_SANITIZE=1 tools/test.sh   skip the sanitizer builds
@@ -85,6 +85,9 @@ if [[ "${TRAINSCOPE_NO_SANITIZE:-0}" != 1 ]]; then
   part "tests (tsan, core)" ctest_counted build-tsan
   unset TSAN_OPTIONS
 fi
+# Every reader of outside input under libFuzzer (Clang + ASan), 10 s each
+# from its seed corpus: a finding fails the suite (docs/fuzzing.md).
+part "fuzz (6 readers, 10 s each)" env FUZZ_SECONDS=10 tools/fuzz.sh
 part "benchmarks" build/bin/trainscope_bench
 part "checkpoint benchmark" env TMPDIR="$PWD/build" build/bin/checkpoint_bench
 # A long run in constant memory (issue 15): 10^7 events paced at 500,000/s,

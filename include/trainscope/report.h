@@ -242,6 +242,10 @@ struct Report {
   // none was recorded. Percentiles within QuantileSketch's 0.5% once more
   // than 8192 requests were recorded, exact below.
   struct Serving {
+    // User-provided, so that Clang takes it as default-constructible in the
+    // std::optional below (inside Report, member initializers are not usable
+    // yet, and serving.emplace() would not compile).
+    Serving() noexcept {}
     int64_t requests = 0;
     double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
     // Requests over the time from the first request's arrival (its
