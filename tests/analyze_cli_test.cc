@@ -123,7 +123,7 @@ TEST(AnalyzeCliTest, ATraceWithoutDeviceWorkSaysSo) {
   EXPECT_EQ(kineto.exit_code, 1) << kineto.out;
   EXPECT_NE(kineto.err.find(dir.File("cpu.json") +
                             ": no GPU kernels, memory copies or sets, and no trainscope "
-                            "compute phases: nothing to analyse"),
+                            "phases: nothing to analyse"),
             std::string::npos)
       << kineto.err;
   EXPECT_EQ(kineto.out, "");

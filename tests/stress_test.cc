@@ -68,19 +68,26 @@ TEST(StressTest, ThirtyTwoRingsDeliverOrCountEveryEventAndTearNone) {
   std::array<std::atomic<int64_t>, kThreads> produced{};
   std::atomic<int> running{kThreads};
   std::vector<std::thread> producers;
-  const auto stop_at = Clock::now() + seconds;
+  // The clock starts once every producer runs (a late one would push nothing).
+  std::atomic<int> ready{0};
+  std::atomic<int64_t> stop_at_ns{0};
+  auto now_ns = [] { return Clock::now().time_since_epoch().count(); };
   for (int t = 0; t < kThreads; ++t) {
     producers.emplace_back([&, t] {
       ThreadBuffer& ring = *rings[static_cast<size_t>(t)];
+      ready.fetch_add(1);
+      while (stop_at_ns.load() == 0) std::this_thread::yield();
       int64_t seq = 0;
-      while (Clock::now() < stop_at) {
+      do {
         for (int k = 0; k < 256; ++k) ring.Push(Checked(static_cast<uint32_t>(t), seq++));
         if ((seq & 4095) == 0) std::this_thread::yield();  // let the others in
-      }
+      } while (now_ns() < stop_at_ns.load());
       produced[static_cast<size_t>(t)].store(seq);
       running.fetch_sub(1);
     });
   }
+  while (ready.load() < kThreads) std::this_thread::yield();
+  stop_at_ns = now_ns() + std::chrono::duration_cast<Clock::duration>(seconds).count();
   std::vector<int64_t> delivered(kThreads, 0), last(kThreads, -1);
   int64_t torn = 0, out_of_order = 0;
   auto drain_all = [&] {
@@ -162,10 +169,10 @@ TEST(StressTest, ThirtyTwoThreadsRecordWhileTheSessionDrainsAndWrites) {
     });
   }
   int64_t steps = 0;
-  while (Clock::now() < stop_at) {
+  do {  // at least a few steps, however short the run
     StepScope step(*session, steps++);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  } while (Clock::now() < stop_at || steps < 3);
   stop = true;
   for (std::thread& w : workers) w.join();
   absl::StatusOr<Report> report = session->Finish();

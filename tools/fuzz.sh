@@ -25,6 +25,9 @@ targets=("$@")
 ((${#targets[@]})) || targets=(trace trace_gzip report steps experiment manifest)
 cmake --build "$build" -j "$jobs" --target "${targets[@]/%/_fuzz}"
 mkdir -p "$build/findings"
+# The targets write their input to a file under TMPDIR: keep it in here.
+rm -rf "$build/tmp" && mkdir -p "$build/tmp"
+export TMPDIR="$PWD/$build/tmp"
 status=0
 for t in "${targets[@]}"; do
   corpus="$build/corpus/$t"
@@ -39,7 +42,7 @@ for t in "${targets[@]}"; do
     echo "fuzz: $t: $(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}') inputs in ${seconds} s, no finding"
   else
     echo "fuzz: $t: FINDING (see $log):"
-    grep -E "ERROR|==[0-9]+==|Test unit written" "$log" | head -5
+    grep -E "ERROR|==[0-9]+==|Test unit written" "$log" | head -5 || tail -5 "$log"
     status=1
   fi
 done

@@ -84,10 +84,10 @@ if [[ "${TRAINSCOPE_NO_SANITIZE:-0}" != 1 ]]; then
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   part "tests (tsan, core)" ctest_counted build-tsan
   unset TSAN_OPTIONS
+  # Every reader of outside input under libFuzzer (Clang + ASan), 10 s each
+  # from its seed corpus: a finding fails the suite (docs/fuzzing.md).
+  part "fuzz (6 readers, 10 s each)" env FUZZ_SECONDS=10 tools/fuzz.sh
 fi
-# Every reader of outside input under libFuzzer (Clang + ASan), 10 s each
-# from its seed corpus: a finding fails the suite (docs/fuzzing.md).
-part "fuzz (6 readers, 10 s each)" env FUZZ_SECONDS=10 tools/fuzz.sh
 part "benchmarks" build/bin/trainscope_bench
 part "checkpoint benchmark" env TMPDIR="$PWD/build" build/bin/checkpoint_bench
 # A long run in constant memory (issue 15): 10^7 events paced at 500,000/s,

@@ -50,6 +50,19 @@ struct Acceptance {
   std::optional<double> time_to_target_from_first_step_s;
 };
 
+// Request latencies of a serving run (Session::RecordLatency): Report's
+// `serving`. Percentiles within QuantileSketch's 0.5% once more than 8192
+// requests were recorded, exact below. (At namespace scope, not nested in
+// Report: Clang would not take a nested struct with member initializers as
+// default-constructible inside Report's own std::optional.)
+struct ServingLatency {
+  int64_t requests = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
+  // Requests over the time from the first request's arrival (its recording
+  // time less its latency) to the last recording.
+  double requests_per_s = 0;
+};
+
 struct Report {
   int schema_version = kReportSchemaVersion;
 
@@ -238,20 +251,8 @@ struct Report {
     int64_t device_sync_late = 0;
   } distributed;
 
-  // Request latencies of a serving run (Session::RecordLatency); empty when
-  // none was recorded. Percentiles within QuantileSketch's 0.5% once more
-  // than 8192 requests were recorded, exact below.
-  struct Serving {
-    // User-provided, so that Clang takes it as default-constructible in the
-    // std::optional below (inside Report, member initializers are not usable
-    // yet, and serving.emplace() would not compile).
-    Serving() noexcept {}
-    int64_t requests = 0;
-    double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
-    // Requests over the time from the first request's arrival (its
-    // recording time less its latency) to the last recording.
-    double requests_per_s = 0;
-  };
+  // Request latencies of a serving run; empty when none was recorded.
+  using Serving = ServingLatency;
   std::optional<Serving> serving;
 
   Acceptance acceptance;

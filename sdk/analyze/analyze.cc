@@ -35,14 +35,14 @@ absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads) 
   out.parse_s = trace->parse_s;
   out.facts = trace->hta;
   out.analysis = analysis::AnalyzeTimeline(trace->timeline, trace->hta, threads);
-  // Without device work the gaps are measured against trainscope's compute
-  // phases; a trace with neither (a PyTorch-profiler trace recorded without
+  // Without device work the gaps are measured against trainscope's phases;
+  // a trace with neither (a PyTorch-profiler trace recorded without
   // ProfilerActivity.CUDA) would read as 100% idle, which says nothing.
-  if (!out.has_device_work() && out.analysis.idle.busy_ns == 0) {
+  if (!out.has_device_work() && trace->host_ranges == 0) {
     return absl::FailedPreconditionError(fmt::format(
-        "{}: no GPU kernels, memory copies or sets, and no trainscope compute phases: nothing "
-        "to analyse ({} events read; a PyTorch-profiler trace needs "
-        "ProfilerActivity.CUDA for its device work)",
+        "{}: no GPU kernels, memory copies or sets, and no trainscope phases: nothing to "
+        "analyse ({} events read; a PyTorch-profiler trace needs ProfilerActivity.CUDA for its "
+        "device work)",
         out.path, out.read.events));
   }
   return out;

@@ -36,7 +36,7 @@ struct AnalyzedTrace {
 // and analyses it. Memory: the trace's device intervals and calls, not its
 // host events. Errors: the reader's (the file and byte offset named);
 // FailedPrecondition naming the file when it has neither device work nor
-// trainscope compute phases (nothing to measure idle time against).
+// trainscope phases (nothing to measure idle time against).
 absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads);
 
 // The traces (*.json, *.json.gz; not report.json) in `dir`, in name order.

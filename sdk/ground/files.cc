@@ -64,6 +64,7 @@ absl::Status WriteAll(int fd, std::string_view data, std::string_view what) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, what);
     }
+    if (n == 0) return ErrnoStatus(EIO, what);  // no progress: never spin
     data.remove_prefix(static_cast<size_t>(n));
   }
   return absl::OkStatus();

@@ -27,7 +27,8 @@ absl::Status EnsureWritableDirectory(const std::string& dir);
 // the directory. On error the temporary is removed and `path` is untouched.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content);
 
-// Writes all of `data` to `fd`, retrying short writes and EINTR.
+// Writes all of `data` to `fd`, retrying short writes and EINTR; a write
+// that makes no progress is EIO. Errors name `what`.
 absl::Status WriteAll(int fd, std::string_view data, std::string_view what);
 
 // Reads a whole file. Errors name the path.
