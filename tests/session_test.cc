@@ -251,20 +251,29 @@ TEST(SessionTest, AStepOpenAtFinishIsCountedAsDropped) {
   EXPECT_EQ(report->events.dropped, 1);
 }
 
+// A 64-event ring and 10,000 scopes back to back: the ring fills, and
+// the scopes go on, dropping and counting. The drainer may still drain it
+// a few times meanwhile (it looks every millisecond and drains a ring a
+// quarter full; under a sanitizer the burst lasts a few of those), so
+// what holds is: every event is recorded or counted, at least a ring's
+// worth is recorded, and most are dropped (a drain a millisecond passes
+// at most 64 events a millisecond, far below the burst's rate).
 TEST(SessionTest, FullRingDropsAndCountsInsteadOfBlocking) {
   TempDir dir;
   Options options = QuietOptions(dir.path());
   options.buffer_bytes_per_thread = Bytes(64 * sizeof(Event));  // the minimum: 64 events
-  options.flush_interval_ms = 100000;                           // never drain while running
+  options.flush_interval_ms = 100000;
   auto session = Session::Start(options);
   ASSERT_TRUE(session.ok()) << session.status();
-  for (int i = 0; i < 1000; ++i) {
+  constexpr int kScopes = 10000;
+  for (int i = 0; i < kScopes; ++i) {
     TRAINSCOPE_PHASE(kOther);
   }
   auto report = session->Finish();
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_EQ(report->events.recorded, 64);
-  EXPECT_EQ(report->events.dropped, 1000 - 64);
+  EXPECT_EQ(report->events.recorded + report->events.dropped, kScopes);
+  EXPECT_GE(report->events.recorded, 64);
+  EXPECT_GT(report->events.dropped, kScopes / 2) << report->events.recorded << " recorded";
 }
 
 // The drainer's wait grows while nothing comes (doubling toward
