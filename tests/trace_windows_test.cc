@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
 
+#include "fmt/format.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/ground/timeline.h"
@@ -128,6 +130,40 @@ TEST(TraceWindowsTest, KeepsTheFirstSettledStepsAndTheSlowestAndNothingElse) {
   EXPECT_LT(windows.held_bytes(), 3 * 1024u);
 }
 
+// Ranges tagged with step indices that no StepScope ends hold at most 16
+// open steps: the one opened longest ago is dropped for a new one, and the
+// steps that do end are all kept though their indices are smaller (before,
+// the smallest index went, and a new step below 16 orphans was refused).
+// The open ones are counted as their fate changes, not looked for among
+// every held step at each new step: with every step traced thousands are
+// held.
+TEST(TraceWindowsTest, StepsThatNeverEndHoldAtMostSixteenOpen) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  TraceWindowOptions options;
+  options.warmup_steps = 0;
+  options.first_steps = 0;
+  options.slowest_steps = 0;
+  options.active = 1;  // every step that ends is kept
+  TraceWindows windows(writer->get(), options);
+  Feeder feed(&windows);
+  const NameId name = InternName("orphan");
+  for (int64_t k = 0; k < 200; ++k) {
+    // A range of step 10^6 + k, which never ends, then a real step.
+    Event orphan{1, 2, 1'000'000 + k, name, EventKind::kRange, Phase::kForward, 0};
+    windows.AddEvents(1234, &orphan, 1, [](uint16_t) { return 1234u; });
+    feed.Steps(k, 1);
+  }
+  feed.FoldAll(0, 200);
+  ASSERT_TRUE(windows.Flush(true, true).ok());
+  const Read read = ReadTrace(dir.File("trace.json"));
+  EXPECT_EQ(read.steps.size(), 200u);
+  EXPECT_EQ(read.by_name.count("orphan"), 0u);
+  // What is held at the end: the open orphans' raw events, 16 at most.
+  EXPECT_LE(windows.held_bytes(), 16 * sizeof(std::pair<uint32_t, Event>));
+}
+
 TEST(TraceWindowsTest, ARunThatNeverSettlesKeepsItsLastSteps) {
   TempDir dir;
   auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
@@ -160,13 +196,64 @@ TEST(TraceWindowsTest, ScheduleKeepsTheActiveStepsOfEachCycleLikeTorchProfilerSc
   feed.Steps(0, 100);
   // Not written until the analysis folded two steps past a window's last.
   ASSERT_TRUE(windows.Flush(true, false).ok());
+  ASSERT_TRUE(windows.AwaitPublished().ok());
   EXPECT_TRUE(ReadTrace(dir.File("trace.json")).steps.empty());
   feed.FoldAll(0, 100);
   ASSERT_TRUE(windows.Flush(true, false).ok());
+  ASSERT_TRUE(windows.AwaitPublished().ok());
   EXPECT_EQ(ReadTrace(dir.File("trace.json")).steps, (std::set<int64_t>{15, 16, 22, 23, 29, 30}));
   EXPECT_EQ(windows.stats().windows_written, 3);
   ASSERT_TRUE(windows.Flush(true, true).ok());
   EXPECT_EQ(ReadTrace(dir.File("trace.json")).steps, (std::set<int64_t>{15, 16, 22, 23, 29, 30}));
+}
+
+// While the run goes on, trace.json is republished on the writer's thread
+// (issue 15, point 7: the drain must not copy a body of up to 256 MiB).
+// What it publishes is the body as it was when asked, whatever is appended
+// meanwhile; a failure comes back from the next call.
+TEST(TraceWriterTest, ABackgroundPublishCopiesTheBodyAsItWasAndReportsItsErrors) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "soon", 1);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  TraceWriter& w = **writer;
+  auto event = [](std::string_view name) {
+    return fmt::format(
+        ",\n{{\"ph\":\"X\",\"name\":\"{}\",\"pid\":1,\"tid\":1,\"ts\":1,"
+        "\"dur\":1}}",
+        name);
+  };
+  // A body of 8 MiB, so that the copy takes a while.
+  std::string big;
+  while (big.size() < (8u << 20)) big += event("early");
+  ASSERT_TRUE(w.AppendToBody(big).ok());
+  const std::string held = event("held");
+  ASSERT_TRUE(w.PublishSoon({held}).ok());
+  ASSERT_TRUE(w.AppendToBody(event("late")).ok());
+  ASSERT_TRUE(w.AwaitPublished().ok());
+  std::string text = testing::ReadAll(dir.File("trace.json"));
+  EXPECT_NE(text.find("\"early\""), std::string::npos);
+  EXPECT_NE(text.find("\"held\""), std::string::npos);
+  EXPECT_EQ(text.find("\"late\""), std::string::npos) << "appended after the request";
+  EXPECT_EQ(w.published_bytes(), text.size());
+  EXPECT_GT(ReadTrace(dir.File("trace.json")).events, 8u << 10);
+  ASSERT_TRUE(w.PublishSoon({}).ok());
+  ASSERT_TRUE(w.AwaitPublished().ok());
+  text = testing::ReadAll(dir.File("trace.json"));
+  EXPECT_NE(text.find("\"late\""), std::string::npos);
+  EXPECT_EQ(text.find("\"held\""), std::string::npos);
+  // The folder gone: the background publish cannot create its temporary.
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    std::filesystem::remove(entry.path());
+  }
+  ASSERT_TRUE(std::filesystem::remove(dir.path()));
+  ASSERT_TRUE(w.PublishSoon({}).ok()) << "the request is made; its fate comes later";
+  const absl::Status failed = w.AwaitPublished();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kNotFound) << failed;
+  EXPECT_NE(failed.message().find("creating " + dir.path() + "/.trace.json.tmp.1"),
+            std::string::npos)
+      << failed;
+  EXPECT_TRUE(w.AwaitPublished().ok()) << "an error is returned once";
+  std::filesystem::create_directories(dir.path());  // for TempDir's cleanup
 }
 
 TEST(TraceWindowsTest, AWindowOverTheBudgetIsLeftOutWholeAndCounted) {

@@ -57,7 +57,15 @@ TraceWindows::Chunk& TraceWindows::Add(int64_t step) {
     chunk = chunks_.insert(std::move(node)).position->second.get();
   }
   chunk->index = step;
+  chunk->opened = ++opened_;
+  ++open_;  // a new chunk is kOpen
   return *chunk;
+}
+
+void TraceWindows::SetFate(Chunk* chunk, Fate fate) {
+  open_ -= chunk->fate == Fate::kOpen;
+  open_ += fate == Fate::kOpen;
+  chunk->fate = fate;
 }
 
 bool TraceWindows::WasDropped(int64_t step) const {
@@ -68,18 +76,18 @@ bool TraceWindows::WasDropped(int64_t step) const {
 TraceWindows::Chunk* TraceWindows::ChunkFor(int64_t step) {
   if (Chunk* held = Find(step)) return held;
   if (WasDropped(step)) return nullptr;
-  if (chunks_.size() >= kMaxOpen) {  // else fewer than kMaxOpen are open
-    size_t open = 0;
-    int64_t oldest = step;
+  // Steps that never end (an index no StepScope ended) must not keep the
+  // ones that do out: past kMaxOpen open steps, the one opened longest ago
+  // goes, whatever its index, and the new one is taken. The open ones are
+  // counted, not looked for: with every step traced thousands are held.
+  if (open_ >= kMaxOpen) {
+    const Chunk* oldest = nullptr;
     for (const auto& [index, chunk] : chunks_) {
-      if (chunk->fate != Fate::kOpen) continue;
-      ++open;
-      oldest = std::min(oldest, index);
+      if (chunk->fate == Fate::kOpen && (oldest == nullptr || chunk->opened < oldest->opened)) {
+        oldest = chunk.get();
+      }
     }
-    if (open >= kMaxOpen) {  // steps that never close (an index no StepScope ended)
-      if (oldest == step) return nullptr;
-      Drop(oldest);
-    }
+    if (oldest != nullptr) Drop(oldest->index);
   }
   Chunk& chunk = Add(step);
   if (!spare_raw_.empty()) {  // the room of a chunk dropped or formatted before
@@ -225,7 +233,7 @@ void TraceWindows::Assign(Chunk* chunk, int64_t id, int64_t begin, int64_t end) 
     Drop(chunk->index);
     return;
   }
-  chunk->fate = Fate::kWindow;
+  SetFate(chunk, Fate::kWindow);
   chunk->window = id;
   window.steps.push_back(chunk->index);
   Materialize(chunk);
@@ -252,7 +260,7 @@ void TraceWindows::Close(const Event& step) {
         if (n > 0) Assign(chunk, 0, position, position + n);
       }
     } else {
-      chunk->fate = Fate::kLookahead;
+      SetFate(chunk, Fate::kLookahead);
       lookahead_.push_back(chunk->index);
       if (lookahead_.size() > kLookahead) {
         Drop(lookahead_.front());
@@ -282,7 +290,7 @@ void TraceWindows::Close(const Event& step) {
             if (n > 0 && found->position < begin + n) {
               Assign(found, 0, begin, begin + n);
             } else {
-              found->fate = Fate::kOpen;  // decided below, as any other step
+              SetFate(found, Fate::kOpen);  // decided below, as any other step
             }
           }
           lookahead_.clear();
@@ -332,7 +340,7 @@ void TraceWindows::Close(const Event& step) {
       slow_.erase(evict);
       Drop(evicted);
     }
-    chunk->fate = Fate::kSlow;
+    SetFate(chunk, Fate::kSlow);
     slow_.push_back(chunk->index);
     slow_floor_known_ = false;
     dirty_ = true;
@@ -346,6 +354,7 @@ void TraceWindows::Drop(int64_t index) {
   auto it = chunks_.find(index);
   if (it == chunks_.end()) return;
   Chunk& chunk = *it->second;
+  open_ -= chunk.fate == Fate::kOpen;
   held_bytes_ -= chunk.bytes();
   Recycle(&chunk.raw);
   if (spare_chunks_.size() < kSpareChunks) {
@@ -471,7 +480,9 @@ absl::Status TraceWindows::Flush(bool publish, bool final) {
     std::sort(order.begin(), order.end());
     std::vector<std::string_view> held;
     for (int64_t index : order) held.emplace_back(At(index).text);
-    status.Update(writer_->Publish(final, held));
+    // While running, on the writer's thread: the copy of a body of up to
+    // budget_bytes would keep the drain from the rings.
+    status.Update(final ? writer_->Publish(true, held) : writer_->PublishSoon(held));
     stats_.bytes = writer_->published_bytes();
     dirty_ = false;
   }

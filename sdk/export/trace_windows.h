@@ -94,7 +94,12 @@ class TraceWindows {
   // Writes the windows that are complete (all of them with `final`), then
   // republishes trace.json when `publish` and something changed, or when
   // `final`. Errors: the writer's, naming the file.
+  // While running (not `final`) the publish is the writer's PublishSoon:
+  // trace.json is replaced shortly after, on the writer's thread.
   absl::Status Flush(bool publish, bool final);
+  // Waits until the publishes asked for so far are on disk (for tests and
+  // tools that read trace.json while the run goes on).
+  absl::Status AwaitPublished() { return writer_->AwaitPublished(); }
 
   const Stats& stats() const { return stats_; }
   // Bytes of text held in memory now.
@@ -109,6 +114,7 @@ class TraceWindows {
     TimestampNs end_ns = 0;
     double duration_ms = 0;
     Fate fate = Fate::kOpen;
+    uint64_t opened = 0;  // order of creation
     int64_t window = -1;
     bool overflow = false;                        // stopped taking text at the budget
     std::vector<std::pair<uint32_t, Event>> raw;  // until kept: thread, event
@@ -133,6 +139,7 @@ class TraceWindows {
   void AppendText(Chunk* chunk, const std::string& text);
   void Materialize(Chunk* chunk);
   void Recycle(std::vector<std::pair<uint32_t, Event>>* raw);
+  void SetFate(Chunk* chunk, Fate fate);  // keeps open_
   void Close(const Event& step_event);
   void Assign(Chunk* chunk, int64_t id, int64_t begin, int64_t end);
   void Drop(int64_t index);
@@ -145,6 +152,8 @@ class TraceWindows {
   // Chunks by step index; boxed, so that a Chunk* stays valid while others
   // come and go.
   std::unordered_map<int64_t, std::unique_ptr<Chunk>> chunks_;
+  size_t open_ = 0;                    // chunks whose fate is kOpen
+  uint64_t opened_ = 0;                // chunks created so far
   std::map<int64_t, Window> windows_;  // in progress, by id (0: first steady)
   std::deque<int64_t> lookahead_;      // closed steps before the first window
   // The last kRememberDone step indices decided away, oldest at

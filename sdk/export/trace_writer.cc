@@ -2,6 +2,7 @@
 #include "sdk/export/trace_writer.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,6 +61,7 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
 }
 
 TraceWriter::~TraceWriter() {
+  Quiesce(true).IgnoreError();
   if (body_fd_ >= 0) close(body_fd_);
 }
 
@@ -223,31 +225,38 @@ absl::Status TraceWriter::AppendToBody(std::string_view text) {
   return status;
 }
 
-absl::Status TraceWriter::Publish(bool final, const std::vector<std::string_view>& held) {
+TraceWriter::Request TraceWriter::MakeRequest(const std::vector<std::string_view>& held) const {
+  Request request;
+  request.head.reserve(header_.size() + stream_metadata_.size() + thread_names_bytes_);
+  request.head += header_;
+  request.head += stream_metadata_;
+  for (const auto& [tid, event] : thread_names_) request.head += event;
+  request.body_bytes = body_bytes_;
+  size_t tail = kFooter.size();
+  for (std::string_view text : held) tail += text.size();
+  request.tail.reserve(tail);
+  for (std::string_view text : held) request.tail += text;
+  request.tail += kFooter;
+  return request;
+}
+
+absl::Status TraceWriter::WriteFile(const Request& request, bool final) {
   const std::string temp = fmt::format("{}/.trace.json.tmp.{}", dir_, pid_);
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ground::ErrnoStatus(errno, fmt::format("creating {}", temp));
   const std::string what = fmt::format("writing {}", temp);
-  absl::Status status = ground::WriteAll(fd, header_, what);
-  uint64_t bytes = header_.size() + body_bytes_ + kFooter.size();
-  if (status.ok()) status = ground::WriteAll(fd, stream_metadata_, what);
-  bytes += stream_metadata_.size();
-  for (const auto& [tid, event] : thread_names_) {
-    if (status.ok()) status = ground::WriteAll(fd, event, what);
-    bytes += event.size();
-  }
+  absl::Status status = ground::WriteAll(fd, request.head, what);
+  // With an explicit offset sendfile leaves the body's file position alone,
+  // so the drain may append to the body meanwhile; the body only grows past
+  // body_bytes (a failed append is cut back to no less than it).
   off_t offset = 0;
-  const auto size = static_cast<off_t>(body_bytes_);
+  const auto size = static_cast<off_t>(request.body_bytes);
   while (status.ok() && offset < size) {
     const ssize_t n = sendfile(fd, body_fd_, &offset, static_cast<size_t>(size - offset));
     if (n < 0 && errno != EINTR) status = ground::ErrnoStatus(errno, what);
-    if (n == 0) break;
+    if (n == 0) status = ground::ErrnoStatus(EIO, what);  // the body is shorter than it was
   }
-  for (std::string_view text : held) {
-    if (status.ok()) status = ground::WriteAll(fd, text, what);
-    bytes += text.size();
-  }
-  if (status.ok()) status = ground::WriteAll(fd, kFooter, what);
+  if (status.ok()) status = ground::WriteAll(fd, request.tail, what);
   if (status.ok() && final && fsync(fd) != 0) status = ground::ErrnoStatus(errno, what);
   if (close(fd) != 0 && status.ok()) status = ground::ErrnoStatus(errno, what);
   if (status.ok() && rename(temp.c_str(), path_.c_str()) != 0) {
@@ -257,13 +266,72 @@ absl::Status TraceWriter::Publish(bool final, const std::vector<std::string_view
     unlink(temp.c_str());
     return status;
   }
-  published_bytes_ = bytes;
-  if (final) {
+  published_bytes_.store(request.head.size() + request.body_bytes + request.tail.size(),
+                         std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status TraceWriter::Quiesce(bool stop) {
+  std::unique_lock<std::mutex> lock(publish_mu_);
+  waiting_.reset();
+  publish_cv_.wait(lock, [this] { return !writing_; });
+  absl::Status status = std::move(background_status_);
+  background_status_ = absl::OkStatus();
+  if (stop && publisher_.joinable()) {
+    stop_ = true;
+    lock.unlock();
+    publish_cv_.notify_all();
+    publisher_.join();
+  }
+  return status;
+}
+
+absl::Status TraceWriter::Publish(bool final, const std::vector<std::string_view>& held) {
+  absl::Status status = Quiesce(final);
+  status.Update(WriteFile(MakeRequest(held), final));
+  if (status.ok() && final) {
     close(body_fd_);
     body_fd_ = -1;
     unlink(body_path_.c_str());
   }
-  return absl::OkStatus();
+  return status;
+}
+
+absl::Status TraceWriter::PublishSoon(const std::vector<std::string_view>& held) {
+  Request request = MakeRequest(held);
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  if (!publisher_.joinable()) publisher_ = std::thread([this] { PublishLoop(); });
+  waiting_ = std::move(request);
+  publish_cv_.notify_all();
+  absl::Status status = std::move(background_status_);
+  background_status_ = absl::OkStatus();
+  return status;
+}
+
+absl::Status TraceWriter::AwaitPublished() {
+  std::unique_lock<std::mutex> lock(publish_mu_);
+  publish_cv_.wait(lock, [this] { return !writing_ && !waiting_.has_value(); });
+  absl::Status status = std::move(background_status_);
+  background_status_ = absl::OkStatus();
+  return status;
+}
+
+void TraceWriter::PublishLoop() {
+  pthread_setname_np(pthread_self(), "ts-publish");  // as top and gdb show it
+  std::unique_lock<std::mutex> lock(publish_mu_);
+  while (true) {
+    publish_cv_.wait(lock, [this] { return stop_ || waiting_.has_value(); });
+    if (stop_) return;
+    Request request = std::move(*waiting_);
+    waiting_.reset();
+    writing_ = true;
+    lock.unlock();
+    absl::Status status = WriteFile(request, false);
+    lock.lock();
+    writing_ = false;
+    background_status_.Update(status);
+    publish_cv_.notify_all();
+  }
 }
 
 }  // namespace trainscope::exporter

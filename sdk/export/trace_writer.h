@@ -15,15 +15,25 @@
 // trace.json, so trace.json is always complete, valid JSON: after a crash it
 // holds every window up to the last Publish (the session publishes every
 // Options::trace_checkpoint_interval_ms when a window was added).
+//
+// The copy of the body (up to Options::trace_budget_bytes, 256 MiB) is not
+// made on the caller's thread while the run goes on: PublishSoon() hands it
+// to the writer's own thread ("ts-publish"), so that the drain, which calls
+// it, keeps emptying the rings (issue 15, point 7).
 #ifndef TRAINSCOPE_SDK_EXPORT_TRACE_WRITER_H_
 #define TRAINSCOPE_SDK_EXPORT_TRACE_WRITER_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -69,20 +79,50 @@ class TraceWriter {
   absl::Status AppendToBody(std::string_view text);
   // Atomically replaces trace.json with header, metadata, body, `held`
   // (whole events, in order) and footer. With `final`, also fsyncs it and
-  // removes the body file. Cost: a copy of the body (sendfile).
+  // removes the body file. Waits for a PublishSoon under way first, and
+  // supersedes one waiting. Cost: a copy of the body (sendfile). Errors:
+  // this publish's, else a background publish's not yet returned; each
+  // names the file.
   absl::Status Publish(bool final, const std::vector<std::string_view>& held = {});
+  // Publish(false, held) on the writer's thread (started by the first call):
+  // copies the metadata and `held` now, and the body up to its present size
+  // there, then returns. A request made while one is being written waits,
+  // and a later one replaces it. Cost here: the copies, no file I/O.
+  // Memory: twice (metadata + held) at most, one written and one waiting.
+  // Errors: the last background publish's that failed since the previous
+  // call, if any (the request is still made).
+  absl::Status PublishSoon(const std::vector<std::string_view>& held);
+  // Waits until every PublishSoon made so far is on disk (or failed).
+  // Returns the background status not yet returned, as PublishSoon does.
+  absl::Status AwaitPublished();
 
   uint64_t body_bytes() const { return body_bytes_; }
   uint64_t metadata_bytes() const { return stream_metadata_.size() + thread_names_bytes_; }
   // The header's and footer's bytes.
   uint64_t frame_bytes() const;
-  // The size of trace.json at the last Publish.
-  uint64_t published_bytes() const { return published_bytes_; }
+  // The size of trace.json at the last Publish that completed.
+  uint64_t published_bytes() const { return published_bytes_.load(std::memory_order_relaxed); }
   const std::string& path() const { return path_; }
 
  private:
+  // What one publish writes: `head`, the body's first `body_bytes`, `tail`.
+  struct Request {
+    std::string head;  // header and metadata
+    uint64_t body_bytes = 0;
+    std::string tail;  // held events and footer
+  };
+
   TraceWriter() = default;
   const std::string& NameOf(NameId id);
+  Request MakeRequest(const std::vector<std::string_view>& held) const;
+  // Writes `request` to the temporary and renames it over path_. Reads only
+  // what does not change while the writer is open (dir_, path_, pid_, the
+  // body's first body_bytes), so it runs on either thread.
+  absl::Status WriteFile(const Request& request, bool final);
+  void PublishLoop();
+  // Waits until no background publish is under way and drops a waiting one;
+  // with `stop`, also ends the thread. Returns the background status.
+  absl::Status Quiesce(bool stop);
 
   std::string dir_;
   std::string path_;
@@ -92,7 +132,7 @@ class TraceWriter {
   int64_t pid_ = 0;
   std::vector<std::string> names_;
   uint64_t body_bytes_ = 0;  // bytes of whole events in the body file
-  uint64_t published_bytes_ = 0;
+  std::atomic<uint64_t> published_bytes_{0};
   uint64_t next_async_id_ = 1;
   std::vector<bool> device_tracks_named_;  // by track index
   std::string stream_metadata_;            // process/thread names of the streams
@@ -101,6 +141,15 @@ class TraceWriter {
   std::map<uint32_t, std::string> thread_names_;
   static constexpr size_t kMaxCallThreadNames = 1024;
   uint64_t thread_names_bytes_ = 0;
+
+  // The publishing thread. Guarded by publish_mu_: everything below.
+  std::mutex publish_mu_;
+  std::condition_variable publish_cv_;
+  std::optional<Request> waiting_;
+  bool writing_ = false;
+  bool stop_ = false;
+  absl::Status background_status_;
+  std::thread publisher_;
 };
 
 }  // namespace trainscope::exporter
