@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "fmt/format.h"
 #include "tests/test_util.h"
 #include "trainscope/internal/checkpoint_faults.h"
 #include "trainscope/polyaxon/polyaxon.h"
@@ -91,6 +92,53 @@ TEST(CheckpointStoreTest, SaveThenLoadGivesTheSameBytesAndManifest) {
   // No temporaries stay behind.
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     EXPECT_NE(entry.path().filename().string().rfind(".tmp-", 0), 0u) << entry.path();
+  }
+}
+
+// Issue 19, point 4: a manifest's bad values are named by file and field.
+TEST(CheckpointStoreTest, ABadManifestIsNamedByField) {
+  CheckpointManifest m;
+  m.step = 7;
+  m.wall_time_unix_s = 1.5;
+  m.files.push_back({"model.pt", 4096, 0x0123456789abcdefULL});
+  m.metadata = {{"epoch", "2"}};
+  const std::string good = ManifestToJson(m);
+  absl::StatusOr<CheckpointManifest> back = ParseManifest(good, "M.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->files[0].xxh3, 0x0123456789abcdefULL);
+  EXPECT_EQ(back->files[0].size, 4096u);
+  EXPECT_EQ(back->metadata, m.metadata);
+  auto with = [&](std::string_view key, std::string_view value) {
+    std::string text = good;
+    const std::string k = fmt::format("\"{}\": ", key);
+    const size_t at = text.find(k);
+    EXPECT_NE(at, std::string::npos) << key << " in " << good;
+    const size_t begin = at + k.size();
+    text.replace(begin, text.find_first_of(",\n}", begin) - begin, value);
+    return text;
+  };
+  const struct {
+    std::string text, error;
+  } cases[] = {
+      {"", "M.json: the file is empty"},
+      {"[]", "M.json: the top level is not an object"},
+      {with("format_version", "2"),
+       "M.json: field 'format_version' is not 1, the format this trainscope reads"},
+      {with("step", "-1"), "M.json: field 'step' is negative"},
+      {with("step", "9223372036854775808"), "M.json: field 'step' is out of range"},
+      {with("wall_time_unix_s", "1e400"),
+       "M.json: not valid JSON (a number is malformed or too large for a double)"},
+      {with("wall_time_unix_s", "\"noon\""), "M.json: field 'wall_time_unix_s' is not a number"},
+      {with("size", "18446744073709551615"), "M.json: field 'files[0].size' is out of range"},
+      {with("size", "-4"), "M.json: field 'files[0].size' is negative"},
+      {with("xxh3", "\"0123\""), "M.json: field 'files[0].xxh3' is not 16 lowercase hex digits"},
+      {with("name", "\"../x\""),
+       "M.json: field 'files[0].name' \"../x\" is not a plain file name inside the store (no "
+       "'/', no '..', no leading '.')"},
+      {with("epoch", "2"), "M.json: field 'metadata.epoch' is not a string"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(ParseManifest(c.text, "M.json").status().message(), c.error) << c.text;
   }
 }
 

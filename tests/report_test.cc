@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -278,6 +279,41 @@ TEST(ReportJsonTest, MalformedJsonNamesTheSource) {
       << out.status();
 }
 
+// Bad input names the file and what is wrong with it (issue 19, point 4).
+TEST(ReportJsonTest, AnEmptyFileAndNumbersTooBigAreNamed) {
+  for (const char* empty : {"", "  \n\t"}) {
+    const auto out = exporter::ParseReportJson(empty, "runs/a/report.json");
+    EXPECT_EQ(out.status().message(), "runs/a/report.json: the file is empty") << out.status();
+  }
+  const std::string json = exporter::ReportToJson(SampleReport());
+  const std::string key = "\"recorded\": ";
+  const size_t at = json.find(key);
+  ASSERT_NE(at, std::string::npos) << json;
+  const size_t value = at + key.size(), end = json.find_first_of(",}", value);
+  // Past int64 (a uint64 to simdjson), then past uint64 and a double's range.
+  std::string big = json;
+  big.replace(value, end - value, "9223372036854775808");
+  auto out = exporter::ParseReportJson(big, "r.json");
+  EXPECT_EQ(out.status().message(), "r.json: field 'events.recorded' is out of range");
+  for (const char* huge : {"99999999999999999999999", "1e400"}) {
+    big = json;
+    big.replace(value, end - value, huge);
+    out = exporter::ParseReportJson(big, "r.json");
+    EXPECT_EQ(out.status().message(),
+              "r.json: not valid JSON (a number is malformed or too large for a double)")
+        << huge;
+  }
+  big = json;
+  big.replace(value, end - value, "1.5");
+  out = exporter::ParseReportJson(big, "r.json");
+  EXPECT_EQ(out.status().message(), "r.json: field 'events.recorded' is not an integer");
+  big = json;
+  big.replace(value, end - value, "NaN");
+  out = exporter::ParseReportJson(big, "r.json");
+  EXPECT_NE(out.status().message().find("r.json: not valid JSON"), std::string::npos)
+      << out.status();
+}
+
 TEST(ReportJsonTest, MissingOrMistypedFieldIsNamedByItsPath) {
   std::string json = exporter::ReportToJson(SampleReport());
   const std::string missing = json.substr(0, json.find("\"total_s\"")) +
@@ -515,6 +551,58 @@ TEST(StepsFileTest, NumbersReadBackAsTheSameDoubles) {
   const std::string line = exporter::StepRowToJsonLine(row);
   EXPECT_NE(line.find("\"duration_ms\":0.000001,"), std::string::npos) << line;
   EXPECT_NE(line.find("\"start_s\":12.5,"), std::string::npos) << line;
+}
+
+// Issue 19, point 4: each bad row is named by file, line and field.
+TEST(StepsFileTest, BadValuesAreNamedByFileLineAndField) {
+  TempDir dir;
+  const std::string path = dir.File("steps.jsonl");
+  // A run killed before its first step leaves an empty file: no rows.
+  testing::WriteAll(path, "");
+  auto rows = exporter::ReadStepsFile(path);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_TRUE(rows->empty());
+  Report::Step a;
+  a.duration_ms = 12.5;
+  const std::string good = exporter::StepRowToJsonLine(a);
+  auto with = [&](std::string_view key, std::string_view value) {
+    std::string line = good;
+    const std::string k = fmt::format("\"{}\":", key);
+    const size_t at = line.find(k) + k.size();
+    line.replace(at, line.find_first_of(",}", at) - at, value);
+    return line;
+  };
+  const struct {
+    std::string line;
+    std::string error;
+  } cases[] = {
+      {with("step", "9223372036854775808"), "steps.jsonl:2: field 'step' is out of range"},
+      {with("samples", "1e400"),
+       "steps.jsonl:2: not a JSON object (a number is malformed or too large for a double)"},
+      {with("duration_ms", "-3"), "steps.jsonl:2: field 'duration_ms' is negative"},
+      {with("duration_ms", "\"12\""), "steps.jsonl:2: field 'duration_ms' is not a number"},
+      {with("memory_bytes", "1.5"), "steps.jsonl:2: field 'memory_bytes' is not an integer"},
+      {with("top_cause", "\"\xff\xfe\""),
+       "steps.jsonl:2: not a JSON object (The input is not valid UTF-8)"},
+      {"[1,2]\n", "steps.jsonl:2: not a JSON object"},
+  };
+  for (const auto& c : cases) {
+    std::string line = c.line;
+    if (line.back() != '\n') line += '\n';
+    testing::WriteAll(path, good + line);
+    rows = exporter::ReadStepsFile(path);
+    ASSERT_FALSE(rows.ok()) << c.line;
+    EXPECT_EQ(rows.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(rows.status().message());
+    EXPECT_EQ(message.substr(message.rfind('/') + 1), c.error) << c.line;
+  }
+  // What the writer writes for a non-finite number reads back as NaN.
+  testing::WriteAll(path, with("idle_ms", "null"));
+  rows = exporter::ReadStepsFile(path);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_TRUE(std::isnan((*rows)[0].idle_ms));
+  EXPECT_EQ((*rows)[0].duration_ms, 12.5);
 }
 
 TEST(StepsFileTest, BadLinesAreNamedByFileAndLine) {

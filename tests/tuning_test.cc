@@ -769,6 +769,47 @@ TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
   EXPECT_EQ(record->trials[1].wall_s, 1.5);
 }
 
+// Issue 19, point 4: an empty file and numbers too big for their type.
+TEST(ExperimentJsonTest, AnEmptyFileAndNumbersTooBigAreNamed) {
+  testing::TempDir dir;
+  const std::string path = dir.File("experiment.json");
+  testing::WriteAll(path, "\n");
+  EXPECT_EQ(ReadExperiment(path).status().message(), path + ": the file is empty");
+  ExperimentSpec spec;
+  spec.hypothesis = "numbers";
+  spec.command = {"/bin/true"};
+  spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
+  ExperimentResult result;
+  for (int k = 0; k < 2; ++k) {
+    Trial& t = result.trials.emplace_back();
+    t.order = k;
+    t.variant = k;
+    t.wall_s = 1.5;
+  }
+  const std::string json = ExperimentJson(spec, result);
+  const size_t order = json.rfind("\"order\": 1");
+  ASSERT_NE(order, std::string::npos) << json;
+  auto with_order = [&](std::string_view value) {
+    std::string text = json;
+    text.replace(order, std::string("\"order\": 1").size(), fmt::format("\"order\": {}", value));
+    return text;
+  };
+  const struct {
+    std::string value, error;
+  } cases[] = {
+      {"2147483648", "field 'variants[1].trials[0].order' is out of range"},
+      {"9223372036854775808", "field 'variants[1].trials[0].order' is out of range"},
+      {"1e400", "not valid JSON (a number is malformed or too large for a double)"},
+      {"1.5", "field 'variants[1].trials[0].order' is not an integer"},
+  };
+  for (const auto& c : cases) {
+    testing::WriteAll(path, with_order(c.value));
+    EXPECT_EQ(ReadExperiment(path).status().message(), path + ": " + c.error) << c.value;
+  }
+  // And the spec an experiment is started from.
+  EXPECT_EQ(ParseSpec(" ", "spec.json").status().message(), "spec.json: the file is empty");
+}
+
 // Ctrl-C: the running trial is killed and not counted; what was measured
 // is written, marked incomplete.
 TEST(ExperimentTest, AStoppedExperimentWritesWhatItHasMarkedIncomplete) {

@@ -1,41 +1,84 @@
 // MANIFEST.json, written and read. See trainscope/checkpoint.h.
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "fmt/format.h"
 #include "sdk/checkpoint/layout.h"
+#include "sdk/ground/json_fields.h"
 #include "sdk/ground/json_writer.h"
 #include "trainscope/checkpoint.h"
 
 namespace trainscope {
 namespace {
 
-std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
+// MANIFEST.json as it is on disk (the checksum as 16 hex digits).
+struct DiskFile {
+  std::string name;
+  int64_t size = 0;
+  std::string xxh3;
+};
+struct DiskManifest {
+  int format_version = 1;
+  int64_t step = 0;
+  double wall_time_unix_s = 0;
+  std::vector<DiskFile> files;
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+bool IsHex16(std::string_view hex) {
+  return hex.size() == 16 && std::all_of(hex.begin(), hex.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// Every field of MANIFEST.json, named once: the writer and the reader walk
+// this list (ground/json_fields.h).
+template <typename M, typename V>
+void DescribeManifest(M& m, V& v) {
+  using ground::json_fields::kAbsentOk;
+  using ground::json_fields::kRequired;
+  v.Field("format_version", m.format_version, kRequired);
+  v.Check("format_version", m.format_version == 1, "is not 1, the format this trainscope reads");
+  v.Field("step", m.step, kRequired);
+  v.Check("step", m.step >= 0, "is negative");
+  v.Field("wall_time_unix_s", m.wall_time_unix_s, kRequired);
+  v.Array("files", m.files, [&v](auto& f) {
+    v.Field("name", f.name, kRequired);
+    const bool plain = checkpoint::ValidFileName(f.name);
+    v.Check("name", plain,
+            plain ? ""
+                  : fmt::format("\"{}\" is not a plain file name inside the store (no '/', no "
+                                "'..', no leading '.')",
+                                f.name));
+    v.Field("size", f.size, kRequired);
+    v.Check("size", f.size >= 0, "is negative");
+    v.Field("xxh3", f.xxh3, kRequired);
+    v.Check("xxh3", IsHex16(f.xxh3), "is not 16 lowercase hex digits");
+  });
+  v.Strings("metadata", m.metadata, kAbsentOk);
+}
 
 }  // namespace
 
 std::string ManifestToJson(const CheckpointManifest& m) {
-  ground::JsonWriter j(ground::JsonWriter::kPretty);
-  j.BeginObject();
-  j.Key("format_version").Int(m.format_version);
-  j.Key("step").Int(m.step);
-  j.Key("wall_time_unix_s").Number(m.wall_time_unix_s);
-  j.Key("files").BeginArray();
+  DiskManifest disk;
+  disk.format_version = m.format_version;
+  disk.step = m.step;
+  disk.wall_time_unix_s = m.wall_time_unix_s;
   for (const ManifestEntry& f : m.files) {
-    j.BeginObject();
-    j.Key("name").String(f.name);
-    j.Key("size").Int(static_cast<int64_t>(f.size));
-    j.Key("xxh3").String(Hex(f.xxh3));
-    j.EndObject();
+    disk.files.push_back({f.name, static_cast<int64_t>(f.size), fmt::format("{:016x}", f.xxh3)});
   }
-  j.EndArray();
-  j.Key("metadata").BeginObject();
-  for (const auto& [k, v] : m.metadata) j.Key(k).String(v);
-  j.EndObject();
+  disk.metadata = m.metadata;
+  ground::JsonWriter j(ground::JsonWriter::kPretty);
+  ground::json_fields::Writer w(&j);
+  j.BeginObject();
+  DescribeManifest(static_cast<const DiskManifest&>(disk), w);
   j.EndObject();
   return j.Take() + "\n";
 }
@@ -44,55 +87,31 @@ absl::StatusOr<CheckpointManifest> ParseManifest(std::string_view json, std::str
   simdjson::dom::parser parser;
   simdjson::padded_string padded(json);
   simdjson::dom::element root;
-  auto bad = [&](std::string_view what) {
-    return absl::InvalidArgumentError(fmt::format("{}: {}", source, what));
-  };
   if (auto error = parser.parse(padded).get(root)) {
-    return bad(fmt::format("not valid JSON ({})", simdjson::error_message(error)));
+    return ground::json_fields::DocumentError(error, source, json);
   }
+  simdjson::dom::object top;
+  if (root.get_object().get(top) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: the top level is not an object", source));
+  }
+  absl::Status status;
+  DiskManifest disk;
+  ground::json_fields::Reader reader(top, "", source, &status);
+  DescribeManifest(disk, reader);
+  if (!status.ok()) return status;
   CheckpointManifest m;
-  int64_t version = 0;
-  if (root["format_version"].get_int64().get(version)) return bad("no integer format_version");
-  if (version != 1) return bad(fmt::format("format_version {} is not 1", version));
-  m.format_version = 1;
-  if (root["step"].get_int64().get(m.step) || m.step < 0) return bad("no step >= 0");
-  if (root["wall_time_unix_s"].get_double().get(m.wall_time_unix_s)) {
-    return bad("no number wall_time_unix_s");
-  }
-  simdjson::dom::array files;
-  if (root["files"].get_array().get(files)) return bad("no files array");
-  for (simdjson::dom::element f : files) {
+  m.format_version = disk.format_version;
+  m.step = disk.step;
+  m.wall_time_unix_s = disk.wall_time_unix_s;
+  for (DiskFile& f : disk.files) {
     ManifestEntry e;
-    std::string_view name, hex;
-    int64_t size = 0;
-    if (f["name"].get_string().get(name) || f["size"].get_int64().get(size) || size < 0 ||
-        f["xxh3"].get_string().get(hex) || hex.size() != 16) {
-      return bad(
-          fmt::format("files[{}] needs a name, a size >= 0 and a 16-digit xxh3", m.files.size()));
-    }
-    if (!checkpoint::ValidFileName(name)) {
-      return bad(
-          fmt::format("files[{}] name \"{}\" is not a plain file name inside the store "
-                      "(no '/', no '..', no leading '.')",
-                      m.files.size(), name));
-    }
-    for (char c : hex) {
-      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      if (digit < 0) return bad(fmt::format("files[{}] xxh3 is not hex", m.files.size()));
-      e.xxh3 = e.xxh3 << 4 | static_cast<uint64_t>(digit);
-    }
-    e.name = std::string(name);
-    e.size = static_cast<uint64_t>(size);
+    e.name = std::move(f.name);
+    e.size = static_cast<uint64_t>(f.size);
+    for (char c : f.xxh3)
+      e.xxh3 = e.xxh3 << 4 | static_cast<uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
     m.files.push_back(std::move(e));
   }
-  simdjson::dom::object metadata;
-  if (root["metadata"].get_object().get(metadata) == simdjson::SUCCESS) {
-    for (auto field : metadata) {
-      std::string_view value;
-      if (field.value.get_string().get(value)) return bad("metadata values must be strings");
-      m.metadata.emplace_back(std::string(field.key), std::string(value));
-    }
-  }
+  m.metadata = std::move(disk.metadata);
   return m;
 }
 

@@ -27,8 +27,7 @@ absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view s
   simdjson::padded_string padded(json);
   simdjson::dom::element root;
   if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: not valid JSON ({})", source, simdjson::error_message(error)));
+    return ground::json_fields::DocumentError(error, source, json);
   }
   simdjson::dom::object top;
   if (root.get_object().get(top) != simdjson::SUCCESS) {

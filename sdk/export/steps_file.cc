@@ -14,6 +14,7 @@
 
 #include "fmt/format.h"
 #include "sdk/ground/files.h"
+#include "sdk/ground/json_fields.h"
 #include "sdk/ground/json_writer.h"
 
 namespace trainscope::exporter {
@@ -182,53 +183,42 @@ std::string StepRowToJsonLine(const Report::Step& row) {
 absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_view where) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(line);
-  simdjson::dom::object row;
-  if (auto error = parser.parse(padded).get_object().get(row); error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: not a JSON object ({})", where, simdjson::error_message(error)));
+  simdjson::dom::element root;
+  simdjson::dom::object object;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    const std::string_view why = error == simdjson::NUMBER_ERROR
+                                     ? "a number is malformed or too large for a double"
+                                     : simdjson::error_message(error);
+    return absl::InvalidArgumentError(fmt::format("{}: not a JSON object ({})", where, why));
   }
+  if (root.get_object().get(object) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: not a JSON object", where));
+  }
+  using ground::json_fields::kRequired;
+  absl::Status status;
+  ground::json_fields::Reader r(object, "", where, &status);
   Report::Step step;
-  auto bad = [&](std::string_view key, std::string_view want) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: field '{}' is missing or not {}", where, key, want));
-  };
-  auto integer = [&](const char* key, int64_t* out) {
-    return row[key].get_int64().get(*out) == simdjson::SUCCESS;
-  };
-  auto number = [&](const char* key, double* out) {
-    return row[key].get_double().get(*out) == simdjson::SUCCESS;
-  };
-  if (!integer("step", &step.index)) return bad("step", "an integer");
-  for (auto [key, out] :
-       {std::pair{"start_s", &step.start_s}, std::pair{"duration_ms", &step.duration_ms},
-        std::pair{"sync_ms", &step.sync_ms}, std::pair{"data_wait_ms", &step.data_wait_ms},
-        std::pair{"idle_ms", &step.idle_ms}}) {
-    if (!number(key, out)) return bad(key, "a number");
-  }
-  for (auto [key, out] :
-       {std::pair{"samples", &step.samples}, std::pair{"memory_bytes", &step.memory_bytes},
-        std::pair{"peak_memory_bytes", &step.peak_memory_bytes}}) {
-    if (!integer(key, out)) return bad(key, "an integer");
-  }
-  std::string_view cause;
-  if (row["top_cause"].get_string().get(cause) != simdjson::SUCCESS) {
-    return bad("top_cause", "a string");
-  }
-  step.top_cause = std::string(cause);
-  simdjson::dom::object phases;
-  if (row["phases_ms"].get_object().get(phases) != simdjson::SUCCESS) {
-    return bad("phases_ms", "an object");
-  }
-  for (auto field : phases) {
+  r.Field("step", step.index, kRequired);
+  r.Field("start_s", step.start_s, kRequired);
+  r.Field("duration_ms", step.duration_ms, kRequired);
+  // Never negative; null (the writer's non-finite number) reads as NaN.
+  r.Check("duration_ms", !(step.duration_ms < 0), "is negative");
+  r.Field("samples", step.samples, kRequired);
+  r.Field("sync_ms", step.sync_ms, kRequired);
+  r.Field("data_wait_ms", step.data_wait_ms, kRequired);
+  std::vector<std::pair<std::string, double>> phases;
+  r.Numbers("phases_ms", phases, kRequired);
+  for (const auto& [name, ms] : phases) {
     int p = 0;
-    while (p < kPhaseCount && PhaseName(static_cast<Phase>(p)) != field.key) ++p;
-    double ms = 0;
-    if (p == kPhaseCount || field.value.get_double().get(ms) != simdjson::SUCCESS) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}: phases_ms.{} is not a phase name with a number", where, field.key));
-    }
-    step.phase_ms[p] = ms;
+    while (p < kPhaseCount && PhaseName(static_cast<Phase>(p)) != name) ++p;
+    r.Check(fmt::format("phases_ms.{}", name), p < kPhaseCount, "is not a phase name");
+    if (p < kPhaseCount) step.phase_ms[p] = ms;
   }
+  r.Field("idle_ms", step.idle_ms, kRequired);
+  r.Field("top_cause", step.top_cause, kRequired);
+  r.Field("memory_bytes", step.memory_bytes, kRequired);
+  r.Field("peak_memory_bytes", step.peak_memory_bytes, kRequired);
+  if (!status.ok()) return status;
   return step;
 }
 

@@ -18,6 +18,8 @@
 //                                    std::optional<double / bool / string>
 //   WriteOnly(key, bool)             derived from other fields: written,
 //                                    not read back
+//   Check(key, bool ok, problem)     a rule beyond the type (say, >= 0):
+//                                    when reading, an error unless `ok`
 //   Object(key, flags, fn())         an object; fn describes its fields
 //   ObjectOrNull(key, bool null, flags, fn())  written as null when `null`;
 //                                    read when present and not null
@@ -57,6 +59,22 @@
 #include "sdk/ground/json_writer.h"
 
 namespace trainscope::ground::json_fields {
+
+// The error for a document that simdjson could not parse (`error` from
+// parser.parse), naming `source`: "<source>: the file is empty" when
+// `text` holds nothing but whitespace; else "<source>: not valid JSON
+// (<why>)", where a number too large for a double (1e400, or an integer
+// past 2^64) is said as such. Cost: a scan of `text` for an empty one.
+inline absl::Status DocumentError(simdjson::error_code error, std::string_view source,
+                                  std::string_view text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return absl::InvalidArgumentError(fmt::format("{}: the file is empty", source));
+  }
+  const std::string_view why = error == simdjson::NUMBER_ERROR
+                                   ? "a number is malformed or too large for a double"
+                                   : simdjson::error_message(error);
+  return absl::InvalidArgumentError(fmt::format("{}: not valid JSON ({})", source, why));
+}
 
 // How a field may appear in a file written by an older trainscope.
 enum Flags : unsigned {
@@ -104,6 +122,8 @@ class Writer {
     j_.Key(key).Int(static_cast<int64_t>(v));
   }
   void WriteOnly(std::string_view key, bool v) { j_.Key(key).Bool(v); }
+  // The reader's checks beyond the type; nothing to do when writing.
+  void Check(std::string_view, bool, std::string_view) {}
   template <typename Fn>
   void Object(std::string_view key, unsigned, Fn&& fn) {
     j_.Key(key).BeginObject();
@@ -194,6 +214,12 @@ class Reader {
     simdjson::dom::element e;
     if (Find(key, flags, &e)) Read(key, e, out, flags);
   }
+  // A check beyond the type, after the field was read: unless `ok`, the
+  // error "field '<path of key>' <problem>" (if none came before).
+  void Check(std::string_view key, bool ok, std::string_view problem) {
+    if (!ok) Fail(key, problem);
+  }
+  bool ok() const { return status_->ok(); }
   void WriteOnly(std::string_view, bool) {}
   template <typename Fn>
   void Object(std::string_view key, unsigned flags, Fn&& fn) {
@@ -391,7 +417,11 @@ class Reader {
   template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
   void Read(std::string_view key, simdjson::dom::element e, Int& out, unsigned) {
     int64_t v = 0;
-    if (e.get_int64().get(v) != simdjson::SUCCESS) return Fail(key, "is not an integer");
+    if (const auto error = e.get_int64().get(v); error != simdjson::SUCCESS) {
+      // A uint64_t past INT64_MAX is simdjson's NUMBER_OUT_OF_RANGE.
+      return Fail(key,
+                  error == simdjson::NUMBER_OUT_OF_RANGE ? "is out of range" : "is not an integer");
+    }
     if (!std::is_same_v<Int, uint64_t> &&
         (v < static_cast<int64_t>(std::numeric_limits<Int>::min()) ||
          v > static_cast<int64_t>(std::numeric_limits<Int>::max()))) {

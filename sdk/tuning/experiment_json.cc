@@ -64,8 +64,7 @@ absl::StatusOr<element> ParseFile(const std::string& path, simdjson::dom::parser
   if (!text.ok()) return text.status();
   element root;
   if (auto error = parser.parse(*text).get(root); error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: not valid JSON: {}", path, simdjson::error_message(error)));
+    return ground::json_fields::DocumentError(error, path, *text);
   }
   return root;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "sdk/ground/json_fields.h"
 #include "sdk/tuning/experiment.h"
 #include "sdk/tuning/objectives.h"
 
@@ -77,8 +78,7 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
   simdjson::padded_string padded(json);
   element root;
   if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: not valid JSON: {}", where, simdjson::error_message(error)));
+    return ground::json_fields::DocumentError(error, where, json);
   }
   simdjson::dom::object object;
   if (root.get_object().get(object) != simdjson::SUCCESS) {
