@@ -323,6 +323,25 @@ void ExpectSameReport(const Report& got, const Report& want, bool exact_quantile
   EXPECT_EQ(got.idle.busy_source, want.idle.busy_source);
   EXPECT_EQ(got.idle.by_cause, want.idle.by_cause);
   EXPECT_EQ(got.idle.top_cause, want.idle.top_cause);
+  // The gaps, folded segment by segment, as the whole window's.
+  EXPECT_EQ(got.gaps.count, want.gaps.count);
+  EXPECT_EQ(got.gaps.largest_ms, want.gaps.largest_ms);
+  ASSERT_EQ(got.gaps.histogram.size(), 7u);
+  ASSERT_EQ(got.gaps.histogram.size(), want.gaps.histogram.size());
+  for (size_t k = 0; k < want.gaps.histogram.size(); ++k) {
+    SCOPED_TRACE(want.gaps.histogram[k].label);
+    EXPECT_EQ(got.gaps.histogram[k].label, want.gaps.histogram[k].label);
+    EXPECT_EQ(got.gaps.histogram[k].count, want.gaps.histogram[k].count);
+    EXPECT_DOUBLE_EQ(got.gaps.histogram[k].total_ms, want.gaps.histogram[k].total_ms);
+  }
+  ASSERT_EQ(got.gaps.largest.size(), want.gaps.largest.size());
+  for (size_t k = 0; k < want.gaps.largest.size(); ++k) {
+    SCOPED_TRACE("largest gap " + std::to_string(k));
+    EXPECT_EQ(got.gaps.largest[k].start_s, want.gaps.largest[k].start_s);
+    EXPECT_EQ(got.gaps.largest[k].duration_ms, want.gaps.largest[k].duration_ms);
+    EXPECT_EQ(got.gaps.largest[k].step, want.gaps.largest[k].step);
+    EXPECT_EQ(got.gaps.largest[k].cause, want.gaps.largest[k].cause);
+  }
   EXPECT_EQ(got.utilization.allocated_device_hours, want.utilization.allocated_device_hours);
   EXPECT_EQ(got.utilization.busy_device_hours, want.utilization.busy_device_hours);
   EXPECT_DOUBLE_EQ(got.utilization.samples_per_busy_device_s,
@@ -386,6 +405,60 @@ TEST(RunFoldTest, HostRecordingOf100kIntervalsMatchesTheWholeRunAnalysis) {
   ExpectSameReport(folded.report, whole.report, false, true);
   ExpectSameRows(folded.rows, whole.rows, true);
   EXPECT_LT(folded.most_held, 2000u) << "about 250 ms of intervals, not the run";
+  EXPECT_GT(whole.report.gaps.count, 1000) << "gaps enough to compare";
+  EXPECT_EQ(whole.report.gaps.largest.size(), 10u);
+}
+
+// GapFold stitches a gap that runs from one piece into the next, within a
+// fold and across folds appended in time order, and keeps the longest
+// with the step and the cause they began in.
+TEST(GapFoldTest, AGapAcrossPiecesAndFoldsIsOneGap) {
+  constexpr TimestampNs us = 1000;
+  const std::vector<std::pair<IntervalSet::Span, int64_t>> steps = {{{15 * us, 40 * us}, 3},
+                                                                    {{40 * us, 90 * us}, 4}};
+  GapFold a, b, c;
+  a.Add(0, 10 * us, 0, steps);
+  a.Add(20 * us, 30 * us, 1, steps);
+  b.Add(30 * us, 35 * us, 2, steps);  // goes on from a's open gap
+  b.Add(50 * us, 60 * us, 0, steps);
+  b.Add(70 * us, 1000 * us, 3, steps);
+  c.Add(1000 * us, 1005 * us, 5, steps);  // goes on from b's last
+  a.Append(b);
+  a.Append(c);
+  IdleBreakdown out;
+  a.Describe(&out);
+  EXPECT_EQ(out.gaps, 4);
+  EXPECT_EQ(out.largest_gap_ns, 935 * us);
+  ASSERT_EQ(out.largest_gaps.size(), 4u);
+  EXPECT_EQ(out.largest_gaps[0].start_ns, 70 * us);
+  EXPECT_EQ(out.largest_gaps[0].step, 4);
+  EXPECT_EQ(out.largest_gaps[0].cause, IdleCauseName(3));
+  EXPECT_EQ(out.largest_gaps[1].start_ns, 20 * us);  // 10 us of cause 1, then 5 of cause 2
+  EXPECT_EQ(out.largest_gaps[1].duration_ns, 15 * us);
+  EXPECT_EQ(out.largest_gaps[1].step, 3);
+  EXPECT_EQ(out.largest_gaps[1].cause, IdleCauseName(1));
+  EXPECT_EQ(out.largest_gaps[2].start_ns, 0);  // 10 us each: the earlier first
+  EXPECT_EQ(out.largest_gaps[2].step, -1);
+  EXPECT_EQ(out.largest_gaps[3].start_ns, 50 * us);
+  ASSERT_EQ(out.histogram.size(), 7u);
+  EXPECT_EQ(out.histogram[1].label, "10us-100us");
+  EXPECT_EQ(out.histogram[1].count, 3);
+  EXPECT_EQ(out.histogram[1].total_ns, 35 * us);
+  EXPECT_EQ(out.histogram[3].count, 0);
+  EXPECT_EQ(out.histogram[2].count, 1);  // 935 us
+  // Folds with one gap each, joined and not, and an empty one.
+  GapFold d, e, f, none;
+  d.Add(0, 5 * us, 0, steps);
+  e.Add(5 * us, 8 * us, 0, steps);
+  f.Add(9 * us, 10 * us, 0, steps);
+  d.Append(none);
+  d.Append(e);
+  d.Append(f);
+  IdleBreakdown two;
+  d.Describe(&two);
+  EXPECT_EQ(two.gaps, 2);
+  EXPECT_EQ(two.largest_gap_ns, 8 * us);
+  EXPECT_EQ(two.histogram[0].count, 2);
 }
 
 // One thread's phases: the fold takes their causes in the order they come

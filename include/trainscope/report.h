@@ -128,6 +128,26 @@ struct Report {
     std::string top_cause;                                 // "" if the run never idled
   } idle;
 
+  // The idle gaps of the same window and busy source: maximal spans of
+  // idle time (docs/gap-analysis.md has the same for a trace).
+  struct Gaps {
+    int64_t count = 0;
+    double largest_ms = 0;
+    struct Bucket {
+      std::string label;  // "<10us", "10us-100us", ..., ">=1s"
+      int64_t count = 0;
+      double total_ms = 0;
+    };
+    std::vector<Bucket> histogram;  // by length, every bucket present
+    struct Gap {
+      double start_s = 0;  // since process start
+      double duration_ms = 0;
+      int64_t step = -1;  // the step it begins in, -1 between steps
+      std::string cause;  // the cause with the most of its time
+    };
+    std::vector<Gap> largest;  // the 10 longest, longest first (ties: earlier first)
+  } gaps;
+
   // The CUPTI device timeline (sdk/cupti).
   struct DeviceTimeline {
     std::string status;  // "collected", "off", or "unavailable (<reason>)"

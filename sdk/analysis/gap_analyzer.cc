@@ -40,6 +40,13 @@ bool IsHostRange(IntervalKind kind) {
 }
 
 constexpr TimestampNs kUs = 1000;
+constexpr size_t kLongestGaps = 10;
+
+// The order of the longest gaps: longer first; of equal ones, the earlier.
+bool RanksBefore(TimestampNs length_a, TimestampNs start_a, TimestampNs length_b,
+                 TimestampNs start_b) {
+  return length_a > length_b || (length_a == length_b && start_a < start_b);
+}
 const std::array<std::pair<const char*, TimestampNs>, 7> kBuckets = {{
     {"<10us", 10 * kUs},
     {"10us-100us", 100 * kUs},
@@ -347,9 +354,9 @@ void DescribeGaps(const IntervalSet& idle, const std::vector<Piece>& pieces,
     --it;
     return t < it->first.second ? it->second : -1;
   };
-  const size_t top = std::min<size_t>(10, gaps.size());
+  const size_t top = std::min<size_t>(kLongestGaps, gaps.size());
   std::partial_sort(gaps.begin(), gaps.begin() + top, gaps.end(), [](const auto& a, const auto& b) {
-    return a.second - a.first > b.second - b.first;
+    return RanksBefore(a.second - a.first, a.first, b.second - b.first, b.first);
   });
   for (size_t g = 0; g < top; ++g) {
     Gap gap;
@@ -383,8 +390,8 @@ struct Tallied {
   std::vector<Blamed> map;
 };
 
-void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* result,
-               Tallied* out) {
+void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* result, Tallied* out,
+               GapFold* gaps = nullptr) {
   out->idle = window.Subtract(sets.busy);  // busy time outside the window takes nothing
   result->window_ns = window.Length();
   result->idle_ns = out->idle.Length();
@@ -403,6 +410,7 @@ void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* r
     Blame(out->idle, sets, &out->map, &out->pieces);
     for (const Piece& piece : out->pieces) {
       result->cause_ns[piece.cause] += piece.end - piece.start;
+      if (gaps != nullptr) gaps->Add(piece.start, piece.end, piece.cause, sets.steps);
     }
     PerStep(out->pieces, sets.steps, result);
     return;
@@ -420,6 +428,7 @@ void TallyInto(const IntervalSet& window, const IdleSets& sets, IdleBreakdown* r
   StepIdle* fits_step = nullptr;
   Blame(out->idle, sets, &out->map, [&](TimestampNs a, TimestampNs b, int cause) {
     result->cause_ns[cause] += b - a;
+    if (gaps != nullptr) gaps->Add(a, b, cause, steps);
     if (a >= fits_from && b <= fits_to) {
       fits_step->idle_ns += b - a;
       fits_step->by_cause[cause] += b - a;
@@ -508,11 +517,129 @@ IdleBreakdown GapAnalyzer::Analyze(const Timeline& timeline, TimestampNs window_
 }
 
 IdleBreakdown GapAnalyzer::Tally(const IntervalSet& window, const IdleSets& sets) {
+  return Tally(window, sets, nullptr);
+}
+
+IdleBreakdown GapAnalyzer::Tally(const IntervalSet& window, const IdleSets& sets, GapFold* gaps) {
   IdleBreakdown result;
   thread_local Tallied scratch;  // its room stays for the next call
   scratch.keep_pieces = false;
-  TallyInto(window, sets, &result, &scratch);
+  TallyInto(window, sets, &result, &scratch, gaps);
   return result;
+}
+
+void GapFold::Add(TimestampNs a, TimestampNs b, int cause,
+                  const std::vector<std::pair<IntervalSet::Span, int64_t>>& steps) {
+  if (Open* current = Current(); current != nullptr && a == current->end) {
+    current->end = b;  // the same gap, on from the piece before
+    current->by_cause[cause] += b - a;
+    return;
+  }
+  Open gap;
+  gap.start = a;
+  gap.end = b;
+  gap.by_cause[cause] = b - a;
+  // As DescribeGaps: the last step to begin at or before `a`, if `a` is
+  // inside it.
+  auto it = std::upper_bound(steps.begin(), steps.end(), a,
+                             [](TimestampNs t, const auto& s) { return t < s.first.first; });
+  if (it != steps.begin() && a < std::prev(it)->first.second) gap.step = std::prev(it)->second;
+  if (!head_) {
+    head_ = gap;
+    return;
+  }
+  if (last_) Count(*last_, &counted_);
+  last_ = gap;
+}
+
+void GapFold::Append(const GapFold& later) {
+  if (!later.head_) return;
+  Open* current = Current();
+  const bool joined = current != nullptr && later.head_->start == current->end;
+  if (joined) {
+    current->end = later.head_->end;
+    for (int c = 0; c < kIdleCauseCount; ++c) current->by_cause[c] += later.head_->by_cause[c];
+  }
+  if (!later.last_) {  // one gap in `later`: it stays open here
+    if (!joined) {
+      if (!head_) {
+        head_ = later.head_;
+      } else {
+        if (last_) Count(*last_, &counted_);
+        last_ = later.head_;
+      }
+    }
+  } else {  // `later`'s head is complete; its last is the open one now
+    if (joined) {
+      if (last_) Count(*last_, &counted_);  // else the joined one is head_
+    } else if (!head_) {
+      head_ = later.head_;
+    } else {
+      if (last_) Count(*last_, &counted_);
+      Count(*later.head_, &counted_);
+    }
+    last_ = later.last_;
+  }
+  const Counted& more = later.counted_;
+  counted_.gaps += more.gaps;
+  for (size_t k = 0; k < counted_.count.size(); ++k) {
+    counted_.count[k] += more.count[k];
+    counted_.total[k] += more.total[k];
+  }
+  std::vector<Gap>& top = counted_.largest;
+  top.insert(top.end(), more.largest.begin(), more.largest.end());
+  std::sort(top.begin(), top.end(), [](const Gap& x, const Gap& y) {
+    return RanksBefore(x.duration_ns, x.start_ns, y.duration_ns, y.start_ns);
+  });
+  if (top.size() > kLongestGaps) top.resize(kLongestGaps);
+}
+
+void GapFold::Count(const Open& gap, Counted* into) {
+  static_assert(std::tuple_size_v<decltype(Counted::count)> ==
+                std::tuple_size_v<decltype(kBuckets)>);
+  const TimestampNs length = gap.end - gap.start;
+  ++into->gaps;
+  for (size_t k = 0; k < kBuckets.size(); ++k) {
+    if (length < kBuckets[k].second) {
+      ++into->count[k];
+      into->total[k] += length;
+      break;
+    }
+  }
+  std::vector<Gap>& top = into->largest;
+  if (top.size() == kLongestGaps &&
+      !RanksBefore(length, gap.start, top.back().duration_ns, top.back().start_ns)) {
+    return;  // not among the longest
+  }
+  Gap kept;
+  kept.start_ns = gap.start;
+  kept.duration_ns = length;
+  kept.step = gap.step;
+  TimestampNs best = -1;
+  for (int c = 0; c < kIdleCauseCount; ++c) {
+    if (gap.by_cause[c] > best) {  // ties: the cause first in priority order, as DescribeGaps
+      best = gap.by_cause[c];
+      kept.cause = kCauseNames[c];
+    }
+  }
+  auto at = std::find_if(top.begin(), top.end(), [&](const Gap& x) {
+    return RanksBefore(length, gap.start, x.duration_ns, x.start_ns);
+  });
+  top.insert(at, std::move(kept));
+  if (top.size() > kLongestGaps) top.pop_back();
+}
+
+void GapFold::Describe(IdleBreakdown* out) const {
+  Counted all = counted_;
+  if (head_) Count(*head_, &all);
+  if (last_) Count(*last_, &all);
+  out->gaps = all.gaps;
+  out->histogram.clear();
+  for (size_t k = 0; k < kBuckets.size(); ++k) {
+    out->histogram.push_back({kBuckets[k].first, kBuckets[k].second, all.count[k], all.total[k]});
+  }
+  out->largest_gaps = all.largest;
+  out->largest_gap_ns = all.largest.empty() ? 0 : all.largest.front().duration_ns;
 }
 
 IdleBreakdown GapAnalyzer::AnalyzeWithin(const Timeline& timeline, const IntervalSet& window,

@@ -23,6 +23,7 @@
 #define TRAINSCOPE_SDK_ANALYSIS_GAP_ANALYZER_H_
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -133,6 +134,46 @@ struct IdleSets {
   std::vector<CauseSpan> by_start;
 };
 
+// Gaps folded as they come, window piece after window piece in time order
+// (the run's fold tallies one segment at a time): the same count,
+// histogram and 10 longest gaps, each with its step and cause, as
+// AnalyzeWithin over the pieces' union, a gap that runs on from one piece
+// into the next counted once. Memory: fixed (10 gaps, 7 buckets and three
+// gaps' causes: the first, which may join a fold before this one, the one
+// still open, and the sums).
+class GapFold {
+ public:
+  // Idle time [a, b) blamed on `cause`, after every piece added so far;
+  // `steps` (by start) give the step a new gap starts in.
+  void Add(TimestampNs a, TimestampNs b, int cause,
+           const std::vector<std::pair<IntervalSet::Span, int64_t>>& steps);
+  // Appends `later`, whose pieces all come after this one's.
+  void Append(const GapFold& later);
+  // gaps, largest_gap_ns, largest_gaps (longest first, ties by start) and
+  // histogram, the open gap included.
+  void Describe(IdleBreakdown* out) const;
+  bool empty() const { return !head_; }
+
+ private:
+  struct Open {
+    TimestampNs start = 0, end = 0;
+    int64_t step = -1;
+    std::array<TimestampNs, kIdleCauseCount> by_cause{};
+  };
+  struct Counted {
+    int64_t gaps = 0;
+    std::array<int64_t, 7> count{};
+    std::array<TimestampNs, 7> total{};
+    std::vector<Gap> largest;  // at most 10, longest first
+  };
+  static void Count(const Open& gap, Counted* into);
+  Open* Current() { return last_ ? &*last_ : head_ ? &*head_ : nullptr; }
+
+  std::optional<Open> head_;  // the first gap: never counted until Describe
+  std::optional<Open> last_;  // the latest gap, when not the first
+  Counted counted_;           // the gaps between them
+};
+
 class GapAnalyzer {
  public:
   // Analyses [window_start, window_end). The timeline need not be sorted.
@@ -155,6 +196,8 @@ class GapAnalyzer {
   // present, at most 9) unless sets.by_start has them, then one walk over
   // the idle spans, that merge and the steps.
   static IdleBreakdown Tally(const IntervalSet& window, const IdleSets& sets);
+  // The same, also adding the idle pieces, in time order, to `gaps`.
+  static IdleBreakdown Tally(const IntervalSet& window, const IdleSets& sets, GapFold* gaps);
 
   // The cause (IdleCauseName order) of idle time while the non-compute
   // phase `phase` is open: data_wait, h2d, sync, checkpoint, eval or other.

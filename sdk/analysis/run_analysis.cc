@@ -71,6 +71,20 @@ void StepRows(const Timeline& timeline, const StepStats& steps, const IdleBreakd
 
 }  // namespace
 
+void FillGaps(const IdleBreakdown& idle, TimestampNs process_start_ns, Report::Gaps* gaps) {
+  gaps->count = idle.gaps;
+  gaps->largest_ms = idle.largest_gap_ns / 1e6;
+  gaps->histogram.clear();
+  for (const GapBucket& bucket : idle.histogram) {
+    gaps->histogram.push_back({bucket.label, bucket.count, bucket.total_ns / 1e6});
+  }
+  gaps->largest.clear();
+  for (const Gap& gap : idle.largest_gaps) {
+    gaps->largest.push_back(
+        {(gap.start_ns - process_start_ns) / 1e9, gap.duration_ns / 1e6, gap.step, gap.cause});
+  }
+}
+
 void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
                 Report* report, std::vector<Report::Step>* rows) {
   const StepStats steps = AnalyzeSteps(timeline, warmup_override);
@@ -124,6 +138,7 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
   report->idle.by_cause.clear();
   for (const auto& [cause, ns] : idle.by_cause) report->idle.by_cause.emplace_back(cause, ns / 1e9);
   report->idle.top_cause = idle.by_cause.empty() ? "" : idle.by_cause.front().first;
+  FillGaps(idle, clock.process_start_ns, &report->gaps);
 
   int64_t samples = 0;  // of the steps inside the analysed window
   for (const StepSpan& step : steps.steps) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/model.h"
 #include "trainscope/report.h"
 
@@ -31,6 +32,10 @@ struct RunClock {
 // offline tools use.
 void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
                 Report* report, std::vector<Report::Step>* rows = nullptr);
+
+// report.gaps from an idle breakdown's gaps (count, histogram, longest),
+// start times made seconds since `process_start_ns`. Pure.
+void FillGaps(const IdleBreakdown& idle, TimestampNs process_start_ns, Report::Gaps* gaps);
 
 // Idle share from which the recommendation names a cause, and the band
 // [low, high) around it in which it says the run is near the threshold (so

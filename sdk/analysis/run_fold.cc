@@ -465,12 +465,15 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
     if (!s.steps_seen) {
       const TimestampNs a = std::max(begin, options_.process_start_ns);
       const TimestampNs b = final ? nostep_end : end;
-      if (a < b) sums.nostep.Add(GapAnalyzer::Tally(IntervalSet::Range(a, b), sets));
+      if (a < b) {
+        sums.nostep.Add(GapAnalyzer::Tally(IntervalSet::Range(a, b), sets, &sums.nostep.gaps));
+      }
     } else if (s.window_known) {
       const TimestampNs a = std::max(begin, s.window_first_start);
       const TimestampNs b = std::min(end, s.window_last_end);
       if (a < b) {
-        const IdleBreakdown idle = GapAnalyzer::Tally(IntervalSet::Range(a, b), sets);
+        const IdleBreakdown idle =
+            GapAnalyzer::Tally(IntervalSet::Range(a, b), sets, &sums.committed.gaps);
         sums.committed.Add(idle);
         if (mode == row_mode) {
           for (size_t k = 0; k < by_start.size(); ++k) {
@@ -482,7 +485,8 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       }
       const TimestampNs tail_start = std::max(a, s.window_last_end);
       if (!final && !s.window_closed && tail_start < end) {
-        sums.tail.Add(GapAnalyzer::Tally(IntervalSet::Range(tail_start, end), sets));
+        sums.tail.Add(
+            GapAnalyzer::Tally(IntervalSet::Range(tail_start, end), sets, &sums.tail.gaps));
       }
     }
     std::swap(sets.busy, mode == kDeviceMode ? device_busy : host_busy);
@@ -660,6 +664,10 @@ void RunFold::Finish(const RunClock& clock, Report* report) {
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   for (const auto& [cause, ns] : causes) idle.by_cause.emplace_back(cause, ns / 1e9);
   idle.top_cause = causes.empty() ? "" : causes.front().first;
+
+  IdleBreakdown described;
+  sums.gaps.Describe(&described);
+  FillGaps(described, options_.process_start_ns, &report->gaps);
 
   Report::Utilization& use = report->utilization;
   use.allocated_device_hours = report->resource_hours;

@@ -33,6 +33,7 @@ struct IdleSums {
   TimestampNs busy = 0;
   TimestampNs idle = 0;
   std::array<TimestampNs, kIdleCauseCount> cause{};
+  GapFold gaps;  // the idle spans' lengths, steps and causes, in time order
   bool empty() const { return window == 0; }
   void Add(const IdleBreakdown& b) {
     window += b.window_ns;
@@ -45,6 +46,7 @@ struct IdleSums {
     busy += o.busy;
     idle += o.idle;
     for (int c = 0; c < kIdleCauseCount; ++c) cause[c] += o.cause[c];
+    gaps.Append(o.gaps);  // `o` comes after this
   }
 };
 

@@ -84,6 +84,21 @@ void DescribeReport(R& r, V& v) {
     v.Numbers("by_cause", r.idle.by_cause, kRequired);
     v.Field("top_cause", r.idle.top_cause, kRequired);
   });
+  v.Object("gaps", kAbsentOk, [&] {  // added to version 2
+    v.Field("count", r.gaps.count, kRequired);
+    v.Field("largest_ms", r.gaps.largest_ms, kRequired);
+    v.Array("histogram", r.gaps.histogram, [&](auto& bucket) {
+      v.Field("label", bucket.label, kRequired);
+      v.Field("count", bucket.count, kRequired);
+      v.Field("total_ms", bucket.total_ms, kRequired);
+    });
+    v.Array("largest", r.gaps.largest, [&](auto& gap) {
+      v.Field("start_s", gap.start_s, kRequired);
+      v.Field("duration_ms", gap.duration_ms, kRequired);
+      v.Field("step", gap.step, kRequired);
+      v.Field("cause", gap.cause, kRequired);
+    });
+  });
   // Added to version 1 after its first release.
   v.Object("device_timeline", kAbsentOk, [&] {
     v.Field("status", r.device_timeline.status, kRequired);
