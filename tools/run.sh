@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: sets up what is missing, builds, and runs the instrumented
 # train_mlp sample. It prints the trainscope summary and writes
-# out/train_mlp/trace.json and out/train_mlp/report.json.
+# out/train_mlp/trace.json, report.json, steps.jsonl and report.html.
 #   tools/run.sh [train_mlp flags, e.g. --steps=300 --loader_delay_ms=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,3 +14,9 @@ if [[ ! -x "$build_dir/bin/train_mlp" ]]; then
 fi
 "$build_dir/bin/train_mlp" --out=out/train_mlp "$@"
 echo "open out/train_mlp/trace.json in https://ui.perfetto.dev; again: $build_dir/bin/trainscope summary out/train_mlp/report.json"
+# The same as one page for a browser (a single-rank run; docs/html-report.md).
+if [[ -f out/train_mlp/report.json ]]; then
+  "$build_dir/bin/trainscope" html out/train_mlp >/dev/null &&
+    echo "the run as a page: out/train_mlp/report.html ($build_dir/bin/trainscope html out/train_mlp)" ||
+    echo "run: trainscope html did not write out/train_mlp/report.html (above: why)"
+fi

@@ -32,6 +32,10 @@ int RunExperimentCommand(const std::vector<std::string>& args);
 // experiment.json files (variant by variant, and their environments).
 int RunCompare(const std::vector<std::string>& args);
 
+// `trainscope html RUN_DIR|REPORT.json [-o REPORT.html]`: the run's report
+// as one self-contained HTML page (default: report.html beside report.json).
+int RunHtml(const std::vector<std::string>& args);
+
 }  // namespace trainscope::cli
 
 #endif  // TRAINSCOPE_SDK_CLI_COMMANDS_H_

@@ -11,9 +11,10 @@
 #include "sdk/ground/files.h"
 #include "sdk/tuning/experiment.h"
 
-ABSL_FLAG(std::string, output, "experiment.json",
-          "experiment run: where experiment.json goes (also -o FILE); the trials' outputs go "
-          "beside it, in FILE without .json + \"-trials\"");
+ABSL_FLAG(std::string, output, "",
+          "where the output goes (also -o FILE). experiment run: experiment.json by default; "
+          "the trials' outputs go beside it, in FILE without .json + \"-trials\". html: "
+          "report.html beside report.json by default");
 
 ABSL_FLAG(bool, resume, false,
           "experiment run: continue the interrupted experiment in --output (same spec) where it "
@@ -53,6 +54,7 @@ int RunExperimentCommand(const std::vector<std::string>& args) {
   sigaction(SIGTERM, &action, nullptr);
   tuning::RunOptions options;
   options.output = absl::GetFlag(FLAGS_output);
+  if (options.output.empty()) options.output = "experiment.json";
   options.stop = &g_stop;
   if (absl::GetFlag(FLAGS_resume)) {
     absl::StatusOr<std::vector<tuning::Trial>> done =

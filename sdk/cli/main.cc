@@ -44,6 +44,9 @@ constexpr char kUsage[] =
     "                        directories of runs: with repeats on both sides, a\n"
     "                        verdict by the experiment's rules), or two\n"
     "                        experiment.json files variant by variant\n"
+    "  html RUN_DIR          the run as one self-contained HTML page (report.html\n"
+    "                        beside report.json, or -o FILE): baseline record,\n"
+    "                        per-step phases, idle by cause, idle gaps\n"
     "\n"
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
     "Run 'trainscope --help' for the flags.";
@@ -157,6 +160,7 @@ int main(int argc, char** argv) {
   if (command == "ranks") return trainscope::cli::RunRanks(args, absl::GetFlag(FLAGS_format));
   if (command == "experiment") return trainscope::cli::RunExperimentCommand(args);
   if (command == "compare") return trainscope::cli::RunCompare(args);
+  if (command == "html") return trainscope::cli::RunHtml(args);
   std::fprintf(stderr, "trainscope: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return trainscope::cli::kExitUsage;
 }

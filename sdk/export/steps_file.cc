@@ -222,22 +222,61 @@ absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_vie
   return step;
 }
 
-absl::StatusOr<std::vector<Report::Step>> ReadStepsFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  std::vector<Report::Step> rows;
+absl::Status ForEachStepRow(const std::string& path,
+                            const std::function<bool(const Report::Step&)>& fn) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ground::ErrnoStatus(errno, "opening " + path);
+  constexpr size_t kBlock = 1 << 20;
+  std::string pending;  // the start of a line the last block cut
+  std::string block(kBlock, '\0');
   size_t line_no = 0;
-  for (size_t at = 0; at < text->size();) {
-    const size_t end = text->find('\n', at);
-    if (end == std::string::npos) break;  // a line cut by a crash: not a row
-    ++line_no;
-    const std::string_view line(text->data() + at, end - at);
-    at = end + 1;
-    if (line.empty()) continue;
-    absl::StatusOr<Report::Step> row = ParseStepRow(line, fmt::format("{}:{}", path, line_no));
-    if (!row.ok()) return row.status();
-    rows.push_back(std::move(*row));
+  absl::Status status;
+  bool more = true;
+  while (more && status.ok()) {
+    const ssize_t n = ::read(fd, block.data(), block.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status = ground::ErrnoStatus(errno, "reading " + path);
+      break;
+    }
+    if (n == 0) break;  // a last line without its newline was cut by a crash: not a row
+    size_t at = 0;
+    const std::string_view got(block.data(), static_cast<size_t>(n));
+    while (more) {
+      const size_t newline = got.find('\n', at);
+      if (newline == std::string_view::npos) {
+        pending.append(got.substr(at));
+        break;
+      }
+      std::string_view line = got.substr(at, newline - at);
+      if (!pending.empty()) {
+        pending.append(line);
+        line = pending;
+      }
+      at = newline + 1;
+      ++line_no;
+      if (!line.empty()) {
+        absl::StatusOr<Report::Step> row = ParseStepRow(line, fmt::format("{}:{}", path, line_no));
+        if (!row.ok()) {
+          status = row.status();
+          break;
+        }
+        more = fn(*row);
+      }
+      pending.clear();
+    }
   }
+  ::close(fd);
+  return status;
+}
+
+absl::StatusOr<std::vector<Report::Step>> ReadStepsFile(const std::string& path) {
+  std::vector<Report::Step> rows;
+  absl::Status status = ForEachStepRow(path, [&rows](const Report::Step& row) {
+    rows.push_back(row);
+    return true;
+  });
+  if (!status.ok()) return status;
   return rows;
 }
 

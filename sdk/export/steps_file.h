@@ -17,6 +17,7 @@
 #ifndef TRAINSCOPE_SDK_EXPORT_STEPS_FILE_H_
 #define TRAINSCOPE_SDK_EXPORT_STEPS_FILE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +43,13 @@ absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_vie
 // naming the path, or the first bad line's. Memory: every row (about 200
 // bytes each); for offline tools.
 absl::StatusOr<std::vector<Report::Step>> ReadStepsFile(const std::string& path);
+
+// Calls fn(row) for every complete row of a steps file, in file order,
+// reading it a block at a time: memory is one block and one row, whatever
+// the file's length (a week-long run's is gigabytes). fn returns false to
+// stop early. Errors: as ReadStepsFile's.
+absl::Status ForEachStepRow(const std::string& path,
+                            const std::function<bool(const Report::Step&)>& fn);
 
 // The steps file that goes with a report file: out/report.json ->
 // out/steps.jsonl, report-rank3.json -> steps-rank3.jsonl.

@@ -1,0 +1,37 @@
+// sdk/html/page.h: one self-contained HTML page, the frame every report
+// kind of `trainscope html` shares.
+//
+// The page needs nothing but itself: no network, no CDN. Its data is one
+// JSON document inside <script type="application/json">, with every '<',
+// '>' and '&' written as \u003c, \u003e, \u0026, so that no input (a kernel
+// named "</script><script>...") can end the element; the page's code reads
+// it with JSON.parse and puts every name into the page as text
+// (textContent), never as markup. Chart.js (Debian libjs-chart.js) is
+// inlined, embedded in the program at build time.
+#ifndef TRAINSCOPE_SDK_HTML_PAGE_H_
+#define TRAINSCOPE_SDK_HTML_PAGE_H_
+
+#include <string>
+#include <string_view>
+
+namespace trainscope::html {
+
+// True when Chart.js was found at build time and is embedded.
+bool HaveChartJs();
+
+// `text` for HTML text or a quoted attribute: & < > " ' escaped.
+std::string EscapeHtml(std::string_view text);
+
+// `json` safe inside a <script> element: '<', '>' and '&' as \u escapes
+// (they only occur inside JSON strings, where the escapes mean the same).
+std::string ScriptSafeJson(std::string_view json);
+
+// The whole page: `title` (escaped) in <title> and the heading, the
+// shared style, `data_json` as the data element (made script-safe here),
+// Chart.js, the shared helpers (kCommonScript below) and `script`, the
+// page kind's own code. Cost: a copy of each (Chart.js is about 200 KB).
+std::string Page(std::string_view title, std::string_view data_json, std::string_view script);
+
+}  // namespace trainscope::html
+
+#endif  // TRAINSCOPE_SDK_HTML_PAGE_H_

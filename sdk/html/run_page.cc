@@ -1,0 +1,348 @@
+// The page of one run. See run_page.h.
+#include "sdk/html/run_page.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "sdk/export/report_json.h"
+#include "sdk/export/steps_file.h"
+#include "sdk/ground/json_writer.h"
+#include "sdk/html/page.h"
+#include "trainscope/phase.h"
+#include "trainscope/report.h"
+
+namespace trainscope::html {
+namespace {
+
+// Top causes beyond this many distinct names share the last column.
+constexpr size_t kMaxCauses = 16;
+
+// Consecutive steps in one bar: the mean of each phase, the fastest and
+// slowest step, and idle time by each step's top cause.
+struct Bar {
+  int64_t first = 0, last = 0, count = 0;
+  std::array<double, kPhaseCount> phase_ms{};
+  double min_ms = 0, max_ms = 0;
+  std::array<double, kMaxCauses> idle_ms{};
+  void Merge(const Bar& o) {
+    last = o.last;
+    count += o.count;
+    for (int p = 0; p < kPhaseCount; ++p) phase_ms[p] += o.phase_ms[p];
+    min_ms = std::min(min_ms, o.min_ms);
+    max_ms = std::max(max_ms, o.max_ms);
+    for (size_t c = 0; c < kMaxCauses; ++c) idle_ms[c] += o.idle_ms[c];
+  }
+};
+
+// Every step of the file in at most 2 x kMaxBars bars: when full, each pair
+// of neighbours becomes one bar and a bar takes twice the steps.
+class Bars {
+ public:
+  void Add(const Report::Step& row) {
+    if (bars_.empty() || bars_.back().count >= per_bar_) {
+      if (bars_.size() == 2 * static_cast<size_t>(kMaxBars)) Halve();
+      Bar& bar = bars_.emplace_back();
+      bar.first = row.index;
+      bar.min_ms = row.duration_ms;
+      bar.max_ms = row.duration_ms;
+    }
+    Bar& bar = bars_.back();
+    Bar one;
+    one.first = one.last = row.index;
+    one.count = 1;
+    for (int p = 0; p < kPhaseCount; ++p) {
+      one.phase_ms[p] = row.phase_ms[p];
+      if (row.phase_ms[p] > 0) phase_seen_[p] = true;
+    }
+    one.min_ms = one.max_ms = row.duration_ms;
+    if (row.idle_ms > 0) one.idle_ms[CauseIndex(row.top_cause)] = row.idle_ms;
+    bar.Merge(one);
+    ++steps_;
+  }
+  const std::vector<Bar>& bars() const { return bars_; }
+  int64_t per_bar() const { return per_bar_; }
+  int64_t steps() const { return steps_; }
+  bool phase_seen(int p) const { return phase_seen_[p]; }
+  const std::vector<std::string>& causes() const { return causes_; }
+
+ private:
+  void Halve() {
+    for (size_t k = 0; k < bars_.size() / 2; ++k) {
+      bars_[k] = bars_[2 * k];
+      bars_[k].Merge(bars_[2 * k + 1]);
+    }
+    bars_.resize(bars_.size() / 2);
+    per_bar_ *= 2;
+  }
+  size_t CauseIndex(const std::string& cause) {
+    const std::string name = cause.empty() ? "unknown" : cause;
+    for (size_t c = 0; c < causes_.size(); ++c) {
+      if (causes_[c] == name) return c;
+    }
+    if (causes_.size() + 1 < kMaxCauses) {
+      causes_.push_back(name);
+      return causes_.size() - 1;
+    }
+    if (causes_.size() + 1 == kMaxCauses) causes_.push_back("other causes");
+    return kMaxCauses - 1;
+  }
+
+  std::vector<Bar> bars_;
+  int64_t per_bar_ = 1;
+  int64_t steps_ = 0;
+  std::array<bool, kPhaseCount> phase_seen_{};
+  std::vector<std::string> causes_;
+};
+
+std::string Seconds(double s) {
+  if (s >= 3600) return fmt::format("{:.2f} h", s / 3600);
+  if (s >= 60) return fmt::format("{:.1f} min", s / 60);
+  return fmt::format("{:.3g} s", s);
+}
+
+std::string Percent(double share) { return fmt::format("{:.1f}%", 100 * share); }
+
+// The baseline record (docs/report-schema.md names each field), as label
+// and value rows.
+std::vector<std::pair<std::string, std::string>> Record(const Report& r) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  auto row = [&rows](std::string label, std::string value) {
+    if (!value.empty()) rows.emplace_back(std::move(label), std::move(value));
+  };
+  row("run", r.run.name);
+  row("code version", r.run.code_version);
+  row("data version", r.run.data_version);
+  row("started", r.run.started_at);
+  row("host", fmt::format("{} (pid {}{})", r.run.host, r.run.pid,
+                          r.run.world_size > 1
+                              ? fmt::format(", rank {} of {}", r.run.rank, r.run.world_size)
+                              : ""));
+  row("accelerator",
+      r.environment.accelerator_count > 0
+          ? fmt::format("{} x {}", r.environment.accelerator_count, r.environment.accelerator)
+          : fmt::format("{} ({})", r.environment.accelerator, r.environment.accelerator_status));
+  row("CPU", fmt::format("{} x {}", r.environment.cpu_count, r.environment.cpu_model));
+  row("OS", r.environment.os);
+  row("container image", r.environment.container_image);
+  row("trainscope", r.environment.trainscope_version);
+  row("resource request",
+      fmt::format(
+          "{} accelerator(s){}{}{}", r.resource_request.accelerators,
+          r.resource_request.cpus > 0 ? fmt::format(", {} CPUs", r.resource_request.cpus) : "",
+          r.resource_request.memory_gib > 0 ? fmt::format(", {} GiB", r.resource_request.memory_gib)
+                                            : "",
+          r.resource_request.description.empty() ? ""
+                                                 : " (" + r.resource_request.description + ")"));
+  row("queue delay", r.timing.queue_delay_s ? Seconds(*r.timing.queue_delay_s) : "not known");
+  row("startup", Seconds(r.timing.startup_s));
+  row("warmup", fmt::format("{} steps ({})", r.timing.warmup_steps, r.timing.warmup_rule));
+  row("steps", fmt::format("{} in {}", r.timing.steps, Seconds(r.timing.steps_s)));
+  row("steady throughput",
+      fmt::format("{:.1f} steps/s, {:.1f} samples/s, median step {:.3f} ms",
+                  r.throughput.steady_steps_per_s, r.throughput.steady_samples_per_s,
+                  r.throughput.median_step_ms));
+  row("total time", Seconds(r.timing.total_s));
+  row("resource-hours", fmt::format("{:.4g}", r.resource_hours));
+  row("idle", fmt::format("{} of the step window ({}){}", Percent(r.idle.share), r.idle.busy_source,
+                          r.idle.top_cause.empty() ? "" : "; top cause " + r.idle.top_cause));
+  row("device timeline", r.device_timeline.status);
+  row("events", fmt::format("{} recorded, {} dropped ({})", r.events.recorded, r.events.dropped,
+                            r.events.clock));
+  const Acceptance& a = r.acceptance;
+  if (!a.metric.empty()) {
+    std::string value = a.value ? fmt::format("{:.6g}", *a.value) : "not recorded";
+    if (a.target) {
+      value += fmt::format(" (target {} {:.6g})", a.higher_is_better ? ">=" : "<=", *a.target);
+    }
+    if (a.passed) value += *a.passed ? " PASS" : " FAIL";
+    row("acceptance: " + a.metric, value);
+  }
+  return rows;
+}
+
+// The page's own code: the data's sections, in order.
+constexpr std::string_view kRunScript = R"js(
+const d = TS.data;
+const overview = TS.section('Baseline record');
+if (d.recommendation) {
+  overview.appendChild(TS.el('p', '\u2192 ' + d.recommendation, {class: 'verdict', id: 'verdict'}));
+}
+TS.table(overview, ['field', 'value'], d.record).id = 'record';
+if (d.config.length) {
+  const more = TS.el('details');
+  more.appendChild(TS.el('summary', 'configuration (' + d.config.length + ' keys)'));
+  TS.table(more, ['key', 'value'], d.config).id = 'config';
+  overview.appendChild(more);
+}
+overview.appendChild(TS.el('p', 'How to read each section and act on it: docs/html-report.md; ' +
+    'every field: docs/report-schema.md.', {class: 'note'}));
+
+const s = d.steps;
+const labels = s.first.map((f, k) => f === s.last[k] ? String(f) : f + '\u2013' + s.last[k]);
+const stepsNote = s.per_bar > 1
+    ? s.count + ' steps in ' + labels.length + ' bars of ' + s.per_bar +
+      ' consecutive steps: each phase\'s mean per step, with each bar\'s fastest and slowest step'
+    : s.count + ' steps, one bar each';
+const steps = TS.section('Step time by phase', stepsNote);
+steps.id = 'steps';
+steps.setAttribute('data-steps', String(s.count));
+steps.setAttribute('data-bars', String(labels.length));
+if (s.count === 0) {
+  steps.appendChild(TS.el('p', 'No step rows (' + d.steps_file + ').'));
+} else {
+  const sets = d.phases.map((p, k) => ({label: p, data: s.phase_ms[p], stack: 'phases',
+      backgroundColor: TS.palette[k % TS.palette.length]}));
+  if (s.per_bar > 1) {
+    sets.push({type: 'line', label: 'slowest step', data: s.max_ms, borderColor: '#24292f',
+               borderWidth: 1, pointRadius: 0});
+    sets.push({type: 'line', label: 'fastest step', data: s.min_ms, borderColor: '#8c959f',
+               borderWidth: 1, pointRadius: 0});
+  }
+  TS.chart(steps, {type: 'bar', data: {labels: labels, datasets: sets},
+      options: {scales: {x: {stacked: true, title: {display: true, text: 'step'}},
+                         y: {stacked: true, title: {display: true, text: 'ms'}}}}}, 'chart-steps');
+
+  const idle = TS.section('Idle time per step, by its top cause',
+      'The compute\'s idle time inside each step (' + d.busy_source + '), coloured by the cause ' +
+      'with the most of it in that step.');
+  idle.id = 'idle';
+  // A cause named as a phase (eval, data_wait, ...) in that phase's colour.
+  const causeColor = (c, k) => d.phases.indexOf(c) >= 0
+      ? TS.palette[d.phases.indexOf(c) % TS.palette.length]
+      : TS.palette[(d.phases.length + k) % TS.palette.length];
+  const causeSets = s.causes.map((c, k) => ({label: c, data: s.idle_ms[c], stack: 'idle',
+      backgroundColor: causeColor(c, k)}));
+  TS.chart(idle, {type: 'bar', data: {labels: labels, datasets: causeSets},
+      options: {scales: {x: {stacked: true, title: {display: true, text: 'step'}},
+                         y: {stacked: true, title: {display: true, text: 'idle ms per step'}}}}},
+      'chart-idle');
+}
+
+const g = d.gaps;
+const gaps = TS.section('Idle gaps by length',
+    g.count + ' gaps; the longest ' + TS.ms(g.largest_ms) + ' ms. Many short gaps with cause ' +
+    'launch or host: kernels too short for their launch cost; a few long ones: the steps below.');
+gaps.id = 'gaps';
+gaps.setAttribute('data-gaps', String(g.count));
+if (g.count > 0) {
+  TS.chart(gaps, {type: 'bar', data: {labels: g.histogram.map(b => b.label), datasets: [
+      {label: 'gaps', data: g.histogram.map(b => b.count), backgroundColor: '#4e79a7', yAxisID: 'y'},
+      {label: 'their total ms', data: g.histogram.map(b => b.total_ms), backgroundColor: '#f28e2b',
+       yAxisID: 'total'}]},
+      options: {scales: {y: {type: 'logarithmic', title: {display: true, text: 'gaps'}},
+                         total: {type: 'logarithmic', position: 'right', grid: {drawOnChartArea: false},
+                                 title: {display: true, text: 'total ms'}}}}}, 'chart-gaps');
+  const longest = TS.section('The longest gaps');
+  longest.id = 'longest';
+  TS.table(longest, ['began (s)', 'ms', 'step', 'cause'],
+      g.largest.map(x => [x.start_s.toFixed(6), TS.ms(x.duration_ms), x.step < 0 ? 'between steps' : x.step, x.cause]),
+      [true, true, true, false]).id = 'longest-table';
+}
+
+const phases = TS.section('Phases', 'Per-step time in each phase, over every step.');
+TS.table(phases, ['phase', 'steps', 'median ms', 'p90 ms', 'max ms', 'of step time'],
+    d.phase_table, [false, true, true, true, true, true]).id = 'phase-table';
+)js";
+
+}  // namespace
+
+absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path) {
+  if (!HaveChartJs()) {
+    return absl::FailedPreconditionError(
+        "this trainscope was built without Chart.js: install Debian's libjs-chart.js and "
+        "rebuild");
+  }
+  absl::StatusOr<Report> report = exporter::ReadReportFile(report_path);
+  if (!report.ok()) return report.status();
+  Bars bars;
+  if (!steps_path.empty()) {
+    absl::Status status = exporter::ForEachStepRow(steps_path, [&bars](const Report::Step& row) {
+      bars.Add(row);
+      return true;
+    });
+    // A run killed before its first row may leave no steps file.
+    if (!status.ok() && status.code() != absl::StatusCode::kNotFound) return status;
+  }
+  const Report& r = *report;
+  ground::JsonWriter j;
+  j.BeginObject();
+  j.Key("recommendation").String(r.recommendation);
+  j.Key("busy_source").String(r.idle.busy_source);
+  j.Key("steps_file").String(steps_path);
+  j.Key("record").BeginArray();
+  for (const auto& [label, value] : Record(r))
+    j.BeginArray().String(label).String(value).EndArray();
+  j.EndArray();
+  j.Key("config").BeginArray();
+  for (const auto& [key, value] : r.config) j.BeginArray().String(key).String(value).EndArray();
+  j.EndArray();
+  std::vector<int> phases;
+  for (int p = 0; p < kPhaseCount; ++p) {
+    if (bars.phase_seen(p)) phases.push_back(p);
+  }
+  j.Key("phases").BeginArray();
+  for (int p : phases) j.String(PhaseName(static_cast<Phase>(p)));
+  j.EndArray();
+  j.Key("steps").BeginObject();
+  j.Key("count").Int(bars.steps());
+  j.Key("per_bar").Int(bars.per_bar());
+  auto column = [&](std::string_view key, auto value) {
+    j.Key(key).BeginArray();
+    for (const Bar& bar : bars.bars()) value(bar);
+    j.EndArray();
+  };
+  column("first", [&](const Bar& b) { j.Int(b.first); });
+  column("last", [&](const Bar& b) { j.Int(b.last); });
+  column("min_ms", [&](const Bar& b) { j.Number(b.min_ms); });
+  column("max_ms", [&](const Bar& b) { j.Number(b.max_ms); });
+  j.Key("phase_ms").BeginObject();
+  for (int p : phases) {
+    column(PhaseName(static_cast<Phase>(p)),
+           [&](const Bar& b) { j.Number(b.phase_ms[p] / static_cast<double>(b.count)); });
+  }
+  j.EndObject();
+  j.Key("causes").BeginArray();
+  for (const std::string& cause : bars.causes()) j.String(cause);
+  j.EndArray();
+  j.Key("idle_ms").BeginObject();
+  for (size_t c = 0; c < bars.causes().size(); ++c) {
+    column(bars.causes()[c],
+           [&](const Bar& b) { j.Number(b.idle_ms[c] / static_cast<double>(b.count)); });
+  }
+  j.EndObject();
+  j.EndObject();
+  j.Key("gaps").BeginObject();
+  j.Key("count").Int(r.gaps.count);
+  j.Key("largest_ms").Number(r.gaps.largest_ms);
+  j.Key("histogram").BeginArray();
+  for (const Report::Gaps::Bucket& bucket : r.gaps.histogram) {
+    j.BeginObject().Key("label").String(bucket.label).Key("count").Int(bucket.count);
+    j.Key("total_ms").Number(bucket.total_ms).EndObject();
+  }
+  j.EndArray();
+  j.Key("largest").BeginArray();
+  for (const Report::Gaps::Gap& gap : r.gaps.largest) {
+    j.BeginObject().Key("start_s").Number(gap.start_s).Key("duration_ms").Number(gap.duration_ms);
+    j.Key("step").Int(gap.step).Key("cause").String(gap.cause).EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  j.Key("phase_table").BeginArray();
+  for (const PhaseStat& p : r.phases) {
+    j.BeginArray().String(p.phase).Int(p.steps);
+    j.String(fmt::format("{:.3f}", p.median_ms)).String(fmt::format("{:.3f}", p.p90_ms));
+    j.String(fmt::format("{:.3f}", p.max_ms)).String(Percent(p.share_of_steps)).EndArray();
+  }
+  j.EndArray();
+  j.EndObject();
+  return Page(fmt::format("trainscope \u00b7 {}", r.run.name), j.str(), kRunScript);
+}
+
+}  // namespace trainscope::html

@@ -1,0 +1,35 @@
+// sdk/html/run_page.h: the HTML page of one trainscope run (its
+// report.json and steps.jsonl), what `trainscope html OUT_DIR` writes.
+//
+// Sections: the baseline record with the verdict and the recommendation;
+// per-step stacked bars of the phases (every step, or buckets of
+// consecutive steps with each bucket's fastest and slowest step kept when
+// there are more than kMaxBars); idle time per step split by its top cause;
+// the histogram of gap lengths; the longest gaps with step and cause; the
+// phase table. docs/html-report.md says how to read each and act on it.
+#ifndef TRAINSCOPE_SDK_HTML_RUN_PAGE_H_
+#define TRAINSCOPE_SDK_HTML_RUN_PAGE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace trainscope::html {
+
+// At most this many bars (buckets of steps) per chart, whatever the run's
+// length.
+inline constexpr int64_t kMaxBars = 1000;
+
+// The page for the run whose report is at `report_path`, with the rows of
+// `steps_path` (empty, or a file that does not exist: the charts of steps
+// say there are none). Memory: the report and kMaxBars to 2 x kMaxBars
+// buckets of about 200 bytes; the steps file is streamed (a block at a
+// time). Cost: one pass over the steps file. Errors: the readers', naming
+// the file (and line) at fault; FailedPrecondition when this program was
+// built without Chart.js.
+absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path);
+
+}  // namespace trainscope::html
+
+#endif  // TRAINSCOPE_SDK_HTML_RUN_PAGE_H_

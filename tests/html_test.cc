@@ -1,0 +1,175 @@
+// `trainscope html` (sdk/html): pages written by the command, opened in a
+// real browser (Debian's chromium, headless). The page marks its <body>
+// when its code finished: how many charts it made and how many drew
+// something (a pixel that is not transparent), and the script errors it
+// caught. A machine without chromium skips the browser tests.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fmt/format.h"
+#include "sdk/export/steps_file.h"
+#include "tests/test_util.h"
+#include "trainscope/trainscope.h"
+
+namespace trainscope {
+namespace {
+
+using testing::RunProcess;
+using testing::TempDir;
+
+const char kChromium[] = "/usr/bin/chromium";
+
+// The DOM after the page's code ran, from headless chromium.
+std::string RenderedDom(const std::string& html_path, const TempDir& dir) {
+  const testing::ProcessResult run =
+      RunProcess({kChromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                  "--user-data-dir=" + dir.File("chromium-profile"), "--virtual-time-budget=10000",
+                  "--dump-dom", "file://" + html_path});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  return run.out;
+}
+
+// The value of attribute `name` of the first element that has it, or "".
+std::string Attribute(const std::string& dom, const std::string& name) {
+  const std::string key = " " + name + "=\"";
+  const size_t at = dom.find(key);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + key.size();
+  return dom.substr(begin, dom.find('"', begin) - begin);
+}
+
+std::string Html(const std::string& dir) {
+  const testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("wrote " + dir + "/report.html"), std::string::npos) << run.out;
+  return dir + "/report.html";
+}
+
+// A run whose name and configuration try to inject markup and script.
+constexpr char kHostileName[] = "<script>document.body.setAttribute('data-pwned','1')</script>";
+constexpr char kHostileKey[] =
+    "\"><img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">";
+constexpr char kHostileValue[] =
+    "</script><script>document.body.setAttribute('data-pwned','3')</script>";
+
+void RecordRun(const std::string& dir, int steps) {
+  Options options = testing::QuietOptions(dir, kHostileName);
+  options.sinks = Sink::kReportJson | Sink::kTraceJson;
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  session->SetConfig(kHostileKey, kHostileValue);
+  for (int64_t i = 0; i < steps; ++i) {
+    StepScope step(*session, i, Samples(8));
+    {
+      TRAINSCOPE_PHASE(kDataWait);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    {
+      TRAINSCOPE_PHASE(kForward);
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    if (i % 10 == 9) {
+      TRAINSCOPE_PHASE(kEval);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  auto report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+}
+
+TEST(HtmlRunPageTest, DrawsEveryChartInChromiumAndShowsHostileNamesAsText) {
+  if (access(kChromium, X_OK) != 0)
+    GTEST_SKIP() << kChromium << " not installed (apt-get install chromium)";
+  TempDir dir;
+  RecordRun(dir.path(), 30);
+  const std::string page = Html(dir.path());
+  const std::string text = testing::ReadAll(page);
+  EXPECT_LT(text.size(), 1u << 20);
+  // Self-contained: nothing loaded from elsewhere.
+  for (const char* outward : {"<script src", "<link", "url(", "<iframe", "fetch("}) {
+    EXPECT_EQ(text.find(outward), std::string::npos) << outward;
+  }
+  const std::string dom = RenderedDom(page, dir);
+  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes") << dom.substr(0, 2000);
+  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  EXPECT_EQ(Attribute(dom, "data-charts"), "3");
+  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "3");
+  EXPECT_EQ(Attribute(dom, "data-steps"), "30");
+  EXPECT_EQ(Attribute(dom, "data-bars"), "30");
+  EXPECT_NE(Attribute(dom, "data-gaps"), "0");
+  // No injected script ran and no injected element exists: the names are text.
+  EXPECT_EQ(dom.find(" data-pwned=\""), std::string::npos) << "an injected script ran";
+  EXPECT_NE(dom.find("data-pwned"), std::string::npos) << "the names are shown, as text";
+  EXPECT_EQ(dom.find("<img"), std::string::npos);
+  EXPECT_NE(dom.find("<h1 id=\"title\">trainscope · &lt;script&gt;document.body.setAttribute("
+                     "'data-pwned','1')&lt;/script&gt;</h1>"),
+            std::string::npos);
+  EXPECT_NE(dom.find("<td>\"&gt;&lt;img src=x onerror=\"document.body.setAttribute("
+                     "'data-pwned','2')\"&gt;</td>"),
+            std::string::npos);
+  EXPECT_NE(dom.find("<td>&lt;/script&gt;&lt;script&gt;document.body.setAttribute("
+                     "'data-pwned','3')&lt;/script&gt;</td>"),
+            std::string::npos);
+  EXPECT_NE(dom.find("id=\"verdict\""), std::string::npos);
+}
+
+// 5000 steps: at most 2 x 1000 bars of consecutive steps, each with its
+// slowest step kept, so that one slow step still shows.
+TEST(HtmlRunPageTest, ManyStepsAreBarsOfConsecutiveStepsThatKeepTheSlowest) {
+  TempDir dir;
+  RecordRun(dir.path(), 3);
+  std::string rows;
+  for (int64_t i = 0; i < 5000; ++i) {
+    Report::Step row;
+    row.index = i;
+    row.start_s = 0.001 * static_cast<double>(i);
+    row.duration_ms = i == 3333 ? 250.0 : 1.0;
+    row.phase_ms[static_cast<int>(Phase::kForward)] = row.duration_ms * 0.5;
+    rows += exporter::StepRowToJsonLine(row);
+  }
+  testing::WriteAll(dir.File("steps.jsonl"), rows);
+  const std::string page = Html(dir.path());
+  const std::string text = testing::ReadAll(page);
+  EXPECT_NE(text.find("\"count\":5000,\"per_bar\":4,"), std::string::npos);
+  EXPECT_NE(text.find(",250,"), std::string::npos) << "the slow step is a bar's slowest";
+  if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
+  const std::string dom = RenderedDom(page, dir);
+  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes");
+  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  EXPECT_EQ(Attribute(dom, "data-steps"), "5000");
+  EXPECT_EQ(Attribute(dom, "data-bars"), "1250");
+  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), Attribute(dom, "data-charts"));
+}
+
+TEST(HtmlRunPageTest, BadInputIsNamedWithANonZeroExit) {
+  TempDir dir;
+  testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.path()});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(dir.File("report.json")), std::string::npos) << run.err;
+  RecordRun(dir.path(), 3);
+  testing::WriteAll(dir.File("steps.jsonl"),
+                    testing::ReadAll(dir.File("steps.jsonl")) + "{\"step\": 1e400}\n");
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.path()});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("steps.jsonl:4: not a JSON object (a number is malformed or too large "
+                         "for a double)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_FALSE(std::ifstream(dir.File("report.html")).good()) << "nothing half written";
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html"});
+  EXPECT_EQ(run.exit_code, 2);
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("trace.json")});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("trace.json: not a run's report.json or its directory"), std::string::npos)
+      << run.err;
+}
+
+}  // namespace
+}  // namespace trainscope
