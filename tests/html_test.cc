@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -165,6 +166,12 @@ TEST(HtmlRunPageTest, BadInputIsNamedWithANonZeroExit) {
   EXPECT_FALSE(std::ifstream(dir.File("report.html")).good()) << "nothing half written";
   run = RunProcess({TRAINSCOPE_CLI_PATH, "html"});
   EXPECT_EQ(run.exit_code, 2);
+  // A rank's report gets a page of its own name.
+  std::filesystem::remove(dir.File("steps.jsonl"));
+  std::filesystem::copy_file(dir.File("report.json"), dir.File("report-rank3.json"));
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("report-rank3.json")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("wrote " + dir.File("report-rank3.html")), std::string::npos) << run.out;
   run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("trace.json")});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("trace.json: not a run's report.json or its directory"), std::string::npos)

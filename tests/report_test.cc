@@ -596,6 +596,13 @@ TEST(StepsFileTest, BadValuesAreNamedByFileLineAndField) {
     const std::string message(rows.status().message());
     EXPECT_EQ(message.substr(message.rfind('/') + 1), c.error) << c.line;
   }
+  // A file without newlines is not held whole.
+  testing::WriteAll(path, good + std::string(3 << 20, ' '));
+  rows = exporter::ReadStepsFile(path);
+  EXPECT_NE(rows.status().message().find(
+                "steps.jsonl:2: a line of more than 1048576 bytes: not a steps file"),
+            std::string::npos)
+      << rows.status();
   // What the writer writes for a non-finite number reads back as NaN.
   testing::WriteAll(path, with("idle_ms", "null"));
   rows = exporter::ReadStepsFile(path);

@@ -253,7 +253,11 @@ TEST(TraceWriterTest, ABackgroundPublishCopiesTheBodyAsItWasAndReportsItsErrors)
             std::string::npos)
       << failed;
   EXPECT_TRUE(w.AwaitPublished().ok()) << "an error is returned once";
-  std::filesystem::create_directories(dir.path());  // for TempDir's cleanup
+  std::filesystem::create_directories(dir.path());
+  ASSERT_TRUE(w.Publish(true).ok());
+  EXPECT_EQ(w.PublishSoon({}).code(), absl::StatusCode::kFailedPrecondition)
+      << "nothing is published after the final publish";
+  EXPECT_TRUE(w.AwaitPublished().ok()) << "and nothing is waited for";
 }
 
 TEST(TraceWindowsTest, AWindowOverTheBudgetIsLeftOutWholeAndCounted) {

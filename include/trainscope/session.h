@@ -241,7 +241,7 @@ class Session {
   // Records the memory in use at the end of step `step` and its peak during
   // the step (bytes; `source` says what was measured, e.g.
   // "cuda_caching_allocator" or "process_rss"). trainscope::libtorch's
-  // RecordStepMemory fills these from LibTorch. A peak below `current_bytes`
+  // RecordStepMemory fills these from LibTorch. A peak (-1: not sampled) below `current_bytes`
   // (two readings a moment apart: /proc's VmHWM lags VmRSS) is taken as
   // `current_bytes`. Cost: a lock; once a step.
   void RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak_bytes,

@@ -33,7 +33,8 @@ int RunExperimentCommand(const std::vector<std::string>& args);
 int RunCompare(const std::vector<std::string>& args);
 
 // `trainscope html RUN_DIR|REPORT.json [-o REPORT.html]`: the run's report
-// as one self-contained HTML page (default: report.html beside report.json).
+// as one self-contained HTML page (default: beside the report, its name with
+// .html for .json: report.html, report-rank3.html).
 int RunHtml(const std::vector<std::string>& args);
 
 }  // namespace trainscope::cli

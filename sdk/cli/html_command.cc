@@ -10,6 +10,7 @@
 #include "sdk/cli/commands.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/ground/files.h"
+#include "sdk/html/page.h"
 #include "sdk/html/run_page.h"
 
 ABSL_DECLARE_FLAG(std::string, output);  // experiment_command.cc
@@ -27,6 +28,12 @@ bool IsDirectory(const std::string& path) {
 int RunHtml(const std::vector<std::string>& args) {
   if (args.size() != 1) {
     std::fprintf(stderr, "usage: trainscope html RUN_DIR|REPORT.json [-o REPORT.html]\n");
+    return kExitUsage;
+  }
+  if (!html::HaveChartJs()) {
+    std::fprintf(stderr,
+                 "trainscope html: this trainscope was built without Chart.js: install "
+                 "Debian's libjs-chart.js and rebuild\n");
     return kExitUsage;
   }
   const std::string& input = args[0];
@@ -47,15 +54,15 @@ int RunHtml(const std::vector<std::string>& args) {
                    input.c_str());
       return kExitUsage;
     }
-    output =
-        (slash == std::string::npos ? std::string(".") : input.substr(0, slash)) + "/report.html";
+    // report.json -> report.html, report-rank3.json -> report-rank3.html:
+    // ranks side by side get pages of their own.
+    output = input.substr(0, input.size() - 5) + ".html";
   }
   if (const std::string chosen = absl::GetFlag(FLAGS_output); !chosen.empty()) output = chosen;
   absl::StatusOr<std::string> page = html::RunPage(report, exporter::StepsFileForReport(report));
   if (!page.ok()) {
     std::fprintf(stderr, "trainscope html: %s\n", std::string(page.status().message()).c_str());
-    return page.status().code() == absl::StatusCode::kFailedPrecondition ? kExitUsage
-                                                                         : kExitBadInput;
+    return kExitBadInput;
   }
   if (absl::Status status = ground::WriteFileAtomically(output, *page); !status.ok()) {
     std::fprintf(stderr, "trainscope html: %s\n", std::string(status.message()).c_str());

@@ -227,6 +227,7 @@ absl::Status ForEachStepRow(const std::string& path,
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ground::ErrnoStatus(errno, "opening " + path);
   constexpr size_t kBlock = 1 << 20;
+  constexpr size_t kMaxLine = 1 << 20;
   std::string pending;  // the start of a line the last block cut
   std::string block(kBlock, '\0');
   size_t line_no = 0;
@@ -246,6 +247,14 @@ absl::Status ForEachStepRow(const std::string& path,
       const size_t newline = got.find('\n', at);
       if (newline == std::string_view::npos) {
         pending.append(got.substr(at));
+        // A row is a few hundred bytes: far more without a newline is not
+        // a steps file, and must not be held whole.
+        if (pending.size() > kMaxLine) {
+          status = absl::InvalidArgumentError(
+              fmt::format("{}:{}: a line of more than {} bytes: not a steps file", path,
+                          line_no + 1, kMaxLine));
+          more = false;
+        }
         break;
       }
       std::string_view line = got.substr(at, newline - at);

@@ -45,9 +45,10 @@ absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_vie
 absl::StatusOr<std::vector<Report::Step>> ReadStepsFile(const std::string& path);
 
 // Calls fn(row) for every complete row of a steps file, in file order,
-// reading it a block at a time: memory is one block and one row, whatever
-// the file's length (a week-long run's is gigabytes). fn returns false to
-// stop early. Errors: as ReadStepsFile's.
+// reading it a block at a time: memory is one block (1 MiB) and one line,
+// whatever the file's length (a week-long run's is gigabytes). fn returns
+// false to stop early. Errors: as ReadStepsFile's, and InvalidArgument
+// naming the line for one longer than 1 MiB.
 absl::Status ForEachStepRow(const std::string& path,
                             const std::function<bool(const Report::Step&)>& fn);
 

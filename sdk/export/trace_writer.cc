@@ -274,6 +274,7 @@ absl::Status TraceWriter::WriteFile(const Request& request, bool final) {
 absl::Status TraceWriter::Quiesce(bool stop) {
   std::unique_lock<std::mutex> lock(publish_mu_);
   waiting_.reset();
+  publish_cv_.notify_all();  // an AwaitPublished waiting on the dropped request
   publish_cv_.wait(lock, [this] { return !writing_; });
   absl::Status status = std::move(background_status_);
   background_status_ = absl::OkStatus();
@@ -287,20 +288,31 @@ absl::Status TraceWriter::Quiesce(bool stop) {
 }
 
 absl::Status TraceWriter::Publish(bool final, const std::vector<std::string_view>& held) {
-  absl::Status status = Quiesce(final);
-  status.Update(WriteFile(MakeRequest(held), final));
-  if (status.ok() && final) {
+  const absl::Status background = Quiesce(final);
+  const absl::Status status = WriteFile(MakeRequest(held), final);
+  if (!status.ok()) return status;
+  if (final) {
+    // The complete file replaces whatever a background publish failed to
+    // write: that failure no longer matters.
     close(body_fd_);
     body_fd_ = -1;
     unlink(body_path_.c_str());
+    return absl::OkStatus();
   }
-  return status;
+  return background;
 }
 
 absl::Status TraceWriter::PublishSoon(const std::vector<std::string_view>& held) {
+  if (body_fd_ < 0) {
+    return absl::FailedPreconditionError(
+        fmt::format("{}: already published for the last time", path_));
+  }
   Request request = MakeRequest(held);
   std::lock_guard<std::mutex> lock(publish_mu_);
-  if (!publisher_.joinable()) publisher_ = std::thread([this] { PublishLoop(); });
+  if (!publisher_.joinable()) {
+    stop_ = false;  // a Publish before may have stopped an earlier thread
+    publisher_ = std::thread([this] { PublishLoop(); });
+  }
   waiting_ = std::move(request);
   publish_cv_.notify_all();
   absl::Status status = std::move(background_status_);

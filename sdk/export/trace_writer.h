@@ -81,16 +81,20 @@ class TraceWriter {
   // (whole events, in order) and footer. With `final`, also fsyncs it and
   // removes the body file. Waits for a PublishSoon under way first, and
   // supersedes one waiting. Cost: a copy of the body (sendfile). Errors:
-  // this publish's, else a background publish's not yet returned; each
-  // names the file.
+  // this publish's, else (not `final`: the final file replaces what a
+  // background publish failed to write) a background publish's not yet
+  // returned; each names the file. After a failed final publish the body
+  // file stays, for a retry.
   absl::Status Publish(bool final, const std::vector<std::string_view>& held = {});
   // Publish(false, held) on the writer's thread (started by the first call):
   // copies the metadata and `held` now, and the body up to its present size
   // there, then returns. A request made while one is being written waits,
   // and a later one replaces it. Cost here: the copies, no file I/O.
-  // Memory: twice (metadata + held) at most, one written and one waiting.
-  // Errors: the last background publish's that failed since the previous
-  // call, if any (the request is still made).
+  // Memory: three times (metadata + held) at most: one being written, one
+  // waiting, and the one being made here before it replaces the waiting
+  // one. Errors: the last background publish's that failed since the
+  // previous call, if any (the request is still made); FailedPrecondition
+  // after the final Publish.
   absl::Status PublishSoon(const std::vector<std::string_view>& held);
   // Waits until every PublishSoon made so far is on disk (or failed).
   // Returns the background status not yet returned, as PublishSoon does.

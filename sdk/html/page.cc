@@ -7,7 +7,7 @@
 namespace trainscope::html {
 
 // cmake/TrainscopeEmbed.cmake generates these (generated/chart_js.cc).
-extern const char kChartJs[];
+extern const unsigned char kChartJs[];
 extern const unsigned long kChartJsSize;
 
 namespace {
@@ -153,7 +153,8 @@ std::string Page(std::string_view title, std::string_view data_json, std::string
   page += "<script type=\"application/json\" id=\"trainscope-data\">";
   page += ScriptSafeJson(data_json);
   page += "</script>\n<script>";
-  page.append(kChartJs, kChartJsSize);  // Debian's chart.min.js holds no "</script"
+  page.append(reinterpret_cast<const char*>(kChartJs),
+              kChartJsSize);  // Debian's chart.min.js holds no "</script"
   page += "</script>\n<script>";
   page += kCommonScript;
   page += script;

@@ -242,7 +242,7 @@ if (g.count > 0) {
   const longest = TS.section('The longest gaps');
   longest.id = 'longest';
   TS.table(longest, ['began (s)', 'ms', 'step', 'cause'],
-      g.largest.map(x => [x.start_s.toFixed(6), TS.ms(x.duration_ms), x.step < 0 ? 'between steps' : x.step, x.cause]),
+      g.largest.map(x => [x.start_s === null ? '' : x.start_s.toFixed(6), TS.ms(x.duration_ms), x.step < 0 ? 'between steps' : x.step, x.cause]),
       [true, true, true, false]).id = 'longest-table';
 }
 

@@ -11,7 +11,8 @@ namespace trainscope {
 
 void Session::RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak_bytes,
                                std::string_view source) {
-  peak_bytes = std::max(peak_bytes, current_bytes);  // a peak is never below the present
+  // A peak, when sampled (-1: not), is never below the present.
+  if (peak_bytes >= 0) peak_bytes = std::max(peak_bytes, current_bytes);
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& memory = impl_->memory;
   memory[step] = {current_bytes, peak_bytes};
