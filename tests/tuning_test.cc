@@ -721,10 +721,11 @@ TEST(ExperimentJsonTest, EveryFieldReadsBackAndIsDocumented) {
 
 // A field of the wrong type is named by its path; an absent one (a file
 // written before it was added) keeps its default.
-TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
-  testing::TempDir dir;
+// experiment.json of two variants, a trial each of 1.5 s (and a p99 latency
+// of 3 ms when `latency`).
+std::string TwoTrialExperimentJson(const std::string& hypothesis, bool latency) {
   ExperimentSpec spec;
-  spec.hypothesis = "types";
+  spec.hypothesis = hypothesis;
   spec.command = {"/bin/true"};
   spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
   ExperimentResult result;
@@ -733,9 +734,14 @@ TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
     t.order = k;
     t.variant = k;
     t.wall_s = 1.5;
-    t.latency_p99_ms = 3;
+    if (latency) t.latency_p99_ms = 3;
   }
-  const std::string json = ExperimentJson(spec, result);
+  return ExperimentJson(spec, result);
+}
+
+TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
+  testing::TempDir dir;
+  const std::string json = TwoTrialExperimentJson("types", true);
   const std::string path = dir.File("experiment.json");
   std::string mistyped = json;
   const size_t wall = mistyped.rfind("\"wall_s\": 1.5");
@@ -775,18 +781,7 @@ TEST(ExperimentJsonTest, AnEmptyFileAndNumbersTooBigAreNamed) {
   const std::string path = dir.File("experiment.json");
   testing::WriteAll(path, "\n");
   EXPECT_EQ(ReadExperiment(path).status().message(), path + ": the file is empty");
-  ExperimentSpec spec;
-  spec.hypothesis = "numbers";
-  spec.command = {"/bin/true"};
-  spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
-  ExperimentResult result;
-  for (int k = 0; k < 2; ++k) {
-    Trial& t = result.trials.emplace_back();
-    t.order = k;
-    t.variant = k;
-    t.wall_s = 1.5;
-  }
-  const std::string json = ExperimentJson(spec, result);
+  const std::string json = TwoTrialExperimentJson("numbers", false);
   const size_t order = json.rfind("\"order\": 1");
   ASSERT_NE(order, std::string::npos) << json;
   auto with_order = [&](std::string_view value) {

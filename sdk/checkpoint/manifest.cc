@@ -85,18 +85,12 @@ std::string ManifestToJson(const CheckpointManifest& m) {
 
 absl::StatusOr<CheckpointManifest> ParseManifest(std::string_view json, std::string_view source) {
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
-  simdjson::dom::element root;
-  if (auto error = parser.parse(padded).get(root)) {
-    return ground::json_fields::DocumentError(error, source, json);
-  }
-  simdjson::dom::object top;
-  if (root.get_object().get(top) != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(fmt::format("{}: the top level is not an object", source));
-  }
+  absl::StatusOr<simdjson::dom::object> top =
+      ground::json_fields::ParseTopObject(parser, json, source);
+  if (!top.ok()) return top.status();
   absl::Status status;
   DiskManifest disk;
-  ground::json_fields::Reader reader(top, "", source, &status);
+  ground::json_fields::Reader reader(*top, "", source, &status);
   DescribeManifest(disk, reader);
   if (!status.ok()) return status;
   CheckpointManifest m;

@@ -24,18 +24,12 @@ std::string ReportToJson(const Report& r) {
 
 absl::StatusOr<Report> ParseReportJson(std::string_view json, std::string_view source) {
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
-  simdjson::dom::element root;
-  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
-    return ground::json_fields::DocumentError(error, source, json);
-  }
-  simdjson::dom::object top;
-  if (root.get_object().get(top) != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(fmt::format("{}: the top level is not an object", source));
-  }
+  absl::StatusOr<simdjson::dom::object> top =
+      ground::json_fields::ParseTopObject(parser, json, source);
+  if (!top.ok()) return top.status();
   absl::Status status;
   Report r;
-  ground::json_fields::Reader reader(top, "", source, &status);
+  ground::json_fields::Reader reader(*top, "", source, &status);
   // The version first: a newer report may lack what this reader expects.
   reader.Field("schema_version", r.schema_version, report_fields::kRequired);
   if (!status.ok()) return status;

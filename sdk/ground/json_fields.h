@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "fmt/format.h"
 #include "sdk/ground/json_writer.h"
 
@@ -74,6 +75,25 @@ inline absl::Status DocumentError(simdjson::error_code error, std::string_view s
                                    ? "a number is malformed or too large for a double"
                                    : simdjson::error_message(error);
   return absl::InvalidArgumentError(fmt::format("{}: not valid JSON ({})", source, why));
+}
+
+// Parses `json` with `parser` (which owns the result) and returns its top
+// level, which must be an object. Errors: DocumentError's, or
+// "<source>: the top level is not an object". Cost: simdjson's parse of a
+// padded copy.
+inline absl::StatusOr<simdjson::dom::object> ParseTopObject(simdjson::dom::parser& parser,
+                                                            std::string_view json,
+                                                            std::string_view source) {
+  const simdjson::padded_string padded(json);
+  simdjson::dom::element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return DocumentError(error, source, json);
+  }
+  simdjson::dom::object top;
+  if (root.get_object().get(top) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(fmt::format("{}: the top level is not an object", source));
+  }
+  return top;
 }
 
 // How a field may appear in a file written by an older trainscope.
