@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <simdjson.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -186,10 +187,8 @@ absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_vie
   simdjson::dom::element root;
   simdjson::dom::object object;
   if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
-    const std::string_view why = error == simdjson::NUMBER_ERROR
-                                     ? "a number is malformed or too large for a double"
-                                     : simdjson::error_message(error);
-    return absl::InvalidArgumentError(fmt::format("{}: not a JSON object ({})", where, why));
+    return absl::InvalidArgumentError(fmt::format("{}: not a JSON object ({})", where,
+                                                  ground::json_fields::ParseErrorWhy(error)));
   }
   if (root.get_object().get(object) != simdjson::SUCCESS) {
     return absl::InvalidArgumentError(fmt::format("{}: not a JSON object", where));
@@ -229,7 +228,14 @@ absl::Status ForEachStepRow(const std::string& path,
   constexpr size_t kBlock = 1 << 20;
   constexpr size_t kMaxLine = 1 << 20;
   std::string pending;  // the start of a line the last block cut
-  std::string block(kBlock, '\0');
+  // A block of 1 MiB, or the file's size and one byte when smaller: a small
+  // file (a short run, a fuzzer's input) does not pay for a megabyte.
+  struct stat st;
+  const size_t room =
+      fstat(fd, &st) == 0 && st.st_size >= 0 && static_cast<uint64_t>(st.st_size) < kBlock
+          ? static_cast<size_t>(st.st_size) + 1
+          : kBlock;
+  std::string block(room, '\0');
   size_t line_no = 0;
   absl::Status status;
   bool more = true;

@@ -66,15 +66,21 @@ namespace trainscope::ground::json_fields {
 // `text` holds nothing but whitespace; else "<source>: not valid JSON
 // (<why>)", where a number too large for a double (1e400, or an integer
 // past 2^64) is said as such. Cost: a scan of `text` for an empty one.
+// Why simdjson could not parse a document, in words: its own message, but
+// for a number past a double's range, which it calls "Problem while parsing
+// a number".
+inline std::string_view ParseErrorWhy(simdjson::error_code error) {
+  return error == simdjson::NUMBER_ERROR ? "a number is malformed or too large for a double"
+                                         : simdjson::error_message(error);
+}
+
 inline absl::Status DocumentError(simdjson::error_code error, std::string_view source,
                                   std::string_view text) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return absl::InvalidArgumentError(fmt::format("{}: the file is empty", source));
   }
-  const std::string_view why = error == simdjson::NUMBER_ERROR
-                                   ? "a number is malformed or too large for a double"
-                                   : simdjson::error_message(error);
-  return absl::InvalidArgumentError(fmt::format("{}: not valid JSON ({})", source, why));
+  return absl::InvalidArgumentError(
+      fmt::format("{}: not valid JSON ({})", source, ParseErrorWhy(error)));
 }
 
 // Parses `json` with `parser` (which owns the result) and returns its top

@@ -46,14 +46,6 @@ struct Bar {
 class Bars {
  public:
   void Add(const Report::Step& row) {
-    if (bars_.empty() || bars_.back().count >= per_bar_) {
-      if (bars_.size() == 2 * static_cast<size_t>(kMaxBars)) Halve();
-      Bar& bar = bars_.emplace_back();
-      bar.first = row.index;
-      bar.min_ms = row.duration_ms;
-      bar.max_ms = row.duration_ms;
-    }
-    Bar& bar = bars_.back();
     Bar one;
     one.first = one.last = row.index;
     one.count = 1;
@@ -63,7 +55,12 @@ class Bars {
     }
     one.min_ms = one.max_ms = row.duration_ms;
     if (row.idle_ms > 0) one.idle_ms[CauseIndex(row.top_cause)] = row.idle_ms;
-    bar.Merge(one);
+    if (bars_.empty() || bars_.back().count >= per_bar_) {
+      if (bars_.size() == 2 * static_cast<size_t>(kMaxBars)) Halve();
+      bars_.push_back(one);
+    } else {
+      bars_.back().Merge(one);
+    }
     ++steps_;
   }
   const std::vector<Bar>& bars() const { return bars_; }
