@@ -875,6 +875,8 @@ WholeRun AnalyzeWholeGpuRun(const GpuRun& run, const analysis::RunFoldOptions& o
   clock.process_start_ns = options.process_start_ns;
   clock.finish_ns = run.end_ns;
   analysis::AnalyzeRun(timeline, clock, options.warmup_override, &out.report, &out.rows);
+  analysis::FillHta(analysis::ComputeHtaBreakdown(timeline, analysis::HtaTraceFacts{}), 0,
+                    &out.report.device_timeline.hta);
   return out;
 }
 
@@ -916,6 +918,29 @@ TEST(DeviceFoldTest, RecordsFromLateOutOfOrderBuffersFoldAsTheWholeRunAnalysisDo
             whole.report.utilization.busy_device_hours);
   EXPECT_EQ(folded.report.device_timeline.busy_s_by_phase,
             whole.report.device_timeline.busy_s_by_phase);
+  // HTA's breakdowns: every kernel on its CUPTI stream, each joined to its
+  // launch call, folded in start order though buffers came out of order.
+  const Report::DeviceTimeline::Hta& hta = folded.report.device_timeline.hta;
+  const Report::DeviceTimeline::Hta& want = whole.report.device_timeline.hta;
+  EXPECT_GT(want.rows, 1000);
+  EXPECT_GT(want.idle_s, 0);
+  EXPECT_EQ(hta.late_rows, 0);
+  EXPECT_EQ(hta.rows, want.rows);
+  EXPECT_EQ(hta.kernel_s, want.kernel_s);
+  EXPECT_EQ(hta.idle_s, want.idle_s);
+  EXPECT_EQ(hta.compute_s, want.compute_s);
+  EXPECT_EQ(hta.non_compute_s, want.non_compute_s);
+  ASSERT_EQ(hta.idle_by_stream.size(), want.idle_by_stream.size());
+  ASSERT_FALSE(want.idle_by_stream.empty());
+  double host_wait_s = 0;
+  for (size_t k = 0; k < want.idle_by_stream.size(); ++k) {
+    EXPECT_EQ(hta.idle_by_stream[k].stream, want.idle_by_stream[k].stream);
+    EXPECT_EQ(hta.idle_by_stream[k].host_wait_s, want.idle_by_stream[k].host_wait_s);
+    EXPECT_EQ(hta.idle_by_stream[k].kernel_wait_s, want.idle_by_stream[k].kernel_wait_s);
+    EXPECT_EQ(hta.idle_by_stream[k].other_s, want.idle_by_stream[k].other_s);
+    host_wait_s += want.idle_by_stream[k].host_wait_s;
+  }
+  EXPECT_GT(host_wait_s, 0) << "launch calls joined";
   ASSERT_EQ(folded.rows.size(), whole.rows.size());
   for (size_t k = 0; k < whole.rows.size(); ++k) {
     SCOPED_TRACE("step " + std::to_string(k));

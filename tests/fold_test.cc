@@ -277,6 +277,7 @@ Whole Analyze(const Recording& r, const RunFoldOptions& options) {
   clock.window_first_step = options.window_first_step;
   clock.window_end_step = options.window_end_step;
   AnalyzeRun(timeline, clock, options.warmup_override, &out.report, &out.rows);
+  FillHta(ComputeHtaBreakdown(timeline, HtaTraceFacts{}), 0, &out.report.device_timeline.hta);
   return out;
 }
 
@@ -347,6 +348,24 @@ void ExpectSameReport(const Report& got, const Report& want, bool exact_quantile
   EXPECT_DOUBLE_EQ(got.utilization.samples_per_busy_device_s,
                    want.utilization.samples_per_busy_device_s);
   EXPECT_EQ(got.device_timeline.busy_s_by_phase, want.device_timeline.busy_s_by_phase);
+  // HTA's breakdowns, folded in start order as rows are released.
+  const Report::DeviceTimeline::Hta& hta = got.device_timeline.hta;
+  EXPECT_EQ(hta.rows, want.device_timeline.hta.rows);
+  EXPECT_EQ(hta.kernel_s, want.device_timeline.hta.kernel_s);
+  EXPECT_EQ(hta.idle_s, want.device_timeline.hta.idle_s);
+  EXPECT_EQ(hta.compute_s, want.device_timeline.hta.compute_s);
+  EXPECT_EQ(hta.non_compute_s, want.device_timeline.hta.non_compute_s);
+  EXPECT_EQ(hta.late_rows, 0);
+  ASSERT_EQ(hta.idle_by_stream.size(), want.device_timeline.hta.idle_by_stream.size());
+  for (size_t k = 0; k < hta.idle_by_stream.size(); ++k) {
+    const Report::DeviceTimeline::Hta::Stream& g = hta.idle_by_stream[k];
+    const Report::DeviceTimeline::Hta::Stream& w = want.device_timeline.hta.idle_by_stream[k];
+    SCOPED_TRACE("stream " + std::to_string(w.stream));
+    EXPECT_EQ(g.stream, w.stream);
+    EXPECT_EQ(g.host_wait_s, w.host_wait_s);
+    EXPECT_EQ(g.kernel_wait_s, w.kernel_wait_s);
+    EXPECT_EQ(g.other_s, w.other_s);
+  }
   EXPECT_EQ(got.recommendation, want.recommendation);
 }
 
@@ -490,6 +509,15 @@ TEST(RunFoldTest, DeviceRecordingMatchesTheWholeRunAnalysis) {
                                      whole.report.device_timeline.busy_s_by_phase.end());
   EXPECT_GT(busy["backward"], 0.2 * busy["forward"]) << "attributed through the step's thread";
   EXPECT_EQ(busy.count("unattributed"), 0u);
+  // HTA's breakdowns see every kernel and copy, on both streams.
+  const Report::DeviceTimeline::Hta& hta = whole.report.device_timeline.hta;
+  EXPECT_EQ(hta.rows, 3000 * 12);
+  EXPECT_GT(hta.idle_s, 0);
+  EXPECT_GT(hta.compute_s, 0);
+  EXPECT_GT(hta.non_compute_s, 0) << "the copies";
+  ASSERT_EQ(hta.idle_by_stream.size(), 2u);
+  EXPECT_GT(hta.idle_by_stream[0].host_wait_s, 0) << "needs each kernel's launch call";
+  EXPECT_GT(hta.idle_by_stream[1].host_wait_s, 0);
   ExpectSameReport(folded.report, whole.report, true, true);
   ExpectSameRows(folded.rows, whole.rows, true);
 }

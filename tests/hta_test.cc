@@ -305,6 +305,116 @@ TEST(HtaBreakdownTest, NanosToMicrosIsTheParsersDouble) {
   EXPECT_EQ(wrong, 0);
 }
 
+// A run's device rows on three streams, each launched by a runtime call,
+// some kernels long enough to run past many later ones.
+analysis::Timeline DeviceRun(int kernels, uint64_t seed) {
+  analysis::Timeline t;
+  const uint32_t host = t.AddTrack({analysis::TrackKind::kHostThread, 1, 1, "main"});
+  uint32_t streams[3];
+  for (int k = 0; k < 3; ++k) {
+    streams[k] = t.AddTrack({analysis::TrackKind::kDeviceStream, 0, 7 + k, "stream"});
+  }
+  const uint32_t launch = t.Intern("cudaLaunchKernel");
+  const uint32_t names[3] = {t.Intern("gemm"), t.Intern("Memcpy HtoD"), t.Intern("ncclKernel")};
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int64_t now = 1'000'000;
+  int64_t free_at[3] = {0, 0, 0};
+  for (int n = 0; n < kernels; ++n) {
+    analysis::Interval call;
+    call.start_ns = now;
+    call.end_ns = now + uniform(2'000, 9'000);
+    call.kind = analysis::IntervalKind::kRuntimeCall;
+    call.track = host;
+    call.name = launch;
+    call.value = n;
+    t.Add(call);
+    const int s = static_cast<int>(uniform(0, 2));
+    analysis::Interval kernel;
+    kernel.start_ns = std::max(call.end_ns + uniform(1'000, 60'000), free_at[s]);
+    kernel.end_ns =
+        kernel.start_ns + (n % 50 == 7 ? uniform(2'000'000, 9'000'000) : uniform(1'000, 80'000));
+    free_at[s] = kernel.end_ns - (n % 9 == 0 ? 3'000 : 0);  // overlaps now and then
+    kernel.kind = s == 1 ? analysis::IntervalKind::kMemcpy : analysis::IntervalKind::kKernel;
+    kernel.track = streams[s];
+    kernel.name = names[s];
+    kernel.value = n;
+    t.Add(kernel);
+    now = call.end_ns + uniform(0, 50'000);
+  }
+  return t;
+}
+
+void ExpectSameBreakdown(const HtaBreakdown& got, const HtaBreakdown& want) {
+  EXPECT_EQ(got.rows, want.rows);
+  EXPECT_EQ(got.temporal.kernel_us, want.temporal.kernel_us);
+  EXPECT_EQ(got.temporal.idle_us, want.temporal.idle_us);
+  EXPECT_EQ(got.temporal.compute_us, want.temporal.compute_us);
+  EXPECT_EQ(got.temporal.non_compute_us, want.temporal.non_compute_us);
+  ASSERT_EQ(got.idle_by_stream.size(), want.idle_by_stream.size());
+  for (size_t k = 0; k < want.idle_by_stream.size(); ++k) {
+    EXPECT_EQ(got.idle_by_stream[k].stream, want.idle_by_stream[k].stream);
+    EXPECT_EQ(got.idle_by_stream[k].category, want.idle_by_stream[k].category);
+    EXPECT_EQ(got.idle_by_stream[k].idle_us, want.idle_by_stream[k].idle_us);
+    EXPECT_EQ(got.idle_by_stream[k].ratio, want.idle_by_stream[k].ratio);
+  }
+}
+
+// Rows and calls handed over as they end (the order a Session releases
+// them), each Advance up to the earliest start still to come: the same
+// breakdowns as the whole run's, with launch calls forgotten as they age.
+TEST(HtaFoldTest, RowsReleasedAsTheyEndFoldAsTheWholeRun) {
+  analysis::Timeline run = DeviceRun(20000, 5);
+  const HtaBreakdown want = ComputeHtaBreakdown(run, analysis::HtaTraceFacts{});
+  ASSERT_EQ(want.rows, 20000);
+  ASSERT_EQ(want.idle_by_stream.size(), 9u);  // three streams, each kind of wait
+  std::vector<analysis::Interval> by_end = run.intervals();
+  std::stable_sort(by_end.begin(), by_end.end(),
+                   [](const auto& a, const auto& b) { return a.end_ns < b.end_ns; });
+  analysis::HtaFold fold(run, /*launch_horizon_ns=*/50'000'000);
+  size_t next = 0;
+  size_t most_held = 0;
+  for (int64_t t = 0; next < by_end.size(); t += 3'000'000) {
+    while (next < by_end.size() && by_end[next].end_ns <= t) fold.Add(by_end[next++]);
+    int64_t horizon = t;
+    for (size_t k = next; k < by_end.size(); ++k) horizon = std::min(horizon, by_end[k].start_ns);
+    fold.Advance(horizon);
+    most_held = std::max(most_held, fold.held());
+  }
+  ExpectSameBreakdown(fold.Finish(), want);
+  EXPECT_EQ(fold.late_rows(), 0);
+  EXPECT_LT(most_held, 5000u) << "calls of the last 50 ms and rows behind the long kernels";
+}
+
+// A row that comes after later-starting rows were folded (a kernel that ran
+// past kMaxHeldRows others) is folded out of order and counted; what is
+// held stays bounded.
+TEST(HtaFoldTest, HeldRowsAreBoundedAndALateRowIsCounted) {
+  analysis::Timeline t;
+  const uint32_t stream = t.AddTrack({analysis::TrackKind::kDeviceStream, 0, 7, "stream 7"});
+  analysis::HtaFold fold(t);
+  analysis::Interval row;
+  row.kind = analysis::IntervalKind::kKernel;
+  row.track = stream;
+  row.name = t.Intern("gemm");
+  const size_t rows = 3 * analysis::HtaFold::kMaxHeldRows;
+  for (size_t k = 0; k < rows; ++k) {
+    row.start_ns = 1000 + static_cast<int64_t>(k) * 10;
+    row.end_ns = row.start_ns + 5;
+    row.value = static_cast<int64_t>(k);
+    fold.Add(row);  // never advanced: a long row still runs at time 0
+    ASSERT_LE(fold.held(), analysis::HtaFold::kMaxHeldRows);
+  }
+  row.start_ns = 0;
+  row.end_ns = 1000 + static_cast<int64_t>(rows) * 10;
+  fold.Add(row);
+  const HtaBreakdown hta = fold.Finish();
+  EXPECT_EQ(hta.rows, static_cast<int64_t>(rows) + 1);
+  EXPECT_EQ(fold.late_rows(), 1);
+}
+
 TEST(HtaBreakdownTest, KernelClassificationFollowsHtaNames) {
   using analysis::ClassifyKernel;
   using analysis::KernelClass;

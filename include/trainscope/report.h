@@ -156,6 +156,24 @@ struct Report {
     int64_t kernels = 0;
     // Device busy time by the host phase that launched it, largest first.
     std::vector<std::pair<std::string, double>> busy_s_by_phase;
+    // Holistic Trace Analysis' temporal and idle-time breakdowns of the
+    // device rows (kernels, copies, sets), by HTA's rules, folded as the
+    // run goes (sdk/analysis/hta_breakdown.h; docs/report-schema.md).
+    struct Hta {
+      int64_t rows = 0;          // device rows
+      double kernel_s = 0;       // first row's start to last row's end
+      double idle_s = 0;         // kernel_s minus the union of the rows
+      double compute_s = 0;      // the union of computation kernels
+      double non_compute_s = 0;  // the rest of the busy time
+      struct Stream {
+        int64_t stream = 0;        // CUPTI stream id
+        double host_wait_s = 0;    // gaps the launch call started after
+        double kernel_wait_s = 0;  // short gaps between queued kernels
+        double other_s = 0;
+      };
+      std::vector<Stream> idle_by_stream;  // in order of first kernel
+      int64_t late_rows = 0;               // folded out of start order (approximate)
+    } hta;
   } device_timeline;
 
   // Allocation vs activity vs useful work, side by side.

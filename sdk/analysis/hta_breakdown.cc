@@ -5,10 +5,13 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace trainscope::analysis {
 namespace {
@@ -240,10 +243,7 @@ struct StreamSweep {
 class OnePass {
  public:
   OnePass(const Timeline& timeline, double delay_ns)
-      : timeline_(timeline),
-        delay_ns_(delay_ns),
-        names_(timeline),
-        stream_of_track_(timeline.tracks().size(), -1) {}
+      : timeline_(timeline), delay_ns_(delay_ns), names_(timeline) {}
   NameFacts& names() { return names_; }
   void Emit(const Interval& i, TimestampNs start, TimestampNs end,
             std::optional<TimestampNs> launch_ns) {
@@ -260,6 +260,7 @@ class OnePass {
   // Tracks with the same stream id (on other devices) share one sweep, as
   // HTA groups by stream alone; sweeps are in order of first kernel.
   StreamSweep& SweepOf(uint32_t track, int64_t stream) {
+    if (track >= stream_of_track_.size()) stream_of_track_.resize(track + 1, -1);
     int32_t& index = stream_of_track_[track];
     if (index < 0) {
       for (size_t k = 0; k < sweeps_.size() && index < 0; ++k) {
@@ -275,7 +276,7 @@ class OnePass {
   const Timeline& timeline_;
   double delay_ns_;
   NameFacts names_;
-  std::vector<int32_t> stream_of_track_;
+  std::vector<int32_t> stream_of_track_;  // grows with the tracks seen
   std::vector<StreamSweep> sweeps_;
   RunningUnion all_, compute_;
   int64_t rows_ = 0;
@@ -303,6 +304,17 @@ HtaBreakdown OnePass::Finish() const {
   return result;
 }
 
+// What HTA makes of an interval: no row, a row it takes for a host one (no
+// launch to look up), or a device row, whose launch call it looks up.
+enum class RowUse : uint8_t { kNone, kHostRow, kDeviceRow };
+RowUse UseOf(const Interval& i, const Timeline& timeline, NameFacts& names) {
+  if (!IsDeviceKind(i.kind) && i.kind != IntervalKind::kSyncCall) return RowUse::kNone;
+  const Track& track = timeline.tracks()[i.track];
+  if (track.kind != TrackKind::kDeviceStream) return RowUse::kNone;
+  if ((track.tid >= 0 && i.value >= 0) || names.IsSyncName(i.name)) return RowUse::kDeviceRow;
+  return RowUse::kHostRow;
+}
+
 HtaBreakdown ComputeInOnePass(const Timeline& timeline, const HtaTraceFacts& facts,
                               double consecutive_kernel_delay_us, const CallScan& scan) {
   const HtaClock hta_clock(facts.round_to_us);
@@ -321,13 +333,12 @@ HtaBreakdown ComputeInOnePass(const Timeline& timeline, const HtaTraceFacts& fac
           : std::nullopt;
   OnePass pass(timeline, consecutive_kernel_delay_us * 1000.0);
   for (const Interval& i : timeline.intervals()) {
-    if (!IsDeviceKind(i.kind) && i.kind != IntervalKind::kSyncCall) continue;
-    const Track& track = timeline.tracks()[i.track];
-    if (track.kind != TrackKind::kDeviceStream) continue;
+    const RowUse use = UseOf(i, timeline, pass.names());
+    if (use == RowUse::kNone) continue;
     const TimestampNs start = hta_clock.Start(i.start_ns);
     const TimestampNs end = hta_clock.End(i.start_ns, i.end_ns);
-    if (!((track.tid >= 0 && i.value >= 0) || pass.names().IsSyncName(i.name))) {
-      if (kept_host_row(start)) pass.Emit(i, start, end, std::nullopt);  // a host row to HTA
+    if (use == RowUse::kHostRow) {
+      if (kept_host_row(start)) pass.Emit(i, start, end, std::nullopt);
       continue;
     }
     const LaunchTable::Launch* launch = launches.Find(i.value);
@@ -354,5 +365,86 @@ HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& 
                    [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
   return ComputeInOnePass(sorted, facts, consecutive_kernel_delay_us, ScanCalls(sorted));
 }
+
+struct HtaFold::Impl {
+  Impl(const Timeline& names, TimestampNs horizon_ns, double delay_us)
+      : timeline(names), launch_horizon_ns(horizon_ns), pass(names, delay_us * 1000.0) {}
+
+  // Folds one row: ComputeInOnePass's loop body, without the cut.
+  void Fold(const Interval& i) {
+    if (i.start_ns < last_folded) ++late;
+    last_folded = std::max(last_folded, i.start_ns);
+    if (UseOf(i, timeline, pass.names()) == RowUse::kHostRow) {
+      pass.Emit(i, i.start_ns, i.end_ns, std::nullopt);
+      return;
+    }
+    auto call = calls.find(i.value);
+    pass.Emit(i, i.start_ns, i.end_ns,
+              call == calls.end() ? std::nullopt : std::optional<TimestampNs>(call->second));
+  }
+  // Folds the held rows that start before `horizon` (all of the first
+  // `at_least`), in start order.
+  void FoldBefore(TimestampNs horizon, size_t at_least) {
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
+    size_t n = 0;
+    while (n < rows.size() && (n < at_least || rows[n].start_ns < horizon)) Fold(rows[n++]);
+    rows.erase(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+
+  const Timeline& timeline;
+  TimestampNs launch_horizon_ns;
+  OnePass pass;
+  std::vector<Interval> rows;  // added, not yet folded
+  // Launch calls by correlation id (the start of the latest added), and in
+  // the order added, to forget them.
+  absl::flat_hash_map<int64_t, TimestampNs> calls;
+  std::deque<std::pair<TimestampNs, int64_t>> call_order;
+  TimestampNs last_folded = std::numeric_limits<TimestampNs>::min();
+  int64_t late = 0;
+};
+
+HtaFold::HtaFold(const Timeline& names, TimestampNs launch_horizon_ns,
+                 double consecutive_kernel_delay_us)
+    : impl_(std::make_unique<Impl>(names, launch_horizon_ns, consecutive_kernel_delay_us)) {}
+
+HtaFold::~HtaFold() = default;
+
+void HtaFold::Add(const Interval& interval) {
+  Impl& s = *impl_;
+  if (interval.kind == IntervalKind::kRuntimeCall) {
+    if (interval.value < 0) return;
+    s.calls[interval.value] = interval.start_ns;
+    s.call_order.emplace_back(interval.start_ns, interval.value);
+    return;
+  }
+  if (UseOf(interval, s.timeline, s.pass.names()) == RowUse::kNone) return;
+  s.rows.push_back(interval);
+  if (s.rows.size() > kMaxHeldRows) {
+    s.FoldBefore(std::numeric_limits<TimestampNs>::min(), kMaxHeldRows / 2);
+  }
+}
+
+void HtaFold::Advance(TimestampNs horizon) {
+  Impl& s = *impl_;
+  s.FoldBefore(horizon, 0);
+  if (horizon < std::numeric_limits<TimestampNs>::min() + s.launch_horizon_ns) return;
+  const TimestampNs forget = horizon - s.launch_horizon_ns;
+  while (!s.call_order.empty() && s.call_order.front().first < forget) {
+    const auto [start, id] = s.call_order.front();
+    auto it = s.calls.find(id);
+    if (it != s.calls.end() && it->second == start) s.calls.erase(it);
+    s.call_order.pop_front();
+  }
+}
+
+HtaBreakdown HtaFold::Finish() {
+  impl_->FoldBefore(std::numeric_limits<TimestampNs>::max(), impl_->rows.size());
+  return impl_->pass.Finish();
+}
+
+int64_t HtaFold::late_rows() const { return impl_->late; }
+
+size_t HtaFold::held() const { return impl_->rows.size() + impl_->call_order.size(); }
 
 }  // namespace trainscope::analysis

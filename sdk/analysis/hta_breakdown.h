@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -87,6 +88,57 @@ inline constexpr double kHtaConsecutiveKernelDelayUs = 30;
 // timeline (one pass, nothing sorted), O(n log n) otherwise.
 HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& facts,
                                  double consecutive_kernel_delay_us = kHtaConsecutiveKernelDelayUs);
+
+// The same two metrics for a run a Session records, folded as its device
+// work is released, in memory that does not grow with the run's length.
+// They equal ComputeHtaBreakdown on the whole run's timeline with facts {}:
+// no iteration cut (a Session's timeline has kStep intervals, not
+// ProfilerStep# annotations), exact nanosecond times, no fallback launch
+// for a kernel whose call is unknown.
+//
+//   HtaFold hta(fold_input);  // the Timeline whose names and tracks rows use
+//   hta.Add(interval);        // each released device row and launch call
+//   hta.Advance(horizon);     // no row still to come starts before it
+//   HtaBreakdown done = hta.Finish();
+//
+// Rows may come in any order before the horizon passes them; they are
+// folded in start order (ties in the order added). A row added after a
+// later-starting one was folded is folded out of order and counted in
+// late_rows(): its gap and union are then approximate.
+//
+// Memory: the launch calls of the last launch_horizon_ns (about 56 bytes
+// each), the rows added but not yet behind the horizon (48 bytes each, at
+// most kMaxHeldRows: past it the earliest half is folded), one sweep per
+// stream and one byte per distinct name.
+class HtaFold {
+ public:
+  static constexpr size_t kMaxHeldRows = 65536;
+
+  // `names` outlives the fold; its names and tracks may grow meanwhile.
+  explicit HtaFold(const Timeline& names, TimestampNs launch_horizon_ns = 2'000'000'000,
+                   double consecutive_kernel_delay_us = kHtaConsecutiveKernelDelayUs);
+  ~HtaFold();
+  HtaFold(const HtaFold&) = delete;
+  HtaFold& operator=(const HtaFold&) = delete;
+
+  // Takes a device row (kernel, copy, set, or sync on a device stream) or
+  // a launch call (kRuntimeCall with a correlation id); ignores the rest.
+  // Cost: amortised O(1), a hash insert for a call.
+  void Add(const Interval& interval);
+  // Folds the held rows that start before `horizon`, in start order, and
+  // forgets launch calls that began launch_horizon_ns before it.
+  // Cost: O(h log h) in the rows held.
+  void Advance(TimestampNs horizon);
+  // Folds the rest and returns the breakdown. Call once, last.
+  HtaBreakdown Finish();
+
+  int64_t late_rows() const;
+  size_t held() const;  // rows and calls
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace trainscope::analysis
 

@@ -85,6 +85,30 @@ void FillGaps(const IdleBreakdown& idle, TimestampNs process_start_ns, Report::G
   }
 }
 
+void FillHta(const HtaBreakdown& hta, int64_t late_rows, Report::DeviceTimeline::Hta* out) {
+  out->rows = hta.rows;
+  out->kernel_s = hta.temporal.kernel_us / 1e6;
+  out->idle_s = hta.temporal.idle_us / 1e6;
+  out->compute_s = hta.temporal.compute_us / 1e6;
+  out->non_compute_s = hta.temporal.non_compute_us / 1e6;
+  out->late_rows = late_rows;
+  out->idle_by_stream.clear();
+  for (const HtaStreamIdle& row : hta.idle_by_stream) {
+    if (out->idle_by_stream.empty() || out->idle_by_stream.back().stream != row.stream) {
+      out->idle_by_stream.push_back({row.stream});
+    }
+    Report::DeviceTimeline::Hta::Stream& stream = out->idle_by_stream.back();
+    const double s = row.idle_us / 1e6;
+    if (row.category == "host_wait") {
+      stream.host_wait_s = s;
+    } else if (row.category == "kernel_wait") {
+      stream.kernel_wait_s = s;
+    } else {
+      stream.other_s = s;
+    }
+  }
+}
+
 void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
                 Report* report, std::vector<Report::Step>* rows) {
   const StepStats steps = AnalyzeSteps(timeline, warmup_override);

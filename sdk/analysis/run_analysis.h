@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sdk/analysis/gap_analyzer.h"
+#include "sdk/analysis/hta_breakdown.h"
 #include "sdk/analysis/model.h"
 #include "trainscope/report.h"
 
@@ -36,6 +37,11 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
 // report.gaps from an idle breakdown's gaps (count, histogram, longest),
 // start times made seconds since `process_start_ns`. Pure.
 void FillGaps(const IdleBreakdown& idle, TimestampNs process_start_ns, Report::Gaps* gaps);
+
+// report.device_timeline.hta from HTA's breakdowns: microseconds made
+// seconds, each stream's categories in one entry (0 for one it never had).
+// Pure.
+void FillHta(const HtaBreakdown& hta, int64_t late_rows, Report::DeviceTimeline::Hta* out);
 
 // Idle share from which the recommendation names a cause, and the band
 // [low, high) around it in which it says the run is near the threshold (so

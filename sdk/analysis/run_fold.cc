@@ -36,7 +36,8 @@ using fold::TagTable;
 }  // namespace
 
 struct RunFold::Impl {
-  explicit Impl(const RunFoldOptions& o) : steps(o.exact_steps, o.exact_values, o.warmup_override) {
+  Impl(const RunFoldOptions& o, const Timeline& input)
+      : steps(o.exact_steps, o.exact_values, o.warmup_override), hta(input, o.launch_horizon_ns) {
     for (auto& sketch : phase_ms) sketch = QuantileSketch(o.exact_values);
   }
 
@@ -83,6 +84,8 @@ struct RunFold::Impl {
   std::array<TimestampNs, kPhaseCount + 1> device_busy_ns{};
   std::array<bool, kPhaseCount + 1> device_busy_seen{};
   bool first_row_written = false;
+  // HTA's breakdowns of the device rows, fed as they are released.
+  HtaFold hta;
 
   // Buffers each segment refills; their room stays for the next one.
   std::array<std::vector<IntervalSet::Span>, kPhaseCount> phase_spans;
@@ -100,7 +103,7 @@ RunFold::RunFold(RunFoldOptions options, StepSink steps, DeviceSink device)
     : options_(options),
       step_sink_(std::move(steps)),
       device_sink_(std::move(device)),
-      impl_(std::make_unique<Impl>(options)) {
+      impl_(std::make_unique<Impl>(options, input_)) {
   first_row_.index = -1;
 }
 
@@ -115,7 +118,9 @@ bool RunFold::AddStepSyncTime(int64_t step, TimestampNs ns) {
   return true;
 }
 
-size_t RunFold::held() const { return impl_->pending + impl_->open_steps.size(); }
+size_t RunFold::held() const {
+  return impl_->pending + impl_->open_steps.size() + impl_->hta.held();
+}
 
 void RunFold::Take() {
   Impl& s = *impl_;
@@ -553,7 +558,10 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       const bool device_side = IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
                                i.kind == IntervalKind::kSyncCall;
       const bool passed = final || (i.end_ns <= end && i.start_ns < end);
-      if (device_side && passed && (i.end_ns > begin || run.fresh)) scratch.push_back(i);
+      if (device_side && passed && (i.end_ns > begin || run.fresh)) {
+        scratch.push_back(i);
+        s.hta.Add(i);
+      }
     }
   }
   if (!scratch.empty() && device_sink_) device_sink_(input_);
@@ -561,7 +569,10 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   while (!s.step_history.empty() && s.step_history.front().end_ns <= history_end) {
     s.step_history.pop_front();
   }
-  // Compact the runs the segment reached; drop the empty ones.
+  // Compact the runs the segment reached; drop the empty ones. HTA's fold
+  // may take the rows that start before every device row or call still to
+  // be released (these began before `end` but have not ended).
+  TimestampNs hta_horizon = end;
   size_t kept_runs = 0;
   for (size_t r = 0; r < s.runs.size(); ++r) {
     Impl::Run& run = s.runs[r];
@@ -576,6 +587,10 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
           keep = i.end_ns > history_end;
         }
         if (!keep) continue;
+        if (i.end_ns > end && (IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
+                               i.kind == IntervalKind::kSyncCall)) {
+          hta_horizon = std::min(hta_horizon, i.start_ns);
+        }
         run.intervals[kept] = i;
         run.flags[kept] = run.flags[k];
         min_start = std::min(min_start, i.start_ns);
@@ -603,6 +618,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
     ++kept_runs;
   }
   s.runs.resize(kept_runs);
+  s.hta.Advance(hta_horizon);
   watermark_ = end;
 }
 
@@ -687,6 +703,7 @@ void RunFold::Finish(const RunClock& clock, Report* report) {
   std::stable_sort(busy.begin(), busy.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   for (const auto& [phase, ns] : busy) by_phase.emplace_back(phase, ns / 1e9);
+  FillHta(s.hta.Finish(), s.hta.late_rows(), &report->device_timeline.hta);
   report->events.late = late_;
   report->recommendation = Recommend(*report);
 }

@@ -19,6 +19,9 @@
 //             in run_fold.cc for the rule past exact_steps);
 //   device    each kernel, copy or set attributed to the phase that launched
 //             it (launch_attribution.h), its busy time by phase;
+//   hta       HTA's temporal and idle-time breakdowns of the device rows
+//             (HtaFold, hta_breakdown.h): released rows folded in start
+//             order once no row still held starts before them: exact;
 //   rows      one Report::Step per step, handed to the step sink.
 //
 // Finish fills the same report fields as AnalyzeRun, with the same values
@@ -46,7 +49,9 @@
 // burst is folded in segments of about 16384 intervals: their spans, 16
 // bytes each), of 2 emptied runs (16384 x 49 bytes each) and the input's
 // room for 16384 intervals once a burst came, and the steps of the launch
-// horizon (at most 4096 x 48 bytes, for launch attribution). Names and
+// horizon (at most 4096 x 48 bytes, for launch attribution), and HtaFold's
+// launch calls of the launch horizon (about 56 bytes each) and rows waiting
+// for start order (at most HtaFold::kMaxHeldRows x 48 bytes). Names and
 // tracks of input() grow with distinct names and threads, not with time.
 //
 //   RunFold fold(options, [&](Report::Step& row) { steps_file.Append(row); });
@@ -124,7 +129,7 @@ class RunFold {
   void Advance(TimestampNs watermark);
 
   // Folds the rest and fills report->timing, throughput, resource_hours,
-  // phases, idle, utilization, device_timeline.busy_s_by_phase,
+  // phases, idle, utilization, device_timeline.busy_s_by_phase and .hta,
   // events.late and recommendation, as AnalyzeRun does (with
   // clock.window_* from the options). Call once, last.
   void Finish(const RunClock& clock, Report* report);

@@ -106,6 +106,21 @@ void DescribeReport(R& r, V& v) {
     v.Field("dropped", r.device_timeline.dropped, kRequired);
     v.Field("kernels", r.device_timeline.kernels, kRequired);
     v.Numbers("busy_s_by_phase", r.device_timeline.busy_s_by_phase, kRequired);
+    v.Object("hta", kAbsentOk, [&] {  // written since 2026-12-07
+      auto& h = r.device_timeline.hta;
+      v.Field("rows", h.rows, kRequired);
+      v.Field("kernel_s", h.kernel_s, kRequired);
+      v.Field("idle_s", h.idle_s, kRequired);
+      v.Field("compute_s", h.compute_s, kRequired);
+      v.Field("non_compute_s", h.non_compute_s, kRequired);
+      v.Array("idle_by_stream", h.idle_by_stream, [&](auto& stream) {
+        v.Field("stream", stream.stream, kRequired);
+        v.Field("host_wait_s", stream.host_wait_s, kRequired);
+        v.Field("kernel_wait_s", stream.kernel_wait_s, kRequired);
+        v.Field("other_s", stream.other_s, kRequired);
+      });
+      v.Field("late_rows", h.late_rows, kRequired);
+    });
   });
   v.Object("utilization", kAbsentOk, [&] {
     v.Field("allocated_device_hours", r.utilization.allocated_device_hours, kRequired);
