@@ -164,5 +164,8 @@ int main(int argc, char** argv) {
               static_cast<double>(report->trace.bytes) / 1e6,
               static_cast<long long>(report->trace.windows_written),
               static_cast<long long>(report->trace.windows_dropped), report->trace.slowest.size());
+  std::printf("soak: steps.jsonl %lld rows, %lld dropped (the disk fell behind)\n",
+              static_cast<long long>(report->steps_file.rows),
+              static_cast<long long>(report->steps_file.rows_dropped));
   return 0;
 }

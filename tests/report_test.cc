@@ -1,9 +1,14 @@
 // report.json: written, read back, rejected with clear errors; the CLI's
 // `summary` on good and bad files, run as a real process.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -11,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -515,6 +521,58 @@ TEST(StepsFileTest, RowsRoundTripAndACutLastLineIsNotARow) {
   EXPECT_EQ((*rows)[0].peak_memory_bytes, -1);
   EXPECT_EQ((*rows)[1].index, 8);
   EXPECT_EQ((*rows)[1].phase_ms, b.phase_ms);
+}
+
+// The writer's thread blocks in write() (a FIFO nobody reads, as a disk
+// that throttles writes): Append and Flush still return at once, rows past
+// the queue are dropped whole and counted, and what does reach the file is
+// whole rows, in order, the rest of them.
+TEST(StepsFileTest, AStalledWriteDropsWholeRowsAndNeverBlocksTheCaller) {
+  TempDir dir;
+  const std::string path = dir.File("steps.jsonl");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  const int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0) << std::strerror(errno);
+  constexpr size_t kQueue = 256 << 10;
+  auto writer = exporter::StepsWriter::Open(dir.path(), "steps.jsonl", kQueue);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  Report::Step row;
+  row.samples = 64;
+  row.phase_ms[static_cast<int>(Phase::kForward)] = 40.25;
+  row.top_cause = "data_wait";
+  constexpr int kRows = 40000;  // about 10 MB: far past the pipe's 64 KiB and the queue
+  for (int k = 0; k < kRows; ++k) {
+    row.index = k;
+    (*writer)->Append(row);
+    if (k % 1000 == 999) {
+      EXPECT_TRUE((*writer)->Flush().ok());
+    }
+  }
+  const int64_t dropped = (*writer)->rows_dropped();
+  EXPECT_GT(dropped, kRows / 2);
+  EXPECT_EQ((*writer)->rows(), kRows);
+  // Now read: Close waits for the thread to write what was queued.
+  std::string got;
+  std::thread drain([&] {
+    ::fcntl(reader, F_SETFL, 0);  // blocking
+    char block[1 << 16];
+    for (ssize_t n; (n = ::read(reader, block, sizeof block)) > 0;) got.append(block, n);
+  });
+  const absl::Status closed = (*writer)->Close();
+  drain.join();
+  ::close(reader);
+  EXPECT_TRUE(closed.ok()) << closed;
+  EXPECT_EQ((*writer)->rows_dropped(), dropped) << "nothing dropped after the loop";
+  testing::WriteAll(dir.File("copy.jsonl"), got);
+  const auto rows = exporter::ReadStepsFile(dir.File("copy.jsonl"));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(static_cast<int64_t>(rows->size()), kRows - dropped);
+  EXPECT_FALSE(got.empty());
+  EXPECT_EQ(got.back(), '\n');
+  for (size_t k = 1; k < rows->size(); ++k) {
+    ASSERT_LT((*rows)[k - 1].index, (*rows)[k].index);
+  }
+  EXPECT_EQ(rows->front().index, 0) << "the first rows went straight to the thread";
 }
 
 // Numbers are written exactly: values from integer nanoseconds as plain

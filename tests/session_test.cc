@@ -712,6 +712,8 @@ TEST(SessionTest, ReportStaysTheSameSizeAndStepsGoToTheStepsFile) {
     ASSERT_TRUE(report.ok()) << report.status();
     EXPECT_EQ(report->timing.steps, steps);
     EXPECT_EQ(report->events.late, 0);
+    EXPECT_EQ(report->steps_file.rows, steps);
+    EXPECT_EQ(report->steps_file.rows_dropped, 0);
     const std::string json = testing::ReadAll(dir.File("report.json"));
     EXPECT_EQ(json.find("\"steps\": ["), std::string::npos) << "no per-step array";
     sizes.push_back(json.size());

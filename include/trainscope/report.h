@@ -219,6 +219,12 @@ struct Report {
     int64_t bytes = 0;              // trace.json's size
   } trace;
 
+  // What steps.jsonl holds: a row per step, written on a thread of its own.
+  struct StepsFile {
+    int64_t rows = 0;          // written
+    int64_t rows_dropped = 0;  // the disk fell behind by more than the queue
+  } steps_file;
+
   struct Overhead {
     double per_scope_ns = 0;     // measured at Session::Start
     double estimated_share = 0;  // recorded scopes x per_scope_ns / total

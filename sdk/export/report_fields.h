@@ -151,6 +151,10 @@ void DescribeReport(R& r, V& v) {
     });
     v.Field("bytes", r.trace.bytes, kRequired);
   });
+  v.Object("steps_file", kAbsentOk, [&] {  // written since 2026-12-07
+    v.Field("rows", r.steps_file.rows, kRequired);
+    v.Field("rows_dropped", r.steps_file.rows_dropped, kRequired);
+  });
   v.Object("overhead", kRequired, [&] {
     v.Field("per_scope_ns", r.overhead.per_scope_ns, kRequired);
     v.Field("estimated_share", r.overhead.estimated_share, kRequired);

@@ -2,6 +2,7 @@
 #include "sdk/export/steps_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -305,48 +306,99 @@ std::string StepsFileForReport(const std::string& report_path) {
 }
 
 absl::StatusOr<std::unique_ptr<StepsWriter>> StepsWriter::Open(const std::string& dir,
-                                                               std::string_view file) {
+                                                               std::string_view file,
+                                                               size_t queue_bytes) {
   std::unique_ptr<StepsWriter> writer(new StepsWriter());
   writer->path_ = fmt::format("{}/{}", dir, file);
+  writer->queue_bytes_ = queue_bytes;
   writer->fd_ = ::open(writer->path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (writer->fd_ < 0) return ground::ErrnoStatus(errno, "creating " + writer->path_);
+  StepsWriter* w = writer.get();
+  writer->thread_ = std::thread([w] { w->WriteLoop(); });
   return writer;
 }
 
 StepsWriter::~StepsWriter() { (void)Close(); }
 
+void StepsWriter::WriteLoop() {
+  pthread_setname_np(pthread_self(), "ts-steps");  // as top and gdb show it
+  std::string writing;                             // swapped with queued_: both keep their room
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wake_.wait(lock, [this] { return !queued_.empty() || closing_; });
+    if (queued_.empty()) break;  // closing, and all written
+    writing.swap(queued_);
+    lock.unlock();
+    absl::Status written = ground::WriteAll(fd_, writing, "writing " + path_);
+    writing.clear();
+    lock.lock();
+    status_.Update(written);
+  }
+}
+
+void StepsWriter::Queue(std::string_view lines, int64_t rows) {
+  if (lines.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queued_.size() + lines.size() > queue_bytes_) {
+    dropped_ += rows;
+    return;
+  }
+  queued_.append(lines);
+  wake_.notify_all();
+}
+
 void StepsWriter::Append(const Report::Step& row) {
+  if (fd_ < 0) return;
   // Rows are written into room sized once (no zero-fill a row, as a
   // string's resize would do).
   if (buffer_.empty()) buffer_.resize(kBufferLimit + kRowSlack);
   const size_t bound = RowBound(row);
+  ++rows_;
   if (bound > kRowSlack) {  // an odd top_cause of thousands of bytes
-    status_.Update(Flush());
+    (void)Flush();
     std::string line;
     AppendStepRowJsonLine(&line, row);
-    if (fd_ >= 0) status_.Update(ground::WriteAll(fd_, line, "writing " + path_));
-  } else {
-    used_ = static_cast<size_t>(WriteStepRow(buffer_.data() + used_, row) - buffer_.data());
+    Queue(line, 1);
+    return;
   }
-  ++rows_;
-  if (used_ >= kBufferLimit) status_.Update(Flush());
+  used_ = static_cast<size_t>(WriteStepRow(buffer_.data() + used_, row) - buffer_.data());
+  ++buffered_rows_;
+  if (used_ >= kBufferLimit) (void)Flush();
 }
 
 absl::Status StepsWriter::Flush() {
-  if (fd_ < 0 || used_ == 0) return status_;
-  status_.Update(
-      ground::WriteAll(fd_, std::string_view(buffer_.data(), used_), "writing " + path_));
+  Queue(std::string_view(buffer_.data(), used_), buffered_rows_);
   used_ = 0;
+  buffered_rows_ = 0;
+  std::lock_guard<std::mutex> lock(mu_);
   return status_;
 }
 
+int64_t StepsWriter::rows_dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
 absl::Status StepsWriter::Close() {
-  if (fd_ < 0) return status_;
-  absl::Status status = Flush();
-  if (::fsync(fd_) != 0 && status.ok()) status = ground::ErrnoStatus(errno, "syncing " + path_);
+  if (fd_ < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+  (void)Flush();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    wake_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  // EINVAL: a file that cannot be synced (a pipe), not an error.
+  if (::fsync(fd_) != 0 && errno != EINVAL && status_.ok()) {
+    status_ = ground::ErrnoStatus(errno, "syncing " + path_);
+  }
   ::close(fd_);
   fd_ = -1;
-  return status;
+  return status_;
 }
 
 }  // namespace trainscope::exporter

@@ -17,10 +17,13 @@
 #ifndef TRAINSCOPE_SDK_EXPORT_STEPS_FILE_H_
 #define TRAINSCOPE_SDK_EXPORT_STEPS_FILE_H_
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,38 +59,67 @@ absl::Status ForEachStepRow(const std::string& path,
 // out/steps.jsonl, report-rank3.json -> steps-rank3.jsonl.
 std::string StepsFileForReport(const std::string& report_path);
 
-// Appends rows to a steps file. Not thread-safe.
+// Appends rows to a steps file. Rows are formatted on the caller's thread
+// and written by a thread of the writer's own ("ts-steps"): a write the
+// kernel holds back (dirty-page throttling once gigabytes are waiting for
+// the disk) must not stall the session's drain, whose rings would then
+// fill. Between the two, at most queue_bytes wait; rows that find no room
+// are dropped whole and counted (rows_dropped), so every line in the file
+// is a whole row. Memory: a buffer of kBufferLimit + kRowSlack, and at
+// most 2 x queue_bytes (the queue, and the block being written), as much as
+// rows came faster than the file took them. Append, Flush and Close are
+// for one thread at a time.
 class StepsWriter {
  public:
-  // Creates (or truncates) `dir`/`file`. Errors name the path.
+  static constexpr size_t kDefaultQueueBytes = 16 << 20;
+
+  // Creates (or truncates) `dir`/`file` and starts the writing thread.
+  // Errors name the path.
   static absl::StatusOr<std::unique_ptr<StepsWriter>> Open(const std::string& dir,
-                                                           std::string_view file);
+                                                           std::string_view file,
+                                                           size_t queue_bytes = kDefaultQueueBytes);
   ~StepsWriter();
   StepsWriter(const StepsWriter&) = delete;
   StepsWriter& operator=(const StepsWriter&) = delete;
 
-  // Buffers one row. Cost: formatting; a write when the buffer passes
-  // kBufferLimit (whole lines). Its error is kept for Flush and Close.
+  // Buffers one row. Cost: formatting; past kBufferLimit, a copy of the
+  // buffered lines into the queue under a lock (no syscall but a wake-up).
   void Append(const Report::Step& row);
-  // Writes the buffered lines (one write, whole lines). Returns the first
-  // error so far, naming the path.
+  // Queues the buffered lines for writing, without waiting for the write.
+  // Returns the first error so far (a write's, naming the path).
   absl::Status Flush();
-  // Flushes, fsyncs and closes. Idempotent.
+  // Queues the rest, waits until it is written, fsyncs, closes and stops
+  // the thread. Idempotent.
   absl::Status Close();
 
-  int64_t rows() const { return rows_; }
+  int64_t rows() const { return rows_; }  // appended
+  // Rows dropped because the queue was full (the disk fell behind).
+  int64_t rows_dropped() const;
   const std::string& path() const { return path_; }
 
  private:
   StepsWriter() = default;
+  // Moves `lines` (`rows` whole rows) into the queue, or drops them.
+  void Queue(std::string_view lines, int64_t rows);
+  void WriteLoop();
+
   std::string path_;
   int fd_ = -1;
+  size_t queue_bytes_ = kDefaultQueueBytes;
   static constexpr size_t kBufferLimit = 1 << 20;
   static constexpr size_t kRowSlack = 16 << 10;  // room past the limit for one row
   std::string buffer_;  // kBufferLimit + kRowSlack once a row came; used_ of it written
   size_t used_ = 0;
+  int64_t buffered_rows_ = 0;
   int64_t rows_ = 0;
-  absl::Status status_;  // the first write error
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::string queued_;    // whole lines waiting for the thread (guarded)
+  bool closing_ = false;  // guarded
+  int64_t dropped_ = 0;   // guarded
+  absl::Status status_;   // the first write error (guarded)
+  std::thread thread_;
 };
 
 }  // namespace trainscope::exporter

@@ -51,6 +51,10 @@ std::string FormatSummary(const Report& r) {
         "Options::buffer_bytes_per_thread",
         r.events.dropped);
   }
+  if (r.steps_file.rows_dropped > 0) {
+    line("warning: {} of {} rows left out of steps.jsonl: the disk fell behind the row rate",
+         r.steps_file.rows_dropped, r.steps_file.rows + r.steps_file.rows_dropped);
+  }
   if (const Report::Checkpoint& c = r.checkpoint; c.saves > 0 || c.failed > 0) {
     line("checkpoints: {} saved ({} failed), {:.1f} ms blocking each, {:.0f} MB/s persist{}",
          c.saves, c.failed, c.saves > 0 ? 1e3 * c.blocking_s / c.saves : 0.0,

@@ -151,7 +151,11 @@ absl::Status Session::Impl::WriteOutputs() {
     t.bytes = static_cast<int64_t>(stats.bytes);
   }
   status.Update(steps_status);
-  if (steps_file != nullptr) status.Update(steps_file->Close());
+  if (steps_file != nullptr) {
+    status.Update(steps_file->Close());
+    report.steps_file.rows_dropped = steps_file->rows_dropped();
+    report.steps_file.rows = steps_file->rows() - report.steps_file.rows_dropped;
+  }
   if (Writes(options.sinks, Sink::kReportJson)) {
     status.Update(ground::WriteFileAtomically(
         fmt::format("{}/{}", options.output_dir, RankedFile(options, "report")),
