@@ -607,6 +607,68 @@ TEST(RunFoldTest, LongRunsKeepAFixedPrefixOfSteps) {
 
 // A range still open when the fold passed its start arrives late: counted,
 // and only its part after the watermark is folded.
+// A zero-length kernel (a coarse GPU timer) that starts exactly where a
+// segment ends is released in the next segment: to HTA's breakdowns and
+// to the trace, once.
+TEST(RunFoldTest, AZeroLengthKernelAtASegmentsEndIsReleasedOnce) {
+  Timeline t;
+  const uint32_t main = t.AddTrack({TrackKind::kHostThread, 1, 1, "main"});
+  const uint32_t stream = t.AddTrack({TrackKind::kDeviceStream, 0, 7, "stream 7"});
+  const uint32_t launch = t.Intern("cudaLaunchKernel");
+  const uint32_t gemm = t.Intern("gemm");
+  auto add = [&](TimestampNs a, TimestampNs b, IntervalKind kind, int64_t id) {
+    Interval i;
+    i.start_ns = a;
+    i.end_ns = b;
+    i.kind = kind;
+    i.track = kind == IntervalKind::kRuntimeCall ? main : stream;
+    i.name = kind == IntervalKind::kRuntimeCall ? launch : gemm;
+    i.value = id;
+    t.Add(i);
+  };
+  const TimestampNs w = 10 * kMs;
+  add(1 * kMs, 1 * kMs + 5 * kUs, IntervalKind::kRuntimeCall, 1);
+  add(2 * kMs, 3 * kMs, IntervalKind::kKernel, 1);
+  add(w - 50 * kUs, w - 45 * kUs, IntervalKind::kRuntimeCall, 2);
+  add(w, w, IntervalKind::kKernel, 2);  // zero length, at the first segment's end
+  add(w + 1 * kMs, w + 1 * kMs + 5 * kUs, IntervalKind::kRuntimeCall, 3);
+  add(w + 2 * kMs, w + 3 * kMs, IntervalKind::kKernel, 3);
+  RunFoldOptions options;
+  options.device = true;
+  int64_t released_kernels = 0;
+  RunFold fold(
+      options, [](Report::Step&) {},
+      [&](const Timeline& released) {
+        for (const Interval& i : released.intervals()) {
+          released_kernels += i.kind == IntervalKind::kKernel;
+        }
+      });
+  for (uint32_t n = 0; n < t.names(); ++n) fold.input().Intern(t.name(n));
+  for (const Track& track : t.tracks()) fold.input().AddTrack(track);
+  for (const Interval& i : t.intervals()) {
+    if (i.end_ns <= w) fold.input().Add(i);
+  }
+  fold.Advance(w);
+  for (const Interval& i : t.intervals()) {
+    if (i.end_ns > w) fold.input().Add(i);
+  }
+  fold.Advance(20 * kMs);
+  Report report;
+  RunClock clock;
+  clock.finish_ns = 30 * kMs;
+  fold.Finish(clock, &report);
+  EXPECT_EQ(released_kernels, 3) << "each kernel to the trace once";
+  Report::DeviceTimeline::Hta want;
+  FillHta(ComputeHtaBreakdown(t, HtaTraceFacts{}), 0, &want);
+  EXPECT_EQ(want.rows, 3);
+  EXPECT_EQ(report.device_timeline.hta.rows, want.rows);
+  EXPECT_EQ(report.device_timeline.hta.kernel_s, want.kernel_s);
+  ASSERT_EQ(report.device_timeline.hta.idle_by_stream.size(), 1u);
+  EXPECT_EQ(report.device_timeline.hta.idle_by_stream[0].host_wait_s,
+            want.idle_by_stream[0].host_wait_s);
+  EXPECT_EQ(report.device_timeline.hta.late_rows, 0);
+}
+
 TEST(RunFoldTest, RangesLongerThanTheDelayAreCountedLate) {
   RunFoldOptions options;
   RunFold fold(options, {});

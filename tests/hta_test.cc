@@ -381,7 +381,7 @@ TEST(HtaFoldTest, RowsReleasedAsTheyEndFoldAsTheWholeRun) {
     int64_t horizon = t;
     for (size_t k = next; k < by_end.size(); ++k) horizon = std::min(horizon, by_end[k].start_ns);
     fold.Advance(horizon);
-    most_held = std::max(most_held, fold.held());
+    most_held = std::max(most_held, fold.held_rows() + fold.held_calls());
   }
   ExpectSameBreakdown(fold.Finish(), want);
   EXPECT_EQ(fold.late_rows(), 0);
@@ -405,7 +405,7 @@ TEST(HtaFoldTest, HeldRowsAreBoundedAndALateRowIsCounted) {
     row.end_ns = row.start_ns + 5;
     row.value = static_cast<int64_t>(k);
     fold.Add(row);  // never advanced: a long row still runs at time 0
-    ASSERT_LE(fold.held(), analysis::HtaFold::kMaxHeldRows);
+    ASSERT_LE(fold.held_rows(), analysis::HtaFold::kMaxHeldRows);
   }
   row.start_ns = 0;
   row.end_ns = 1000 + static_cast<int64_t>(rows) * 10;

@@ -533,14 +533,14 @@ TEST(StepsFileTest, AStalledWriteDropsWholeRowsAndNeverBlocksTheCaller) {
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
   const int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   ASSERT_GE(reader, 0) << std::strerror(errno);
-  constexpr size_t kQueue = 256 << 10;
+  constexpr size_t kQueue = 256 << 10;  // raised to one buffer (1 MiB + 16 KiB)
   auto writer = exporter::StepsWriter::Open(dir.path(), "steps.jsonl", kQueue);
   ASSERT_TRUE(writer.ok()) << writer.status();
   Report::Step row;
   row.samples = 64;
   row.phase_ms[static_cast<int>(Phase::kForward)] = 40.25;
   row.top_cause = "data_wait";
-  constexpr int kRows = 40000;  // about 10 MB: far past the pipe's 64 KiB and the queue
+  constexpr int kRows = 40000;  // about 5 MB: far past the pipe's 64 KiB and the queue
   for (int k = 0; k < kRows; ++k) {
     row.index = k;
     (*writer)->Append(row);
@@ -573,6 +573,25 @@ TEST(StepsFileTest, AStalledWriteDropsWholeRowsAndNeverBlocksTheCaller) {
     ASSERT_LT((*rows)[k - 1].index, (*rows)[k].index);
   }
   EXPECT_EQ(rows->front().index, 0) << "the first rows went straight to the thread";
+}
+
+// A disk that is full: the error names the file, and every row the failed
+// writes held, and every row after them, counts as dropped, not written.
+TEST(StepsFileTest, RowsAWriteErrorLeftOutCountAsDropped) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no writable /dev/full";
+  auto writer = exporter::StepsWriter::Open("/dev", "full");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  Report::Step row;
+  for (int k = 0; k < 3000; ++k) {
+    row.index = k;
+    (*writer)->Append(row);
+    if (k == 999) (void)(*writer)->Flush();
+  }
+  const absl::Status closed = (*writer)->Close();
+  EXPECT_FALSE(closed.ok());
+  EXPECT_NE(closed.message().find("/dev/full"), std::string_view::npos) << closed;
+  EXPECT_EQ((*writer)->rows(), 3000);
+  EXPECT_EQ((*writer)->rows_dropped(), 3000);
 }
 
 // Numbers are written exactly: values from integer nanoseconds as plain

@@ -445,6 +445,8 @@ HtaBreakdown HtaFold::Finish() {
 
 int64_t HtaFold::late_rows() const { return impl_->late; }
 
-size_t HtaFold::held() const { return impl_->rows.size() + impl_->call_order.size(); }
+size_t HtaFold::held_rows() const { return impl_->rows.size(); }
+
+size_t HtaFold::held_calls() const { return impl_->call_order.size(); }
 
 }  // namespace trainscope::analysis

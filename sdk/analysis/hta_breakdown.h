@@ -102,9 +102,14 @@ HtaBreakdown ComputeHtaBreakdown(const Timeline& timeline, const HtaTraceFacts& 
 //   HtaBreakdown done = hta.Finish();
 //
 // Rows may come in any order before the horizon passes them; they are
-// folded in start order (ties in the order added). A row added after a
-// later-starting one was folded is folded out of order and counted in
-// late_rows(): its gap and union are then approximate.
+// folded in start order, ties in the order added (ComputeHtaBreakdown keeps
+// the timeline's order: the two differ only for rows that start at the same
+// nanosecond on one stream id). A row added after a later-starting one was
+// folded is folded out of order and counted in late_rows(): its gap and the
+// union are then approximate. A launch call is forgotten launch_horizon_ns
+// after the horizon passed it: a kernel that starts later than that after
+// its call is folded without a launch time (never host_wait), as launch
+// attribution leaves it without a phase.
 //
 // Memory: the launch calls of the last launch_horizon_ns (about 56 bytes
 // each), the rows added but not yet behind the horizon (48 bytes each, at
@@ -133,7 +138,8 @@ class HtaFold {
   HtaBreakdown Finish();
 
   int64_t late_rows() const;
-  size_t held() const;  // rows and calls
+  size_t held_rows() const;   // added, not yet folded
+  size_t held_calls() const;  // launch calls not yet forgotten
 
  private:
   struct Impl;

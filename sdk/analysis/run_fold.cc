@@ -119,7 +119,7 @@ bool RunFold::AddStepSyncTime(int64_t step, TimestampNs ns) {
 }
 
 size_t RunFold::held() const {
-  return impl_->pending + impl_->open_steps.size() + impl_->hta.held();
+  return impl_->pending + impl_->open_steps.size() + impl_->hta.held_rows();
 }
 
 void RunFold::Take() {
@@ -558,7 +558,9 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
       const bool device_side = IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
                                i.kind == IntervalKind::kSyncCall;
       const bool passed = final || (i.end_ns <= end && i.start_ns < end);
-      if (device_side && passed && (i.end_ns > begin || run.fresh)) {
+      // Not released before: it ended in this segment, or it starts in it
+      // (a zero-length row at `begin` ended at the last segment's end).
+      if (device_side && passed && (i.end_ns > begin || i.start_ns >= begin || run.fresh)) {
         scratch.push_back(i);
         s.hta.Add(i);
       }

@@ -143,7 +143,8 @@ class RunFold {
   TimestampNs watermark() const { return watermark_; }
   int64_t late() const { return late_; }
   int64_t late_sync() const { return late_sync_; }
-  // Intervals held (pending and launch history) and steps waiting.
+  // Intervals held (pending and launch history), steps waiting and device
+  // rows waiting for HTA's start order.
   size_t held() const;
   // The first step's row (for restart_delay); index -1 before any step.
   const Report::Step& first_row() const { return first_row_; }

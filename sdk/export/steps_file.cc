@@ -310,7 +310,7 @@ absl::StatusOr<std::unique_ptr<StepsWriter>> StepsWriter::Open(const std::string
                                                                size_t queue_bytes) {
   std::unique_ptr<StepsWriter> writer(new StepsWriter());
   writer->path_ = fmt::format("{}/{}", dir, file);
-  writer->queue_bytes_ = queue_bytes;
+  writer->queue_bytes_ = std::max(queue_bytes, kBufferLimit + kRowSlack);
   writer->fd_ = ::open(writer->path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (writer->fd_ < 0) return ground::ErrnoStatus(errno, "creating " + writer->path_);
   StepsWriter* w = writer.get();
@@ -322,16 +322,28 @@ StepsWriter::~StepsWriter() { (void)Close(); }
 
 void StepsWriter::WriteLoop() {
   pthread_setname_np(pthread_self(), "ts-steps");  // as top and gdb show it
-  std::string writing;                             // swapped with queued_: both keep their room
+  std::vector<char> writing;                       // swapped with queued_
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     wake_.wait(lock, [this] { return !queued_.empty() || closing_; });
     if (queued_.empty()) break;  // closing, and all written
     writing.swap(queued_);
+    const int64_t rows = queued_rows_;
+    queued_rows_ = 0;
+    const bool failed = !status_.ok();
     lock.unlock();
-    absl::Status written = ground::WriteAll(fd_, writing, "writing " + path_);
+    absl::Status written =
+        failed ? absl::OkStatus()
+               : ground::WriteAll(fd_, std::string_view(writing.data(), writing.size()),
+                                  "writing " + path_);
     writing.clear();
+    if (writing.capacity() > kKeptRoom) {  // a stall is over: give its room back
+      writing.shrink_to_fit();
+      writing.reserve(kKeptRoom);
+    }
     lock.lock();
+    // After an error, nothing more is written: the rows count as dropped.
+    if (failed || !written.ok()) dropped_ += rows;
     status_.Update(written);
   }
 }
@@ -339,11 +351,17 @@ void StepsWriter::WriteLoop() {
 void StepsWriter::Queue(std::string_view lines, int64_t rows) {
   if (lines.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (queued_.size() + lines.size() > queue_bytes_) {
+  const size_t needed = queued_.size() + lines.size();
+  if (needed > queue_bytes_ || !status_.ok()) {
     dropped_ += rows;
     return;
   }
-  queued_.append(lines);
+  // Room grows by doubling up to queue_bytes, never past it.
+  if (needed > queued_.capacity()) {
+    queued_.reserve(std::min(queue_bytes_, std::max(needed, 2 * queued_.capacity())));
+  }
+  queued_.insert(queued_.end(), lines.begin(), lines.end());
+  queued_rows_ += rows;
   wake_.notify_all();
 }
 

@@ -65,16 +65,19 @@ std::string StepsFileForReport(const std::string& report_path);
 // the disk) must not stall the session's drain, whose rings would then
 // fill. Between the two, at most queue_bytes wait; rows that find no room
 // are dropped whole and counted (rows_dropped), so every line in the file
-// is a whole row. Memory: a buffer of kBufferLimit + kRowSlack, and at
-// most 2 x queue_bytes (the queue, and the block being written), as much as
-// rows came faster than the file took them. Append, Flush and Close are
-// for one thread at a time.
+// is a whole row. After a write error nothing more is written: the rows
+// not written count as dropped, and a line the failed write cut is the
+// file's last (a reader skips it). Memory: a buffer of kBufferLimit +
+// kRowSlack, and the queue and the block being written, each at most
+// queue_bytes while the disk falls behind and given back to 2 MiB once
+// written. Append, Flush and Close are for one thread at a time.
 class StepsWriter {
  public:
   static constexpr size_t kDefaultQueueBytes = 16 << 20;
 
   // Creates (or truncates) `dir`/`file` and starts the writing thread.
-  // Errors name the path.
+  // queue_bytes below kBufferLimit + kRowSlack is raised to it (a full
+  // buffer must fit). Errors name the path.
   static absl::StatusOr<std::unique_ptr<StepsWriter>> Open(const std::string& dir,
                                                            std::string_view file,
                                                            size_t queue_bytes = kDefaultQueueBytes);
@@ -108,6 +111,7 @@ class StepsWriter {
   size_t queue_bytes_ = kDefaultQueueBytes;
   static constexpr size_t kBufferLimit = 1 << 20;
   static constexpr size_t kRowSlack = 16 << 10;  // room past the limit for one row
+  static constexpr size_t kKeptRoom = 2 << 20;   // room kept by an emptied queue
   std::string buffer_;  // kBufferLimit + kRowSlack once a row came; used_ of it written
   size_t used_ = 0;
   int64_t buffered_rows_ = 0;
@@ -115,10 +119,11 @@ class StepsWriter {
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::string queued_;    // whole lines waiting for the thread (guarded)
-  bool closing_ = false;  // guarded
-  int64_t dropped_ = 0;   // guarded
-  absl::Status status_;   // the first write error (guarded)
+  std::vector<char> queued_;  // whole lines waiting for the thread (guarded)
+  int64_t queued_rows_ = 0;   // guarded
+  bool closing_ = false;      // guarded
+  int64_t dropped_ = 0;       // guarded
+  absl::Status status_;       // the first write error (guarded)
   std::thread thread_;
 };
 

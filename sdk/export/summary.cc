@@ -52,7 +52,7 @@ std::string FormatSummary(const Report& r) {
         r.events.dropped);
   }
   if (r.steps_file.rows_dropped > 0) {
-    line("warning: {} of {} rows left out of steps.jsonl: the disk fell behind the row rate",
+    line("warning: {} of {} rows left out of steps.jsonl (the disk fell behind, or a write failed)",
          r.steps_file.rows_dropped, r.steps_file.rows + r.steps_file.rows_dropped);
   }
   if (const Report::Checkpoint& c = r.checkpoint; c.saves > 0 || c.failed > 0) {
