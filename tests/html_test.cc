@@ -172,10 +172,60 @@ TEST(HtmlRunPageTest, BadInputIsNamedWithANonZeroExit) {
   run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("report-rank3.json")});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("wrote " + dir.File("report-rank3.html")), std::string::npos) << run.out;
-  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("trace.json")});
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("report-rank3.html")});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("trace.json: not a run's report.json or its directory"), std::string::npos)
+  EXPECT_NE(run.err.find("report-rank3.html: not a run's directory, report.json or a "
+                         "trace.json[.gz]"),
+            std::string::npos)
       << run.err;
+  // A trace that is not JSON: the reader's error, naming it.
+  testing::WriteAll(dir.File("broken.json"), "{\"traceEvents\": [{\"ph\": ");
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("broken.json")});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(dir.File("broken.json")), std::string::npos) << run.err;
+  EXPECT_FALSE(std::ifstream(dir.File("broken.html")).good());
+}
+
+// The page of a trace: `trainscope analyze`'s analysis drawn, for a real
+// PyTorch-profiler trace (rank0_queue: 6080 kernels on 6 streams) under a
+// file name that tries to inject markup, and for trainscope's own CPU-only
+// trace.json (no device time to break down, said so).
+TEST(HtmlTracePageTest, DrawsTheAnalysisOfARealTraceAndOfACpuOnlyOne) {
+  TempDir dir;
+  const std::string hostile =
+      dir.File("\"><img src=x onerror=\"document.body.setAttribute('data-pwned','4')\">.json.gz");
+  std::filesystem::copy_file(std::string(TRAINSCOPE_SHARED_KINETO_DIR) + "/rank0_queue.json.gz",
+                             hostile);
+  testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "html", hostile});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string page = hostile.substr(0, hostile.size() - 8) + ".html";
+  EXPECT_NE(run.out.find("wrote " + page), std::string::npos) << run.out;
+  const std::string text = testing::ReadAll(page);
+  EXPECT_LT(text.size(), 1u << 20) << "a 26 MB trace, a page of its analysis";
+  EXPECT_NE(text.find("\"kernels\": 6080"), std::string::npos);
+  RecordRun(dir.path(), 12);
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("trace.json")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("wrote " + dir.File("trace.html")), std::string::npos) << run.out;
+  if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
+  const std::string dom = RenderedDom(page, dir);
+  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes") << dom.substr(0, 2000);
+  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  EXPECT_EQ(Attribute(dom, "data-charts"), "4");
+  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "4");
+  EXPECT_EQ(Attribute(dom, "data-kernels"), "6080");
+  EXPECT_EQ(Attribute(dom, "data-streams"), "6");
+  EXPECT_NE(Attribute(dom, "data-gaps"), "0");
+  EXPECT_NE(dom.find("id=\"verdict\""), std::string::npos);
+  EXPECT_EQ(dom.find(" data-pwned=\""), std::string::npos) << "an injected script ran";
+  EXPECT_EQ(dom.find("<img"), std::string::npos);
+  EXPECT_NE(dom.find("&lt;img src=x onerror="), std::string::npos) << "the name, as text";
+  const std::string cpu = RenderedDom(dir.File("trace.html"), dir);
+  ASSERT_EQ(Attribute(cpu, "data-rendered"), "yes");
+  EXPECT_EQ(Attribute(cpu, "data-errors"), "0") << Attribute(cpu, "data-error-text");
+  EXPECT_EQ(Attribute(cpu, "data-kernels"), "0");
+  EXPECT_NE(cpu.find("id=\"no-device\""), std::string::npos);
+  EXPECT_EQ(Attribute(cpu, "data-charts-drawn"), Attribute(cpu, "data-charts"));
 }
 
 }  // namespace

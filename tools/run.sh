@@ -12,11 +12,19 @@ if [[ ! -x "$build_dir/bin/train_mlp" ]]; then
   echo "run: train_mlp was not built: LibTorch not found (see $build_dir.configure.log)" >&2
   exit 1
 fi
+# A fresh directory: a distributed run's report-rank<R>.json must not sit
+# beside a single run's older report.json.
+rm -rf out/train_mlp
 "$build_dir/bin/train_mlp" --out=out/train_mlp "$@"
-echo "open out/train_mlp/trace.json in https://ui.perfetto.dev; again: $build_dir/bin/trainscope summary out/train_mlp/report.json"
-# The same as one page for a browser (a single-rank run; docs/html-report.md).
 if [[ -f out/train_mlp/report.json ]]; then
-  "$build_dir/bin/trainscope" html out/train_mlp >/dev/null &&
-    echo "the run as a page: out/train_mlp/report.html ($build_dir/bin/trainscope html out/train_mlp)" ||
-    echo "run: trainscope html did not write out/train_mlp/report.html (above: why)"
+  suffix=""
+else
+  suffix="-rank0"  # distributed: rank 0's files (the others beside them)
+fi
+echo "open out/train_mlp/trace$suffix.json in https://ui.perfetto.dev; again: $build_dir/bin/trainscope summary out/train_mlp/report$suffix.json"
+# The same as one page for a browser (docs/html-report.md).
+if [[ -f out/train_mlp/report$suffix.json ]]; then
+  "$build_dir/bin/trainscope" html "out/train_mlp/report$suffix.json" >/dev/null &&
+    echo "the run as a page: out/train_mlp/report$suffix.html ($build_dir/bin/trainscope html out/train_mlp/report$suffix.json)" ||
+    echo "run: trainscope html did not write out/train_mlp/report$suffix.html (above: why)"
 fi

@@ -3,15 +3,19 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "sdk/analyze/analysis_report.h"
+#include "sdk/analyze/analyze.h"
 #include "sdk/cli/commands.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/ground/files.h"
 #include "sdk/html/page.h"
 #include "sdk/html/run_page.h"
+#include "sdk/html/trace_page.h"
 
 ABSL_DECLARE_FLAG(std::string, output);  // experiment_command.cc
 
@@ -23,11 +27,46 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool EndsWith(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// What `input` names, and the page's path beside it.
+enum class InputKind { kRun, kTrace, kNotBuilt };
+struct Input {
+  InputKind kind = InputKind::kNotBuilt;
+  std::string path;    // the report or the trace
+  std::string output;  // the page
+};
+
+Input Classify(const std::string& input) {
+  if (IsDirectory(input)) {
+    // A run's directory; without report.json the reader's error names it.
+    return {InputKind::kRun, input + "/report.json", input + "/report.html"};
+  }
+  const size_t slash = input.rfind('/');
+  const std::string base = slash == std::string::npos ? input : input.substr(slash + 1);
+  // report.json -> report.html, report-rank3.json -> report-rank3.html:
+  // ranks side by side get pages of their own.
+  if (base.rfind("report", 0) == 0 && EndsWith(base, ".json")) {
+    return {InputKind::kRun, input, input.substr(0, input.size() - 5) + ".html"};
+  }
+  if (base == "experiment.json") return {InputKind::kNotBuilt, input, ""};
+  if (EndsWith(base, ".json")) {
+    return {InputKind::kTrace, input, input.substr(0, input.size() - 5) + ".html"};
+  }
+  if (EndsWith(base, ".json.gz")) {
+    return {InputKind::kTrace, input, input.substr(0, input.size() - 8) + ".html"};
+  }
+  return {InputKind::kNotBuilt, input, ""};
+}
+
 }  // namespace
 
 int RunHtml(const std::vector<std::string>& args) {
   if (args.size() != 1) {
-    std::fprintf(stderr, "usage: trainscope html RUN_DIR|REPORT.json [-o REPORT.html]\n");
+    std::fprintf(stderr,
+                 "usage: trainscope html RUN_DIR|REPORT.json|TRACE.json[.gz] [-o PAGE.html]\n");
     return kExitUsage;
   }
   if (!html::HaveChartJs()) {
@@ -36,39 +75,39 @@ int RunHtml(const std::vector<std::string>& args) {
                  "Debian's libjs-chart.js and rebuild\n");
     return kExitUsage;
   }
-  const std::string& input = args[0];
-  std::string report = input;
-  std::string output;
-  if (IsDirectory(input)) {
-    report = input + "/report.json";
-    output = input + "/report.html";
-  } else {
-    const size_t slash = input.rfind('/');
-    const std::string base = slash == std::string::npos ? input : input.substr(slash + 1);
-    if (base.rfind("report", 0) != 0 || base.size() < 5 ||
-        base.compare(base.size() - 5, 5, ".json") != 0) {
-      std::fprintf(stderr,
-                   "trainscope html: %s: not a run's report.json or its directory (pages of "
-                   "PyTorch-profiler traces, rank folders and experiment.json are not built "
-                   "yet; docs/html-report.md)\n",
-                   input.c_str());
-      return kExitUsage;
-    }
-    // report.json -> report.html, report-rank3.json -> report-rank3.html:
-    // ranks side by side get pages of their own.
-    output = input.substr(0, input.size() - 5) + ".html";
+  Input input = Classify(args[0]);
+  if (input.kind == InputKind::kNotBuilt) {
+    std::fprintf(stderr,
+                 "trainscope html: %s: not a run's directory, report.json or a trace.json[.gz] "
+                 "(pages of rank folders and experiment.json are not built yet; "
+                 "docs/html-report.md)\n",
+                 input.path.c_str());
+    return kExitUsage;
   }
-  if (const std::string chosen = absl::GetFlag(FLAGS_output); !chosen.empty()) output = chosen;
-  absl::StatusOr<std::string> page = html::RunPage(report, exporter::StepsFileForReport(report));
+  if (const std::string chosen = absl::GetFlag(FLAGS_output); !chosen.empty()) {
+    input.output = chosen;
+  }
+  absl::StatusOr<std::string> page;
+  if (input.kind == InputKind::kRun) {
+    page = html::RunPage(input.path, exporter::StepsFileForReport(input.path));
+  } else {
+    // The same analysis as `trainscope analyze --format=json`, on every core.
+    absl::StatusOr<analyze::AnalyzedTrace> trace = analyze::AnalyzeFile(input.path, 0);
+    if (!trace.ok()) {
+      page = trace.status();
+    } else {
+      page = html::TracePage(input.path, analyze::AnalysisToJson(*trace));
+    }
+  }
   if (!page.ok()) {
     std::fprintf(stderr, "trainscope html: %s\n", std::string(page.status().message()).c_str());
     return kExitBadInput;
   }
-  if (absl::Status status = ground::WriteFileAtomically(output, *page); !status.ok()) {
+  if (absl::Status status = ground::WriteFileAtomically(input.output, *page); !status.ok()) {
     std::fprintf(stderr, "trainscope html: %s\n", std::string(status.message()).c_str());
     return kExitBadInput;
   }
-  std::printf("trainscope html: wrote %s (%.1f KB)\n", output.c_str(), page->size() / 1024.0);
+  std::printf("trainscope html: wrote %s (%.1f KB)\n", input.output.c_str(), page->size() / 1024.0);
   return kExitOk;
 }
 

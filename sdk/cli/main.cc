@@ -47,6 +47,8 @@ constexpr char kUsage[] =
     "  html RUN_DIR          the run as one self-contained HTML page (report.html\n"
     "                        beside report.json, or -o FILE): baseline record,\n"
     "                        per-step phases, idle by cause, idle gaps\n"
+    "  html TRACE.json[.gz]  a PyTorch-profiler trace (or ours) as one page:\n"
+    "                        analyze's figures, HTA's breakdowns drawn\n"
     "\n"
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
     "Run 'trainscope --help' for the flags.";

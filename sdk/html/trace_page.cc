@@ -1,0 +1,122 @@
+// The page of one trace. See trace_page.h.
+#include "sdk/html/trace_page.h"
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "sdk/html/page.h"
+
+namespace trainscope::html {
+namespace {
+
+// The page's own code: analyze's document (TS.data), section by section.
+constexpr std::string_view kTraceScript = R"js(
+const d = TS.data;
+const g = d.gaps;
+const us = v => TS.ms(v / 1000);
+const pct = v => (100 * v).toFixed(1) + '%';
+const causes = Object.keys(g.by_cause_us);
+const overview = TS.section('What the trace holds');
+if (causes.length) {
+  const top = causes[0];
+  overview.appendChild(TS.el('p', '\u2192 the compute idles ' + pct(g.idle_share) + ' of ' +
+      us(g.window_us) + ' ms; the largest cause is ' + top + ' (' +
+      pct(g.by_cause_us[top] / Math.max(1, g.idle_us)) + ' of the idle time): ' +
+      'docs/gap-analysis.md says what each cause means and what to do.',
+      {class: 'verdict', id: 'verdict'}));
+}
+const e = d.events;
+TS.table(overview, ['field', 'value'], [
+  ['trace', d.trace], ['rank', String(d.rank)],
+  ['device work', e.kernels + ' kernels, ' + e.memcpys + ' copies, ' + e.memsets + ' sets'],
+  ['CUDA calls', e.runtime_calls + ' runtime, ' + e.sync_calls + ' synchronisations'],
+  ['profiler steps', String(e.steps)],
+  ['busy source', g.busy_source + (g.step_windows > 1 ? ', over ' + g.step_windows +
+      ' windows of consecutive steps' : '')],
+  ['read', (d.parse.json_bytes / 1e6).toFixed(1) + ' MB of JSON in ' + d.parse.seconds.toFixed(3) +
+      ' s (' + d.parse.threads + ' threads)'],
+]).id = 'record';
+overview.setAttribute('data-kernels', String(e.kernels));
+
+const h = d.hta;
+const t = h.temporal_breakdown_us;
+const device = TS.section('Device time, by Holistic Trace Analysis\' rules',
+    h.rules.device_rows + ' device rows' + (h.rules.last_step_dropped
+        ? ', the last of ' + h.rules.profiler_steps + ' profiler steps left out as HTA does' : '') +
+    '. Idle: no stream ran anything. host_wait: the launch came after the stream ran dry (the ' +
+    'host is late); kernel_wait: under 30 us between queued kernels (launch latency); other: ' +
+    'the rest.');
+device.id = 'hta';
+if (h.rules.device_rows > 0) {
+  TS.chart(device, {type: 'bar', data: {labels: ['kernel time'], datasets: [
+      {label: 'compute', data: [t['compute_time(us)'] / 1000], backgroundColor: TS.palette[4]},
+      {label: 'non-compute', data: [t['non_compute_time(us)'] / 1000], backgroundColor: TS.palette[0]},
+      {label: 'idle', data: [t['idle_time(us)'] / 1000], backgroundColor: TS.palette[2]}]},
+      options: {indexAxis: 'y', scales: {x: {stacked: true, title: {display: true, text: 'ms'}},
+                                         y: {stacked: true}}}}, 'chart-hta-temporal');
+  const streams = [...new Set(h.idle_time_breakdown_us.map(r => r.stream))];
+  const cats = ['host_wait', 'kernel_wait', 'other'];
+  const value = (s, c) => {
+    const row = h.idle_time_breakdown_us.find(r => r.stream === s && r.category === c);
+    return row ? row.idle_time / 1000 : 0;
+  };
+  TS.chart(device, {type: 'bar', data: {labels: streams.map(s => 'stream ' + s),
+      datasets: cats.map((c, k) => ({label: c, data: streams.map(s => value(s, c)),
+                                     backgroundColor: TS.palette[k + 1]}))},
+      options: {scales: {x: {stacked: true}, y: {stacked: true,
+                         title: {display: true, text: 'idle ms'}}}}}, 'chart-hta-streams');
+  device.setAttribute('data-streams', String(streams.length));
+} else {
+  device.appendChild(TS.el('p', 'No GPU kernels, copies or sets in this trace: a CPU-only ' +
+      'profile has no device time to break down.', {id: 'no-device'}));
+}
+
+const idle = TS.section('The compute\'s idle time by cause',
+    us(g.idle_us) + ' ms idle of ' + us(g.window_us) + ' ms (' + g.busy_source + ').');
+idle.id = 'causes';
+if (causes.length) {
+  TS.chart(idle, {type: 'bar', data: {labels: causes, datasets: [{label: 'idle ms',
+      data: causes.map(c => g.by_cause_us[c] / 1000), backgroundColor: TS.palette[2]}]},
+      options: {indexAxis: 'y'}}, 'chart-causes');
+}
+
+const gaps = TS.section('Idle gaps by length', g.gaps + ' gaps. Many short gaps with cause ' +
+    'launch or host: kernels too short for their launch cost; a few long ones: the list below.');
+gaps.id = 'gaps';
+gaps.setAttribute('data-gaps', String(g.gaps));
+if (g.gaps > 0) {
+  TS.chart(gaps, {type: 'bar', data: {labels: g.histogram.map(b => b.bucket), datasets: [
+      {label: 'gaps', data: g.histogram.map(b => b.count), backgroundColor: '#4e79a7', yAxisID: 'y'},
+      {label: 'their total ms', data: g.histogram.map(b => b.total_us / 1000),
+       backgroundColor: '#f28e2b', yAxisID: 'total'}]},
+      options: {scales: {y: {type: 'logarithmic', title: {display: true, text: 'gaps'}},
+                         total: {type: 'logarithmic', position: 'right', grid: {drawOnChartArea: false},
+                                 title: {display: true, text: 'total ms'}}}}}, 'chart-gaps');
+  const longest = TS.section('The longest gaps', 'Start: from the analysed window\'s start.');
+  TS.table(longest, ['start ms', 'ms', 'step', 'cause'],
+      g.largest_gaps.map(x => [us(x.start_us), us(x.duration_us), x.step < 0 ? 'between steps' : x.step, x.cause]),
+      [true, true, true, false]).id = 'longest-table';
+}
+
+const streams = TS.section('Streams', 'Each stream\'s busy time in the analysed window.');
+TS.table(streams, ['device', 'stream', 'intervals', 'busy ms', 'busy share'],
+    g.streams.map(s => [s.device, s.stream, s.intervals, us(s.busy_us), pct(s.busy_share)]),
+    [true, true, true, true, true]).id = 'stream-table';
+)js";
+
+}  // namespace
+
+absl::StatusOr<std::string> TracePage(std::string_view trace_path, std::string_view analysis_json) {
+  if (!HaveChartJs()) {
+    return absl::FailedPreconditionError(
+        "this trainscope was built without Chart.js: install Debian's libjs-chart.js and "
+        "rebuild");
+  }
+  const size_t slash = trace_path.rfind('/');
+  const std::string_view name =
+      slash == std::string_view::npos ? trace_path : trace_path.substr(slash + 1);
+  return Page("trainscope \u00b7 " + std::string(name), analysis_json, kTraceScript);
+}
+
+}  // namespace trainscope::html
