@@ -225,6 +225,7 @@ const TraceFiles* Smallest();
 const BigTrace& GetBig();  // written on first use
 void BM_big_cli(benchmark::State& state);
 void BM_floor_cli(benchmark::State& state);
+void BM_big_html(benchmark::State& state);
 void BM_big_inprocess(benchmark::State& state);
 void BM_hta_big(benchmark::State& state);
 

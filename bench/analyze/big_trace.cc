@@ -263,6 +263,31 @@ void BM_big_cli(benchmark::State& state) {
   CliBench(state, "BM_big_cli", big.path);
 }
 
+// `trainscope html BIG.json`: the trace's page, against analyze's time on
+// the same file (BM_big_cli) and with the page's size.
+void BM_big_html(benchmark::State& state) {
+  const BigTrace& big = GetBig();
+  if (!big.error.empty()) {
+    state.SkipWithError(big.error.c_str());
+    return;
+  }
+  const std::string page = E().tmp + "/big/BIG.html";
+  for (auto _ : state) {
+    const Child c = RunChild({E().cli, "html", big.path, "-o", page}, E().tmp + "/html.out",
+                             E().tmp + "/html.err", 300);
+    if (!c.ok()) {
+      Results()["BM_big_html"].note = "trainscope html failed: " + Tail(E().tmp + "/html.err");
+      state.SkipWithError(Results()["BM_big_html"].note.c_str());
+      break;
+    }
+    std::error_code error;
+    const double bytes = static_cast<double>(fs::file_size(page, error));
+    Record(state, "BM_big_html", {c.wall_s, c.cpu_s},
+           {{"rss_bytes", c.max_rss_bytes}, {"page_bytes", error ? NAN : bytes}});
+  }
+  state.counters["page_MB"] = Extra("BM_big_html", "page_bytes") / 1e6;
+}
+
 void BM_floor_cli(benchmark::State& state) { CliBench(state, "BM_floor_cli", Smallest()->plain); }
 
 void BM_big_inprocess(benchmark::State& state) {

@@ -246,6 +246,17 @@ void PrintSummary() {
       goals.push_back({"peak RSS / file size <= 0.5 (" + Fmt("%.0f", big.bytes / 1e6) + " MB)",
                        Fmt("%.3f", rss / big.bytes), rss / big.bytes <= kRssGoalRatio});
     }
+    const double page = Extra("BM_big_html", "page_bytes");
+    if (!std::isnan(page)) {
+      const double ratio = WallS("BM_big_html") / WallS("BM_big_cli");
+      printf("   trainscope html: a %s KB page in %s s (%sx analyze's time), peak RSS %s MB\n",
+             Fmt("%.0f", page / 1e3).c_str(), Fmt("%.2f", WallS("BM_big_html")).c_str(),
+             Fmt("%.2f", ratio).c_str(),
+             Fmt("%.1f", Extra("BM_big_html", "rss_bytes") / 1e6).c_str());
+      goals.push_back(
+          {"html page of the big trace <= 5 MB", Fmt("%.2f MB", page / 1e6), page <= 5e6});
+      goals.push_back({"html time / analyze time <= 1.25", Fmt("%.2f", ratio), ratio <= 1.25});
+    }
     const double hta_rss = Extra("BM_hta_big", "rss_bytes");
     if (!std::isnan(hta_rss)) {
       printf(
