@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "tests/test_util.h"
 #include "trainscope/trainscope.h"
@@ -119,6 +120,52 @@ TEST(HtmlRunPageTest, DrawsEveryChartInChromiumAndShowsHostileNamesAsText) {
                      "'data-pwned','3')&lt;/script&gt;</td>"),
             std::string::npos);
   EXPECT_NE(dom.find("id=\"verdict\""), std::string::npos);
+  // The verdict's next steps link to the docs that explain them.
+  EXPECT_NE(dom.find("<ul id=\"next-steps\"><li>"), std::string::npos);
+  EXPECT_NE(dom.find("<a href=\"file://"), std::string::npos);
+}
+
+// Each verdict's next steps: the experiment that would test the change,
+// as a command line, where one applies. A run with device records gets
+// HTA's breakdowns drawn.
+TEST(HtmlRunPageTest, NextStepsNameTheExperimentAndDeviceRunsGetHtasBreakdowns) {
+  TempDir dir;
+  RecordRun(dir.path(), 3);
+  auto report = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(report.ok()) << report.status();
+  auto page_of = [&](double share, const std::string& cause) {
+    report->idle.share = share;
+    report->idle.top_cause = cause;
+    testing::WriteAll(dir.File("report.json"), exporter::ReportToJson(*report));
+    return testing::ReadAll(Html(dir.path()));
+  };
+  std::string page = page_of(0.02, "");
+  EXPECT_NE(page.find("\"command\":\"build/bin/tune_amp\""), std::string::npos);
+  EXPECT_NE(page.find("\"command\":\"build/bin/tune_batch\""), std::string::npos);
+  page = page_of(0.4, "data_wait");
+  EXPECT_NE(page.find("samples/experiments/loader_delay.json"), std::string::npos);
+  EXPECT_NE(page.find("guide-map.md#input-pipeline"), std::string::npos);
+  EXPECT_EQ(page.find("build/bin/tune_amp"), std::string::npos);
+  page = page_of(0.4, "launch");
+  EXPECT_NE(page.find("\"command\":\"build/bin/tune_batch\""), std::string::npos);
+  page = page_of(0.4, "sync");
+  EXPECT_NE(page.find("\"doc\":\"gap-analysis.md\""), std::string::npos);
+  // With device records, HTA's breakdowns of the run are drawn too.
+  Report::DeviceTimeline::Hta& hta = report->device_timeline.hta;
+  hta.rows = 1200;
+  hta.kernel_s = 2;
+  hta.idle_s = 0.5;
+  hta.compute_s = 1.2;
+  hta.non_compute_s = 0.3;
+  hta.idle_by_stream = {{7, 0.3, 0.01, 0.1}, {13, 0.05, 0, 0.2}};
+  page_of(0.4, "sync");
+  if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
+  const std::string dom = RenderedDom(dir.File("report.html"), dir);
+  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes");
+  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  EXPECT_EQ(Attribute(dom, "data-streams"), "2");
+  EXPECT_EQ(Attribute(dom, "data-charts"), "5");
+  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "5");
 }
 
 // 5000 steps: at most 2 x 1000 bars of consecutive steps, each with its

@@ -21,6 +21,10 @@
 namespace trainscope::html {
 namespace {
 
+// Below this idle share the compute counts as busy (as Recommend's
+// kRecommendNearLow): the next steps are the application's tuning.
+constexpr double kBusyShare = 0.08;
+
 // Top causes beyond this many distinct names share the last column.
 constexpr size_t kMaxCauses = 16;
 
@@ -164,12 +168,84 @@ std::vector<std::pair<std::string, std::string>> Record(const Report& r) {
   return rows;
 }
 
+// What to do next about the run's verdict: a sentence, the docs section
+// that explains it, and, where one applies, the experiment that would test
+// the change against this configuration by time to the same result.
+struct NextStep {
+  std::string what;
+  std::string doc;      // "guide-map.md#input-pipeline", under docs/
+  std::string command;  // "" when no experiment applies
+};
+
+std::vector<NextStep> NextSteps(const Report& r) {
+  std::vector<NextStep> next;
+  if (r.timing.steps == 0) {
+    next.push_back({"wrap each iteration in a trainscope::StepScope, then run again",
+                    "guide-map.md#comparable-baseline", ""});
+    return next;
+  }
+  const std::string& cause = r.idle.top_cause;
+  if (cause.empty() || r.idle.share < kBusyShare) {
+    next.push_back(
+        {"the compute is busy: test mixed precision (bf16/fp16 autocast) by time to "
+         "the same result",
+         "guide-map.md#tune-the-application", "build/bin/tune_amp"});
+    next.push_back(
+        {"test larger batches: the largest that fits, then sizes ranked by time to "
+         "the same result",
+         "guide-map.md#tune-the-application", "build/bin/tune_batch"});
+    return next;
+  }
+  if (cause == "data_wait") {
+    next.push_back(
+        {"test a faster input pipeline (workers, prefetch depth, pinned memory) "
+         "against this one by time to the same result: an experiment whose variants "
+         "are the loader's settings (docs/experiments.md), as this sample one",
+         "guide-map.md#input-pipeline",
+         "build/bin/trainscope experiment run samples/experiments/loader_delay.json "
+         "-o out/loader.json"});
+  } else if (cause == "launch") {
+    next.push_back(
+        {"launch-bound: test larger batches (fewer, longer kernels) by time to the "
+         "same result",
+         "guide-map.md#tune-the-application", "build/bin/tune_batch"});
+  } else if (cause == "eval") {
+    next.push_back({"evaluate less often, or on other resources than the training's",
+                    "guide-map.md#release-gpus-from-work-that-does-not-need-them", ""});
+  } else if (cause == "checkpoint") {
+    next.push_back(
+        {"checkpoint asynchronously or at the interval the report's checkpoint "
+         "section advises",
+         "guide-map.md#interruptions", ""});
+  } else {
+    next.push_back({"find what runs while the compute idles on " + cause +
+                        ": open the longest gaps' steps in the trace",
+                    "gap-analysis.md", ""});
+  }
+  next.push_back({"every cause and what to do about it", "report-schema.md#recommendation", ""});
+  return next;
+}
+
 // The page's own code: the data's sections, in order.
 constexpr std::string_view kRunScript = R"js(
 const d = TS.data;
 const overview = TS.section('Baseline record');
 if (d.recommendation) {
   overview.appendChild(TS.el('p', '\u2192 ' + d.recommendation, {class: 'verdict', id: 'verdict'}));
+}
+if (d.next.length) {
+  const list = TS.el('ul', null, {id: 'next-steps'});
+  for (const n of d.next) {
+    const item = TS.el('li', n.what + ' \u2014 ');
+    item.appendChild(TS.el('a', 'docs/' + n.doc, {href: d.docs + '/' + n.doc}));
+    if (n.command) {
+      item.appendChild(TS.el('br'));
+      item.appendChild(TS.el('code', n.command));
+    }
+    list.appendChild(item);
+  }
+  overview.appendChild(TS.el('p', 'Next steps:', {class: 'note'}));
+  overview.appendChild(list);
 }
 TS.table(overview, ['field', 'value'], d.record).id = 'record';
 if (d.config.length) {
@@ -243,6 +319,29 @@ if (g.count > 0) {
       [true, true, true, false]).id = 'longest-table';
 }
 
+const h = d.hta;
+if (h.rows > 0) {
+  const device = TS.section('Device time, by Holistic Trace Analysis\' rules',
+      h.rows + ' kernels, copies and sets over the whole run. Idle: no stream ran anything. ' +
+      'host_wait: the launch came after the stream ran dry (the host is late); kernel_wait: ' +
+      'under 30 us between queued kernels (launch latency); other: the rest.' +
+      (h.late_rows > 0 ? ' ' + h.late_rows + ' rows came out of order: approximate.' : ''));
+  device.id = 'hta';
+  TS.chart(device, {type: 'bar', data: {labels: ['kernel time'], datasets: [
+      {label: 'compute', data: [h.compute_s], backgroundColor: TS.palette[4]},
+      {label: 'non-compute', data: [h.non_compute_s], backgroundColor: TS.palette[0]},
+      {label: 'idle', data: [h.idle_s], backgroundColor: TS.palette[2]}]},
+      options: {indexAxis: 'y', scales: {x: {stacked: true, title: {display: true, text: 's'}},
+                                         y: {stacked: true}}}}, 'chart-hta-temporal');
+  const cats = ['host_wait', 'kernel_wait', 'other'];
+  TS.chart(device, {type: 'bar', data: {labels: h.streams.map(x => 'stream ' + x.stream),
+      datasets: cats.map((c, k) => ({label: c, data: h.streams.map(x => x[c + '_s']),
+                                     backgroundColor: TS.palette[k + 1]}))},
+      options: {scales: {x: {stacked: true}, y: {stacked: true,
+                         title: {display: true, text: 'idle s'}}}}}, 'chart-hta-streams');
+  device.setAttribute('data-streams', String(h.streams.length));
+}
+
 const phases = TS.section('Phases', 'Per-step time in each phase, over every step.');
 TS.table(phases, ['phase', 'steps', 'median ms', 'p90 ms', 'max ms', 'of step time'],
     d.phase_table, [false, true, true, true, true, true]).id = 'phase-table';
@@ -271,6 +370,13 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
   ground::JsonWriter j;
   j.BeginObject();
   j.Key("recommendation").String(r.recommendation);
+  j.Key("docs").String("file://" TRAINSCOPE_DOCS_DIR);
+  j.Key("next").BeginArray();
+  for (const NextStep& step : NextSteps(r)) {
+    j.BeginObject().Key("what").String(step.what).Key("doc").String(step.doc);
+    j.Key("command").String(step.command).EndObject();
+  }
+  j.EndArray();
   j.Key("busy_source").String(r.idle.busy_source);
   j.Key("steps_file").String(steps_path);
   j.Key("record").BeginArray();
@@ -328,6 +434,22 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
   for (const Report::Gaps::Gap& gap : r.gaps.largest) {
     j.BeginObject().Key("start_s").Number(gap.start_s).Key("duration_ms").Number(gap.duration_ms);
     j.Key("step").Int(gap.step).Key("cause").String(gap.cause).EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  const Report::DeviceTimeline::Hta& hta = r.device_timeline.hta;
+  j.Key("hta").BeginObject();
+  j.Key("rows").Int(hta.rows).Key("late_rows").Int(hta.late_rows);
+  j.Key("compute_s").Number(hta.compute_s).Key("non_compute_s").Number(hta.non_compute_s);
+  j.Key("idle_s").Number(hta.idle_s);
+  j.Key("streams").BeginArray();
+  for (const Report::DeviceTimeline::Hta::Stream& stream : hta.idle_by_stream) {
+    j.BeginObject().Key("stream").Int(stream.stream);
+    j.Key("host_wait_s")
+        .Number(stream.host_wait_s)
+        .Key("kernel_wait_s")
+        .Number(stream.kernel_wait_s);
+    j.Key("other_s").Number(stream.other_s).EndObject();
   }
   j.EndArray();
   j.EndObject();

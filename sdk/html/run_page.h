@@ -1,11 +1,13 @@
 // sdk/html/run_page.h: the HTML page of one trainscope run (its
 // report.json and steps.jsonl), what `trainscope html OUT_DIR` writes.
 //
-// Sections: the baseline record with the verdict and the recommendation;
-// per-step stacked bars of the phases (every step, or buckets of
-// consecutive steps with each bucket's fastest and slowest step kept when
-// there are more than kMaxBars); idle time per step split by its top cause;
-// the histogram of gap lengths; the longest gaps with step and cause; the
+// Sections: the baseline record with the verdict, the recommendation and
+// its next steps (docs links and the tune_* or experiment command that
+// would test it); per-step stacked bars of the phases (every step, or
+// buckets of consecutive steps with each bucket's fastest and slowest step
+// kept when there are more than kMaxBars); idle time per step split by its
+// top cause; the histogram of gap lengths; the longest gaps with step and
+// cause; HTA's device breakdowns when the run had device records; the
 // phase table. docs/html-report.md says how to read each and act on it.
 #ifndef TRAINSCOPE_SDK_HTML_RUN_PAGE_H_
 #define TRAINSCOPE_SDK_HTML_RUN_PAGE_H_
