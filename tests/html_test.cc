@@ -233,6 +233,48 @@ TEST(HtmlRunPageTest, BadInputIsNamedWithANonZeroExit) {
   EXPECT_FALSE(std::ifstream(dir.File("broken.html")).good());
 }
 
+// A rank of a two-rank run: compute, then a sync phase that waits for the
+// slower rank (here: sleeps the difference).
+void RecordRank(const std::string& dir, int rank, int steps, int compute_us, int sync_us) {
+  Options options = testing::QuietOptions(dir, "ranks");
+  options.sinks = Sink::kReportJson;
+  options.rank = rank;
+  options.world_size = 2;
+  auto session = Session::Start(options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int64_t i = 0; i < steps; ++i) {
+    StepScope step(*session, i, Samples(8));
+    {
+      TRAINSCOPE_PHASE(kForward);
+      std::this_thread::sleep_for(std::chrono::microseconds(compute_us));
+    }
+    TRAINSCOPE_PHASE(kSync);
+    std::this_thread::sleep_for(std::chrono::microseconds(sync_us));
+  }
+  ASSERT_TRUE(session->Finish().ok());
+}
+
+// A folder of per-rank reports: the straggler verdict, each rank's
+// compute and sync, and each rank's step time over the run.
+TEST(HtmlRanksPageTest, NamesTheStragglerAndDrawsEveryRank) {
+  TempDir dir;
+  RecordRank(dir.path(), 0, 40, 300, 2000);
+  RecordRank(dir.path(), 1, 40, 2300, 50);
+  testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.path()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("wrote " + dir.File("ranks.html")), std::string::npos) << run.out;
+  const std::string text = testing::ReadAll(dir.File("ranks.html"));
+  EXPECT_NE(text.find("\"slowest_rank\": 1"), std::string::npos);
+  if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
+  const std::string dom = RenderedDom(dir.File("ranks.html"), dir);
+  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes");
+  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  EXPECT_EQ(Attribute(dom, "data-ranks"), "2");
+  EXPECT_EQ(Attribute(dom, "data-charts"), "2");
+  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "2");
+  EXPECT_NE(dom.find("rank 1 is the straggler"), std::string::npos) << dom.substr(0, 3000);
+}
+
 // The page of a trace: `trainscope analyze`'s analysis drawn, for a real
 // PyTorch-profiler trace (rank0_queue: 6080 kernels on 6 streams) under a
 // file name that tries to inject markup, and for trainscope's own CPU-only

@@ -22,9 +22,13 @@ else
   suffix="-rank0"  # distributed: rank 0's files (the others beside them)
 fi
 echo "open out/train_mlp/trace$suffix.json in https://ui.perfetto.dev; again: $build_dir/bin/trainscope summary out/train_mlp/report$suffix.json"
-# The same as one page for a browser (docs/html-report.md).
-if [[ -f out/train_mlp/report$suffix.json ]]; then
-  "$build_dir/bin/trainscope" html "out/train_mlp/report$suffix.json" >/dev/null &&
-    echo "the run as a page: out/train_mlp/report$suffix.html ($build_dir/bin/trainscope html out/train_mlp/report$suffix.json)" ||
-    echo "run: trainscope html did not write out/train_mlp/report$suffix.html (above: why)"
+# The same as one page for a browser (docs/html-report.md): the run's, or
+# for a distributed run the ranks' (ranks.html; each rank's own report too
+# with `trainscope html out/train_mlp/report-rank<R>.json`).
+page=out/train_mlp/report.html
+[[ -n "$suffix" ]] && page=out/train_mlp/ranks.html
+if "$build_dir/bin/trainscope" html out/train_mlp >/dev/null; then
+  echo "the run as a page: $page ($build_dir/bin/trainscope html out/train_mlp)"
+else
+  echo "run: trainscope html did not write $page (above: why)"
 fi

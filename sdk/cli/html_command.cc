@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "absl/flags/declare.h"
@@ -11,9 +12,11 @@
 #include "sdk/analyze/analysis_report.h"
 #include "sdk/analyze/analyze.h"
 #include "sdk/cli/commands.h"
+#include "sdk/export/rank_files.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/ground/files.h"
 #include "sdk/html/page.h"
+#include "sdk/html/ranks_page.h"
 #include "sdk/html/run_page.h"
 #include "sdk/html/trace_page.h"
 
@@ -32,7 +35,7 @@ bool EndsWith(const std::string& s, std::string_view tail) {
 }
 
 // What `input` names, and the page's path beside it.
-enum class InputKind { kRun, kTrace, kNotBuilt };
+enum class InputKind { kRun, kRanks, kTrace, kNotBuilt };
 struct Input {
   InputKind kind = InputKind::kNotBuilt;
   std::string path;    // the report or the trace
@@ -41,8 +44,17 @@ struct Input {
 
 Input Classify(const std::string& input) {
   if (IsDirectory(input)) {
-    // A run's directory; without report.json the reader's error names it.
-    return {InputKind::kRun, input + "/report.json", input + "/report.html"};
+    // A run's directory, or a distributed run's with a report per rank.
+    const std::string report = input + "/report.json";
+    struct stat st;
+    if (stat(report.c_str(), &st) != 0) {
+      std::error_code error;
+      if (!exporter::FindRankReports(input, &error).empty()) {
+        return {InputKind::kRanks, input, input + "/ranks.html"};
+      }
+    }
+    // Without report.json the reader's error names it.
+    return {InputKind::kRun, report, input + "/report.html"};
   }
   const size_t slash = input.rfind('/');
   const std::string base = slash == std::string::npos ? input : input.substr(slash + 1);
@@ -79,8 +91,7 @@ int RunHtml(const std::vector<std::string>& args) {
   if (input.kind == InputKind::kNotBuilt) {
     std::fprintf(stderr,
                  "trainscope html: %s: not a run's directory, report.json or a trace.json[.gz] "
-                 "(pages of rank folders and experiment.json are not built yet; "
-                 "docs/html-report.md)\n",
+                 "(the page of an experiment.json is not built yet; docs/html-report.md)\n",
                  input.path.c_str());
     return kExitUsage;
   }
@@ -90,6 +101,8 @@ int RunHtml(const std::vector<std::string>& args) {
   absl::StatusOr<std::string> page;
   if (input.kind == InputKind::kRun) {
     page = html::RunPage(input.path, exporter::StepsFileForReport(input.path));
+  } else if (input.kind == InputKind::kRanks) {
+    page = html::RanksPage(input.path);
   } else {
     // The same analysis as `trainscope analyze --format=json`, on every core.
     absl::StatusOr<analyze::AnalyzedTrace> trace = analyze::AnalyzeFile(input.path, 0);

@@ -47,6 +47,8 @@ constexpr char kUsage[] =
     "  html RUN_DIR          the run as one self-contained HTML page (report.html\n"
     "                        beside report.json, or -o FILE): baseline record,\n"
     "                        per-step phases, idle by cause, idle gaps\n"
+    "  html RANKS_DIR        a distributed run's per-rank reports as one page\n"
+    "                        (ranks.html): the straggler, compute and sync\n"
     "  html TRACE.json[.gz]  a PyTorch-profiler trace (or ours) as one page:\n"
     "                        analyze's figures, HTA's breakdowns drawn\n"
     "\n"

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "fmt/format.h"
 #include "sdk/analysis/straggler.h"
+#include "sdk/export/rank_files.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/ground/json_writer.h"
@@ -16,33 +17,6 @@
 
 namespace trainscope {
 namespace {
-
-namespace fs = std::filesystem;
-
-bool IsRankReport(const std::string& name) {
-  return name.size() > 16 && absl::StartsWith(name, "report-rank") && absl::EndsWith(name, ".json");
-}
-
-// The report files in dir: report-rank*.json there, and report*.json one
-// level down (one directory per rank).
-std::vector<std::string> FindReports(const std::string& dir, std::error_code* error) {
-  std::vector<std::string> found;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, *error)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && IsRankReport(name)) found.push_back(entry.path().string());
-    if (entry.is_directory()) {
-      std::error_code sub_error;
-      for (const fs::directory_entry& sub : fs::directory_iterator(entry.path(), sub_error)) {
-        const std::string sub_name = sub.path().filename().string();
-        if (sub.is_regular_file() && (sub_name == "report.json" || IsRankReport(sub_name))) {
-          found.push_back(sub.path().string());
-        }
-      }
-    }
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
 
 std::string ToJson(const analysis::StragglerReport& s) {
   ground::JsonWriter j(ground::JsonWriter::kPretty);
@@ -120,7 +94,7 @@ std::string ToText(const analysis::StragglerReport& s) {
 absl::StatusOr<std::string> RanksReport(const std::string& dir, RanksFormat format) {
   const bool json = format == RanksFormat::kJson;
   std::error_code error;
-  const std::vector<std::string> files = FindReports(dir, &error);
+  const std::vector<std::string> files = exporter::FindRankReports(dir, &error);
   if (error) {
     return absl::NotFoundError(fmt::format("cannot list {}: {}", dir, error.message()));
   }
@@ -157,5 +131,37 @@ absl::StatusOr<std::string> RanksReport(const std::string& dir, RanksFormat form
   const analysis::StragglerReport stragglers = analysis::AnalyzeStragglers(ranks);
   return json ? ToJson(stragglers) : ToText(stragglers);
 }
+
+namespace exporter {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsRankReport(const std::string& name) {
+  return name.size() > 16 && absl::StartsWith(name, "report-rank") && absl::EndsWith(name, ".json");
+}
+
+}  // namespace
+
+std::vector<std::string> FindRankReports(const std::string& dir, std::error_code* error) {
+  std::vector<std::string> found;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, *error)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && IsRankReport(name)) found.push_back(entry.path().string());
+    if (entry.is_directory()) {
+      std::error_code sub_error;
+      for (const fs::directory_entry& sub : fs::directory_iterator(entry.path(), sub_error)) {
+        const std::string sub_name = sub.path().filename().string();
+        if (sub.is_regular_file() && (sub_name == "report.json" || IsRankReport(sub_name))) {
+          found.push_back(sub.path().string());
+        }
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+}  // namespace exporter
 
 }  // namespace trainscope

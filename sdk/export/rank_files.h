@@ -1,0 +1,19 @@
+// sdk/export/rank_files.h: where a distributed run's per-rank reports are.
+#ifndef TRAINSCOPE_SDK_EXPORT_RANK_FILES_H_
+#define TRAINSCOPE_SDK_EXPORT_RANK_FILES_H_
+
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace trainscope::exporter {
+
+// The report files of `dir`'s ranks, in name order: report-rank<R>.json in
+// it, and report.json or report-rank<R>.json one level down (a directory
+// per rank). `error` is set when `dir` cannot be listed. Cost: one listing
+// of `dir` and of each directory in it.
+std::vector<std::string> FindRankReports(const std::string& dir, std::error_code* error);
+
+}  // namespace trainscope::exporter
+
+#endif  // TRAINSCOPE_SDK_EXPORT_RANK_FILES_H_
