@@ -17,6 +17,7 @@
 #include "fmt/format.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
+#include "sdk/tuning/experiment.h"
 #include "tests/test_util.h"
 #include "trainscope/trainscope.h"
 
@@ -221,8 +222,8 @@ TEST(HtmlRunPageTest, BadInputIsNamedWithANonZeroExit) {
   EXPECT_NE(run.out.find("wrote " + dir.File("report-rank3.html")), std::string::npos) << run.out;
   run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("report-rank3.html")});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("report-rank3.html: not a run's directory, report.json or a "
-                         "trace.json[.gz]"),
+  EXPECT_NE(run.err.find("report-rank3.html: not a run's or a distributed run's directory, nor "
+                         "a report.json, experiment.json or trace.json[.gz]"),
             std::string::npos)
       << run.err;
   // A trace that is not JSON: the reader's error, naming it.
@@ -273,6 +274,73 @@ TEST(HtmlRanksPageTest, NamesTheStragglerAndDrawsEveryRank) {
   EXPECT_EQ(Attribute(dom, "data-charts"), "2");
   EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "2");
   EXPECT_NE(dom.find("rank 1 is the straggler"), std::string::npos) << dom.substr(0, 3000);
+}
+
+// An experiment.json as `trainscope experiment run` writes it: a baseline
+// and two variants, one accepted, one with a failed trial; the names try
+// to inject markup.
+std::string ExperimentJson() {
+  tuning::ExperimentSpec spec;
+  spec.hypothesis = "<script>document.body.setAttribute('data-pwned','5')</script>";
+  spec.command = {"build/bin/train_mlp", "--out={out}"};
+  spec.variants = {{"fp32", {}, {}},
+                   {"bf16", {"--amp=bf16"}, {}},
+                   {"\"><img src=x onerror=\"document.body.setAttribute('data-pwned','6')\">",
+                    {"--amp=fp16"},
+                    {}}};
+  tuning::ExperimentResult result;
+  result.complete = true;
+  for (int k = 0; k < 12; ++k) {
+    tuning::Trial& t = result.trials.emplace_back();
+    t.order = k;
+    t.variant = k % 3;
+    t.round = k / 3;
+    t.wall_s = 10;
+    if (k == 5) {
+      t.failed = true;
+      t.failure = "exit 1";
+    } else {
+      t.time_to_target_s = (t.variant == 1 ? 6.0 : 9.0) + 0.1 * t.round;
+    }
+  }
+  result.verdict.accepted = "bf16";
+  result.verdict.reason = "bf16 reaches the target 33% sooner";
+  result.verdict.comparisons = {
+      {"bf16", 0.67, 0.64, 0.70, 0.03, 0.06, 0, 4, true, {}, true, "x"},
+      {spec.variants[2].name, 1.01, 0.97, 1.05, 0.8, 0.8, 1, 4, false, {}, false, "y"}};
+  return tuning::ExperimentJson(spec, result);
+}
+
+// The page of an experiment, under any file name: the verdict, each
+// variant's ratio with its interval, the trials; names as text.
+TEST(HtmlExperimentPageTest, DrawsTheVerdictTheIntervalsAndTheTrials) {
+  TempDir dir;
+  testing::WriteAll(dir.File("loader.json"), ExperimentJson());
+  testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("loader.json")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("wrote " + dir.File("loader.html")), std::string::npos) << run.out;
+  // A malformed one is named as the experiment reader names it.
+  std::string bad = ExperimentJson();
+  const std::string objective = "\"objective\": \"time_to_target\"";
+  bad.replace(bad.find(objective), objective.size(), "\"objective\": 7");
+  testing::WriteAll(dir.File("bad.json"), bad);
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("bad.json")});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(dir.File("bad.json") + ": field 'spec.objective'"), std::string::npos)
+      << run.err;
+  if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
+  const std::string dom = RenderedDom(dir.File("loader.html"), dir);
+  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes");
+  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  EXPECT_EQ(Attribute(dom, "data-variants"), "3");
+  EXPECT_EQ(Attribute(dom, "data-trials"), "12");
+  EXPECT_EQ(Attribute(dom, "data-charts"), "2");
+  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "2");
+  EXPECT_EQ(Attribute(dom, "data-accepted"), "bf16");
+  EXPECT_NE(dom.find("bf16 reaches the target 33% sooner"), std::string::npos);
+  EXPECT_NE(dom.find("<td>exit 1</td>"), std::string::npos) << "the failure, listed";
+  EXPECT_EQ(dom.find(" data-pwned=\""), std::string::npos) << "an injected script ran";
+  EXPECT_EQ(dom.find("<img"), std::string::npos);
 }
 
 // The page of a trace: `trainscope analyze`'s analysis drawn, for a real

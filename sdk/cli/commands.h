@@ -32,9 +32,10 @@ int RunExperimentCommand(const std::vector<std::string>& args);
 // experiment.json files (variant by variant, and their environments).
 int RunCompare(const std::vector<std::string>& args);
 
-// `trainscope html RUN_DIR|RANKS_DIR|REPORT.json|TRACE.json[.gz] [-o
-// PAGE.html]`: the run's report, a distributed run's ranks, or a trace's
-// analysis (`trainscope analyze`'s), as one self-contained HTML page
+// `trainscope html RUN_DIR|RANKS_DIR|REPORT.json|EXPERIMENT.json|
+// TRACE.json[.gz] [-o PAGE.html]`: the run's report, a distributed run's
+// ranks, an experiment, or a trace's analysis (`trainscope analyze`'s), as
+// one self-contained HTML page
 // (default: beside the input, its name with .html for .json or .json.gz:
 // report.html, report-rank3.html, trace.html; DIR/ranks.html).
 int RunHtml(const std::vector<std::string>& args);

@@ -15,10 +15,12 @@
 #include "sdk/export/rank_files.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/ground/files.h"
+#include "sdk/html/experiment_page.h"
 #include "sdk/html/page.h"
 #include "sdk/html/ranks_page.h"
 #include "sdk/html/run_page.h"
 #include "sdk/html/trace_page.h"
+#include "sdk/tuning/experiment.h"
 
 ABSL_DECLARE_FLAG(std::string, output);  // experiment_command.cc
 
@@ -34,10 +36,22 @@ bool EndsWith(const std::string& s, std::string_view tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// An experiment.json (whatever its name: `experiment run -o loader.json`)
+// begins with its schema_version and hypothesis; a trace, with traceEvents
+// or its metadata.
+bool LooksLikeExperiment(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char head[512];
+  const size_t n = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  return std::string_view(head, n).find("\"hypothesis\"") != std::string_view::npos;
+}
+
 // What `input` names, and the page's path beside it.
-enum class InputKind { kRun, kRanks, kTrace, kNotBuilt };
+enum class InputKind { kRun, kRanks, kTrace, kExperiment, kUnknown };
 struct Input {
-  InputKind kind = InputKind::kNotBuilt;
+  InputKind kind = InputKind::kUnknown;
   std::string path;    // the report or the trace
   std::string output;  // the page
 };
@@ -63,14 +77,14 @@ Input Classify(const std::string& input) {
   if (base.rfind("report", 0) == 0 && EndsWith(base, ".json")) {
     return {InputKind::kRun, input, input.substr(0, input.size() - 5) + ".html"};
   }
-  if (base == "experiment.json") return {InputKind::kNotBuilt, input, ""};
   if (EndsWith(base, ".json")) {
-    return {InputKind::kTrace, input, input.substr(0, input.size() - 5) + ".html"};
+    const std::string page = input.substr(0, input.size() - 5) + ".html";
+    return {LooksLikeExperiment(input) ? InputKind::kExperiment : InputKind::kTrace, input, page};
   }
   if (EndsWith(base, ".json.gz")) {
     return {InputKind::kTrace, input, input.substr(0, input.size() - 8) + ".html"};
   }
-  return {InputKind::kNotBuilt, input, ""};
+  return {InputKind::kUnknown, input, ""};
 }
 
 }  // namespace
@@ -88,10 +102,10 @@ int RunHtml(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   Input input = Classify(args[0]);
-  if (input.kind == InputKind::kNotBuilt) {
+  if (input.kind == InputKind::kUnknown) {
     std::fprintf(stderr,
-                 "trainscope html: %s: not a run's directory, report.json or a trace.json[.gz] "
-                 "(the page of an experiment.json is not built yet; docs/html-report.md)\n",
+                 "trainscope html: %s: not a run's or a distributed run's directory, nor a "
+                 "report.json, experiment.json or trace.json[.gz] (docs/html-report.md)\n",
                  input.path.c_str());
     return kExitUsage;
   }
@@ -103,6 +117,17 @@ int RunHtml(const std::vector<std::string>& args) {
     page = html::RunPage(input.path, exporter::StepsFileForReport(input.path));
   } else if (input.kind == InputKind::kRanks) {
     page = html::RanksPage(input.path);
+  } else if (input.kind == InputKind::kExperiment) {
+    // Read and checked as `trainscope compare` reads it, then drawn.
+    absl::StatusOr<tuning::ExperimentRecord> record = tuning::ReadExperiment(input.path);
+    absl::StatusOr<std::string> text = ground::ReadFileToString(input.path);
+    if (!record.ok()) {
+      page = record.status();
+    } else if (!text.ok()) {
+      page = text.status();
+    } else {
+      page = html::ExperimentPage(input.path, *text);
+    }
   } else {
     // The same analysis as `trainscope analyze --format=json`, on every core.
     absl::StatusOr<analyze::AnalyzedTrace> trace = analyze::AnalyzeFile(input.path, 0);

@@ -49,6 +49,8 @@ constexpr char kUsage[] =
     "                        per-step phases, idle by cause, idle gaps\n"
     "  html RANKS_DIR        a distributed run's per-rank reports as one page\n"
     "                        (ranks.html): the straggler, compute and sync\n"
+    "  html EXPERIMENT.json  an experiment as one page: verdict, intervals,\n"
+    "                        trials\n"
     "  html TRACE.json[.gz]  a PyTorch-profiler trace (or ours) as one page:\n"
     "                        analyze's figures, HTA's breakdowns drawn\n"
     "\n"
