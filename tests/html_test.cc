@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,19 @@ std::string Attribute(const std::string& dom, const std::string& name) {
   if (at == std::string::npos) return "";
   const size_t begin = at + key.size();
   return dom.substr(begin, dom.find('"', begin) - begin);
+}
+
+// Renders `page` and expects that its code finished without a script
+// error and that every chart it made drew; `charts` of them when >= 0.
+std::string DrawnDom(const std::string& page, const TempDir& dir, int charts = -1) {
+  const std::string dom = RenderedDom(page, dir);
+  EXPECT_EQ(Attribute(dom, "data-rendered"), "yes") << dom.substr(0, 2000);
+  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  if (charts >= 0) {
+    EXPECT_EQ(Attribute(dom, "data-charts"), std::to_string(charts));
+  }
+  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), Attribute(dom, "data-charts"));
+  return dom;
 }
 
 std::string Html(const std::string& dir) {
@@ -99,11 +113,7 @@ TEST(HtmlRunPageTest, DrawsEveryChartInChromiumAndShowsHostileNamesAsText) {
   for (const char* outward : {"<script src", "<link", "url(", "<iframe", "fetch("}) {
     EXPECT_EQ(text.find(outward), std::string::npos) << outward;
   }
-  const std::string dom = RenderedDom(page, dir);
-  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes") << dom.substr(0, 2000);
-  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
-  EXPECT_EQ(Attribute(dom, "data-charts"), "3");
-  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "3");
+  const std::string dom = DrawnDom(page, dir, 3);
   EXPECT_EQ(Attribute(dom, "data-steps"), "30");
   EXPECT_EQ(Attribute(dom, "data-bars"), "30");
   EXPECT_NE(Attribute(dom, "data-gaps"), "0");
@@ -161,12 +171,8 @@ TEST(HtmlRunPageTest, NextStepsNameTheExperimentAndDeviceRunsGetHtasBreakdowns) 
   hta.idle_by_stream = {{7, 0.3, 0.01, 0.1}, {13, 0.05, 0, 0.2}};
   page_of(0.4, "sync");
   if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
-  const std::string dom = RenderedDom(dir.File("report.html"), dir);
-  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes");
-  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  const std::string dom = DrawnDom(dir.File("report.html"), dir, 5);
   EXPECT_EQ(Attribute(dom, "data-streams"), "2");
-  EXPECT_EQ(Attribute(dom, "data-charts"), "5");
-  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "5");
 }
 
 // 5000 steps: at most 2 x 1000 bars of consecutive steps, each with its
@@ -189,9 +195,7 @@ TEST(HtmlRunPageTest, ManyStepsAreBarsOfConsecutiveStepsThatKeepTheSlowest) {
   EXPECT_NE(text.find("\"count\":5000,\"per_bar\":4,"), std::string::npos);
   EXPECT_NE(text.find(",250,"), std::string::npos) << "the slow step is a bar's slowest";
   if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
-  const std::string dom = RenderedDom(page, dir);
-  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes");
-  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  const std::string dom = DrawnDom(page, dir);
   EXPECT_EQ(Attribute(dom, "data-steps"), "5000");
   EXPECT_EQ(Attribute(dom, "data-bars"), "1250");
   EXPECT_EQ(Attribute(dom, "data-charts-drawn"), Attribute(dom, "data-charts"));
@@ -267,13 +271,22 @@ TEST(HtmlRanksPageTest, NamesTheStragglerAndDrawsEveryRank) {
   const std::string text = testing::ReadAll(dir.File("ranks.html"));
   EXPECT_NE(text.find("\"slowest_rank\": 1"), std::string::npos);
   if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
-  const std::string dom = RenderedDom(dir.File("ranks.html"), dir);
-  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes");
-  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  const std::string dom = DrawnDom(dir.File("ranks.html"), dir, 2);
   EXPECT_EQ(Attribute(dom, "data-ranks"), "2");
-  EXPECT_EQ(Attribute(dom, "data-charts"), "2");
-  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "2");
   EXPECT_NE(dom.find("rank 1 is the straggler"), std::string::npos) << dom.substr(0, 3000);
+  // One rank left: nothing to compare it with, said so.
+  std::filesystem::remove(dir.File("report-rank1.json"));
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.path()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string one = DrawnDom(dir.File("ranks.html"), dir, 2);
+  EXPECT_NE(one.find("no straggler to name: fewer than two ranks"), std::string::npos);
+  // A directory holding one run's directory is not a distributed run's.
+  TempDir parent;
+  std::filesystem::create_directory(parent.File("run"));
+  std::filesystem::copy_file(dir.File("report-rank0.json"), parent.File("run/report.json"));
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", parent.path()});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(parent.File("report.json")), std::string::npos) << run.err;
 }
 
 // An experiment.json as `trainscope experiment run` writes it: a baseline
@@ -305,9 +318,12 @@ std::string ExperimentJson() {
   }
   result.verdict.accepted = "bf16";
   result.verdict.reason = "bf16 reaches the target 33% sooner";
+  // The third variant's failed trial makes its interval's upper end
+  // infinite (a median that never reached the target): null in the file.
+  const double inf = std::numeric_limits<double>::infinity();
   result.verdict.comparisons = {
       {"bf16", 0.67, 0.64, 0.70, 0.03, 0.06, 0, 4, true, {}, true, "x"},
-      {spec.variants[2].name, 1.01, 0.97, 1.05, 0.8, 0.8, 1, 4, false, {}, false, "y"}};
+      {spec.variants[2].name, 1.01, 0.97, inf, 0.8, 0.8, 1, 4, false, {}, false, "y"}};
   return tuning::ExperimentJson(spec, result);
 }
 
@@ -329,16 +345,13 @@ TEST(HtmlExperimentPageTest, DrawsTheVerdictTheIntervalsAndTheTrials) {
   EXPECT_NE(run.err.find(dir.File("bad.json") + ": field 'spec.objective'"), std::string::npos)
       << run.err;
   if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
-  const std::string dom = RenderedDom(dir.File("loader.html"), dir);
-  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes");
-  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
+  const std::string dom = DrawnDom(dir.File("loader.html"), dir, 2);
   EXPECT_EQ(Attribute(dom, "data-variants"), "3");
   EXPECT_EQ(Attribute(dom, "data-trials"), "12");
-  EXPECT_EQ(Attribute(dom, "data-charts"), "2");
-  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "2");
   EXPECT_EQ(Attribute(dom, "data-accepted"), "bf16");
   EXPECT_NE(dom.find("bf16 reaches the target 33% sooner"), std::string::npos);
   EXPECT_NE(dom.find("<td>exit 1</td>"), std::string::npos) << "the failure, listed";
+  EXPECT_NE(dom.find(">0.970 \u2013 \u221e</td>"), std::string::npos) << "an open interval";
   EXPECT_EQ(dom.find(" data-pwned=\""), std::string::npos) << "an injected script ran";
   EXPECT_EQ(dom.find("<img"), std::string::npos);
 }
@@ -365,11 +378,7 @@ TEST(HtmlTracePageTest, DrawsTheAnalysisOfARealTraceAndOfACpuOnlyOne) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("wrote " + dir.File("trace.html")), std::string::npos) << run.out;
   if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
-  const std::string dom = RenderedDom(page, dir);
-  ASSERT_EQ(Attribute(dom, "data-rendered"), "yes") << dom.substr(0, 2000);
-  EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
-  EXPECT_EQ(Attribute(dom, "data-charts"), "4");
-  EXPECT_EQ(Attribute(dom, "data-charts-drawn"), "4");
+  const std::string dom = DrawnDom(page, dir, 4);
   EXPECT_EQ(Attribute(dom, "data-kernels"), "6080");
   EXPECT_EQ(Attribute(dom, "data-streams"), "6");
   EXPECT_NE(Attribute(dom, "data-gaps"), "0");
@@ -377,9 +386,7 @@ TEST(HtmlTracePageTest, DrawsTheAnalysisOfARealTraceAndOfACpuOnlyOne) {
   EXPECT_EQ(dom.find(" data-pwned=\""), std::string::npos) << "an injected script ran";
   EXPECT_EQ(dom.find("<img"), std::string::npos);
   EXPECT_NE(dom.find("&lt;img src=x onerror="), std::string::npos) << "the name, as text";
-  const std::string cpu = RenderedDom(dir.File("trace.html"), dir);
-  ASSERT_EQ(Attribute(cpu, "data-rendered"), "yes");
-  EXPECT_EQ(Attribute(cpu, "data-errors"), "0") << Attribute(cpu, "data-error-text");
+  const std::string cpu = DrawnDom(dir.File("trace.html"), dir);
   EXPECT_EQ(Attribute(cpu, "data-kernels"), "0");
   EXPECT_NE(cpu.find("id=\"no-device\""), std::string::npos);
   EXPECT_EQ(Attribute(cpu, "data-charts-drawn"), Attribute(cpu, "data-charts"));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: sets up what is missing, builds, and runs the instrumented
 # train_mlp sample. It prints the trainscope summary and writes
-# out/train_mlp/trace.json, report.json, steps.jsonl and report.html.
+# out/train_mlp/trace.json, report.json, steps.jsonl and report.html (with
+# --world_size=N: each rank's files, -rank<R>, and ranks.html).
 #   tools/run.sh [train_mlp flags, e.g. --steps=300 --loader_delay_ms=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -247,7 +247,7 @@ void PrintSummary() {
                        Fmt("%.3f", rss / big.bytes), rss / big.bytes <= kRssGoalRatio});
     }
     const double page = Extra("BM_big_html", "page_bytes");
-    if (!std::isnan(page)) {
+    if (!std::isnan(page) && !std::isnan(WallS("BM_big_cli"))) {
       const double ratio = WallS("BM_big_html") / WallS("BM_big_cli");
       printf("   trainscope html: a %s KB page in %s s (%sx analyze's time), peak RSS %s MB\n",
              Fmt("%.0f", page / 1e3).c_str(), Fmt("%.2f", WallS("BM_big_html")).c_str(),

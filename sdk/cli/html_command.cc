@@ -37,15 +37,26 @@ bool EndsWith(const std::string& s, std::string_view tail) {
 }
 
 // An experiment.json (whatever its name: `experiment run -o loader.json`)
-// begins with its schema_version and hypothesis; a trace, with traceEvents
-// or its metadata.
+// has a top-level "hypothesis" early: first as trainscope writes it, after
+// the environment (a few KB) with its keys sorted. A trace's first 64 KB
+// hold traceEvents or its metadata.
 bool LooksLikeExperiment(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return false;
-  char head[512];
-  const size_t n = std::fread(head, 1, sizeof head, f);
+  std::string head(64 << 10, '\0');
+  head.resize(std::fread(head.data(), 1, head.size(), f));
   std::fclose(f);
-  return std::string_view(head, n).find("\"hypothesis\"") != std::string_view::npos;
+  return head.find("\"hypothesis\"") != std::string::npos &&
+         head.find("\"traceEvents\"") == std::string::npos;
+}
+
+// A distributed run's directory: per-rank reports (report-rank<R>.json), or
+// a directory per rank, more than one (one is a run's, one level down).
+bool IsRanksDirectory(const std::string& dir) {
+  std::error_code error;
+  const std::vector<std::string> reports = exporter::FindRankReports(dir, &error);
+  if (reports.size() > 1) return true;
+  return reports.size() == 1 && reports[0].find("/report-rank") != std::string::npos;
 }
 
 // What `input` names, and the page's path beside it.
@@ -61,11 +72,8 @@ Input Classify(const std::string& input) {
     // A run's directory, or a distributed run's with a report per rank.
     const std::string report = input + "/report.json";
     struct stat st;
-    if (stat(report.c_str(), &st) != 0) {
-      std::error_code error;
-      if (!exporter::FindRankReports(input, &error).empty()) {
-        return {InputKind::kRanks, input, input + "/ranks.html"};
-      }
+    if (stat(report.c_str(), &st) != 0 && IsRanksDirectory(input)) {
+      return {InputKind::kRanks, input, input + "/ranks.html"};
     }
     // Without report.json the reader's error names it.
     return {InputKind::kRun, report, input + "/report.html"};
@@ -92,7 +100,8 @@ Input Classify(const std::string& input) {
 int RunHtml(const std::vector<std::string>& args) {
   if (args.size() != 1) {
     std::fprintf(stderr,
-                 "usage: trainscope html RUN_DIR|REPORT.json|TRACE.json[.gz] [-o PAGE.html]\n");
+                 "usage: trainscope html RUN_DIR|RANKS_DIR|REPORT.json|EXPERIMENT.json|"
+                 "TRACE.json[.gz] [-o PAGE.html]\n");
     return kExitUsage;
   }
   if (!html::HaveChartJs()) {

@@ -35,6 +35,9 @@ TS.table(verdict, ['field', 'value'], [
   ['command', spec.command.join(' ')],
 ]).id = 'spec';
 
+// Ratios and intervals are null where a median was infinite (failed
+// trials count as never reaching the target): shown as such, drawn capped.
+const f3 = v => v === null ? '\u221e' : v.toFixed(3);
 const c = d.verdict.comparisons;
 if (c.length) {
   const ratios = TS.section('Ratio to the baseline (' + d.variants[0].name + ')',
@@ -45,26 +48,30 @@ if (c.length) {
   // The baseline first, at 1, so that the threshold's lines span the chart.
   const all = [{variant: d.variants[0].name, ratio: 1, ci_low: 1, ci_high: 1, accepted: false}]
       .concat(c);
+  const finite = all.flatMap(x => [x.ratio, x.ci_low, x.ci_high]).filter(v => v !== null);
+  const cap = 1.2 * Math.max(1 + spec.threshold, ...finite);
+  const capped = v => v === null ? cap : v;
   const line = (label, value) => ({type: 'line', label: label, data: all.map(() => value),
       borderColor: '#8c959f', borderDash: [4, 4], pointRadius: 0, borderWidth: 1, order: 1});
   TS.chart(ratios, {type: 'bar', data: {labels: all.map(x => x.variant), datasets: [
-      {type: 'line', label: 'ratio of medians', data: all.map(x => x.ratio), showLine: false,
+      {type: 'line', label: 'ratio of medians', data: all.map(x => capped(x.ratio)), showLine: false,
        pointRadius: 5, borderColor: '#24292f', backgroundColor: '#24292f', order: 0},
-      {label: 'interval', data: all.map(x => [x.ci_low, x.ci_high]), order: 2, minBarLength: 2,
+      {label: 'interval', data: all.map(x => [capped(x.ci_low), capped(x.ci_high)]), order: 2,
+       minBarLength: 2,
        backgroundColor: all.map(x => x.accepted ? TS.palette[4] : TS.palette[0])},
       line('threshold', 1 - spec.threshold), line('', 1 + spec.threshold)]},
       options: {scales: {y: {title: {display: true, text: 'ratio to the baseline'}}}}},
       'chart-ratios');
   TS.table(ratios, ['variant', 'ratio', 'interval', 'p (Holm)', 'trials', 'failures', 'accepted',
                     'why'],
-      c.map(x => [x.variant, x.ratio.toFixed(3), x.ci_low.toFixed(3) + ' \u2013 ' +
-                  x.ci_high.toFixed(3), x.p_adjusted.toFixed(3), x.trials, x.failures,
-                  x.accepted ? 'yes' : 'no', x.reason]),
+      c.map(x => [x.variant, f3(x.ratio), f3(x.ci_low) + ' \u2013 ' + f3(x.ci_high),
+                  f3(x.p_adjusted), x.trials, x.failures, x.accepted ? 'yes' : 'no', x.reason]),
       [false, true, true, true, true, true, false, false]).id = 'comparisons';
 }
 
 const trials = TS.section('Trials', 'Each trial\'s ' + spec.objective + ' (' + unit +
-    '), per variant; failed trials (counted as never reaching the target) are listed.');
+    '), per variant; failed trials (counted as the worst value: never reaching the target, ' +
+    'no throughput) are listed.');
 trials.id = 'trials';
 const points = [];
 d.variants.forEach(v => v.trials.forEach(t => {
@@ -96,11 +103,7 @@ if (d.preset && d.preset.variant) {
 
 absl::StatusOr<std::string> ExperimentPage(std::string_view path,
                                            std::string_view experiment_json) {
-  if (!HaveChartJs()) {
-    return absl::FailedPreconditionError(
-        "this trainscope was built without Chart.js: install Debian's libjs-chart.js and "
-        "rebuild");
-  }
+  if (absl::Status need = NeedChartJs(); !need.ok()) return need;
   return Page("trainscope \u00b7 experiment " + std::string(path), experiment_json,
               kExperimentScript);
 }

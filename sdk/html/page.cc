@@ -66,6 +66,34 @@ const TS = {
     config.options = Object.assign({animation: false, responsive: true, maintainAspectRatio: false}, config.options || {});
     TS.charts.push(new Chart(canvas, config));
   },
+  // The histogram of gap lengths: each bucket's count and total time, on
+  // two logarithmic axes.
+  gapChart(parent, labels, counts, totals_ms) {
+    TS.chart(parent, {type: 'bar', data: {labels: labels, datasets: [
+        {label: 'gaps', data: counts, backgroundColor: '#4e79a7', yAxisID: 'y'},
+        {label: 'their total ms', data: totals_ms, backgroundColor: '#f28e2b', yAxisID: 'total'}]},
+        options: {scales: {y: {type: 'logarithmic', title: {display: true, text: 'gaps'}},
+                           total: {type: 'logarithmic', position: 'right',
+                                   grid: {drawOnChartArea: false},
+                                   title: {display: true, text: 'total ms'}}}}}, 'chart-gaps');
+  },
+  // HTA's temporal breakdown (one stacked bar) and idle time by stream:
+  // streams [{stream, host_wait, kernel_wait, other}], all in `unit`.
+  htaCharts(parent, compute, nonCompute, idle, streams, unit) {
+    TS.chart(parent, {type: 'bar', data: {labels: ['kernel time'], datasets: [
+        {label: 'compute', data: [compute], backgroundColor: TS.palette[4]},
+        {label: 'non-compute', data: [nonCompute], backgroundColor: TS.palette[0]},
+        {label: 'idle', data: [idle], backgroundColor: TS.palette[2]}]},
+        options: {indexAxis: 'y', scales: {x: {stacked: true, title: {display: true, text: unit}},
+                                           y: {stacked: true}}}}, 'chart-hta-temporal');
+    const cats = ['host_wait', 'kernel_wait', 'other'];
+    TS.chart(parent, {type: 'bar', data: {labels: streams.map(x => 'stream ' + x.stream),
+        datasets: cats.map((c, k) => ({label: c, data: streams.map(x => x[c]),
+                                       backgroundColor: TS.palette[k + 1]}))},
+        options: {scales: {x: {stacked: true}, y: {stacked: true,
+                           title: {display: true, text: 'idle ' + unit}}}}}, 'chart-hta-streams');
+    parent.setAttribute('data-streams', String(streams.length));
+  },
   ms(v) { return v === null || v === undefined ? '' : (v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toFixed(3)); },
   palette: ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac', '#1b9e77', '#7570b3'],
 };
@@ -89,6 +117,12 @@ function finish() {
 }  // namespace
 
 bool HaveChartJs() { return kChartJsSize > 0; }
+
+absl::Status NeedChartJs() {
+  if (HaveChartJs()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "this trainscope was built without Chart.js: install Debian's libjs-chart.js and rebuild");
+}
 
 std::string EscapeHtml(std::string_view text) {
   std::string out;
@@ -157,8 +191,11 @@ std::string Page(std::string_view title, std::string_view data_json, std::string
               kChartJsSize);  // Debian's chart.min.js holds no "</script"
   page += "</script>\n<script>";
   page += kCommonScript;
+  // An exception in the page's code is counted (data-errors), and the page
+  // still says it finished, so that a test sees the error, not a timeout.
+  page += "try {\n";
   page += script;
-  page += "\nfinish();\n</script>\n</body>\n</html>\n";
+  page += "\n} catch (e) { TS.errors.push(String(e)); }\nfinish();\n</script>\n</body>\n</html>\n";
   return page;
 }
 

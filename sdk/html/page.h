@@ -14,10 +14,15 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
+
 namespace trainscope::html {
 
 // True when Chart.js was found at build time and is embedded.
 bool HaveChartJs();
+
+// OK, or FailedPrecondition saying how to get Chart.js into the build.
+absl::Status NeedChartJs();
 
 // `text` for HTML text or a quoted attribute: & < > " ' escaped.
 std::string EscapeHtml(std::string_view text);

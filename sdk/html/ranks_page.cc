@@ -72,10 +72,12 @@ const ms = v => TS.ms(v);
 overview.appendChild(TS.el('p', r.straggler
     ? '\u2192 rank ' + r.slowest_rank + ' is the straggler: ' + ms(r.lag_ms) + ' ms a step behind ' +
       'the others, who waited ' + r.wait_caused_s.toFixed(2) + ' s for it (' +
-      (100 * r.wait_share).toFixed(0) + '% of their sync time). Look at that rank\'s page: its ' +
+      (100 * r.wait_share).toFixed(0) + '% of their step time). Look at that rank\'s page: its ' +
       'input, its host, its GPU (docs/distributed.md).'
-    : '\u2192 no straggler' + (r.slowest_rank >= 0 ? ': the slowest, rank ' + r.slowest_rank +
-      ', is ' + ms(r.lag_ms) + ' ms a step behind, under 5% of a step' : ''),
+    : '\u2192 no straggler' + (r.slowest_rank !== null && r.slowest_rank >= 0
+        ? ': the slowest, rank ' + r.slowest_rank + ', is ' + ms(Math.abs(r.lag_ms)) +
+          ' ms a step behind, under 5% of a step'
+        : ' to name: fewer than two ranks with common steps'),
     {class: 'verdict', id: 'verdict'}));
 if (r.missing_ranks.length || r.errors.length) {
   overview.appendChild(TS.el('p', 'missing ranks: ' + (r.missing_ranks.join(', ') || 'none') +
@@ -109,11 +111,7 @@ if (d.series.length) {
 }  // namespace
 
 absl::StatusOr<std::string> RanksPage(const std::string& dir) {
-  if (!HaveChartJs()) {
-    return absl::FailedPreconditionError(
-        "this trainscope was built without Chart.js: install Debian's libjs-chart.js and "
-        "rebuild");
-  }
+  if (absl::Status need = NeedChartJs(); !need.ok()) return need;
   absl::StatusOr<std::string> report = RanksReport(dir, RanksFormat::kJson);
   if (!report.ok()) return report.status();
   std::error_code error;

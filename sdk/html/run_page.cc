@@ -305,13 +305,8 @@ const gaps = TS.section('Idle gaps by length',
 gaps.id = 'gaps';
 gaps.setAttribute('data-gaps', String(g.count));
 if (g.count > 0) {
-  TS.chart(gaps, {type: 'bar', data: {labels: g.histogram.map(b => b.label), datasets: [
-      {label: 'gaps', data: g.histogram.map(b => b.count), backgroundColor: '#4e79a7', yAxisID: 'y'},
-      {label: 'their total ms', data: g.histogram.map(b => b.total_ms), backgroundColor: '#f28e2b',
-       yAxisID: 'total'}]},
-      options: {scales: {y: {type: 'logarithmic', title: {display: true, text: 'gaps'}},
-                         total: {type: 'logarithmic', position: 'right', grid: {drawOnChartArea: false},
-                                 title: {display: true, text: 'total ms'}}}}}, 'chart-gaps');
+  TS.gapChart(gaps, g.histogram.map(b => b.label), g.histogram.map(b => b.count),
+      g.histogram.map(b => b.total_ms));
   const longest = TS.section('The longest gaps');
   longest.id = 'longest';
   TS.table(longest, ['began (s)', 'ms', 'step', 'cause'],
@@ -327,19 +322,9 @@ if (h.rows > 0) {
       'under 30 us between queued kernels (launch latency); other: the rest.' +
       (h.late_rows > 0 ? ' ' + h.late_rows + ' rows came out of order: approximate.' : ''));
   device.id = 'hta';
-  TS.chart(device, {type: 'bar', data: {labels: ['kernel time'], datasets: [
-      {label: 'compute', data: [h.compute_s], backgroundColor: TS.palette[4]},
-      {label: 'non-compute', data: [h.non_compute_s], backgroundColor: TS.palette[0]},
-      {label: 'idle', data: [h.idle_s], backgroundColor: TS.palette[2]}]},
-      options: {indexAxis: 'y', scales: {x: {stacked: true, title: {display: true, text: 's'}},
-                                         y: {stacked: true}}}}, 'chart-hta-temporal');
-  const cats = ['host_wait', 'kernel_wait', 'other'];
-  TS.chart(device, {type: 'bar', data: {labels: h.streams.map(x => 'stream ' + x.stream),
-      datasets: cats.map((c, k) => ({label: c, data: h.streams.map(x => x[c + '_s']),
-                                     backgroundColor: TS.palette[k + 1]}))},
-      options: {scales: {x: {stacked: true}, y: {stacked: true,
-                         title: {display: true, text: 'idle s'}}}}}, 'chart-hta-streams');
-  device.setAttribute('data-streams', String(h.streams.length));
+  TS.htaCharts(device, h.compute_s, h.non_compute_s, h.idle_s,
+      h.streams.map(x => ({stream: x.stream, host_wait: x.host_wait_s,
+                           kernel_wait: x.kernel_wait_s, other: x.other_s})), 's');
 }
 
 const phases = TS.section('Phases', 'Per-step time in each phase, over every step.');
@@ -350,11 +335,7 @@ TS.table(phases, ['phase', 'steps', 'median ms', 'p90 ms', 'max ms', 'of step ti
 }  // namespace
 
 absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path) {
-  if (!HaveChartJs()) {
-    return absl::FailedPreconditionError(
-        "this trainscope was built without Chart.js: install Debian's libjs-chart.js and "
-        "rebuild");
-  }
+  if (absl::Status need = NeedChartJs(); !need.ok()) return need;
   absl::StatusOr<Report> report = exporter::ReadReportFile(report_path);
   if (!report.ok()) return report.status();
   Bars bars;

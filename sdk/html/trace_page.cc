@@ -49,24 +49,15 @@ const device = TS.section('Device time, by Holistic Trace Analysis\' rules',
     'the rest.');
 device.id = 'hta';
 if (h.rules.device_rows > 0) {
-  TS.chart(device, {type: 'bar', data: {labels: ['kernel time'], datasets: [
-      {label: 'compute', data: [t['compute_time(us)'] / 1000], backgroundColor: TS.palette[4]},
-      {label: 'non-compute', data: [t['non_compute_time(us)'] / 1000], backgroundColor: TS.palette[0]},
-      {label: 'idle', data: [t['idle_time(us)'] / 1000], backgroundColor: TS.palette[2]}]},
-      options: {indexAxis: 'y', scales: {x: {stacked: true, title: {display: true, text: 'ms'}},
-                                         y: {stacked: true}}}}, 'chart-hta-temporal');
-  const streams = [...new Set(h.idle_time_breakdown_us.map(r => r.stream))];
-  const cats = ['host_wait', 'kernel_wait', 'other'];
-  const value = (s, c) => {
-    const row = h.idle_time_breakdown_us.find(r => r.stream === s && r.category === c);
-    return row ? row.idle_time / 1000 : 0;
-  };
-  TS.chart(device, {type: 'bar', data: {labels: streams.map(s => 'stream ' + s),
-      datasets: cats.map((c, k) => ({label: c, data: streams.map(s => value(s, c)),
-                                     backgroundColor: TS.palette[k + 1]}))},
-      options: {scales: {x: {stacked: true}, y: {stacked: true,
-                         title: {display: true, text: 'idle ms'}}}}}, 'chart-hta-streams');
-  device.setAttribute('data-streams', String(streams.length));
+  const streams = [...new Set(h.idle_time_breakdown_us.map(r => r.stream))].map(stream => {
+    const row = {stream: stream, host_wait: 0, kernel_wait: 0, other: 0};
+    for (const r of h.idle_time_breakdown_us) {
+      if (r.stream === stream) row[r.category] = r.idle_time / 1000;
+    }
+    return row;
+  });
+  TS.htaCharts(device, t['compute_time(us)'] / 1000, t['non_compute_time(us)'] / 1000,
+               t['idle_time(us)'] / 1000, streams, 'ms');
 } else {
   device.appendChild(TS.el('p', 'No GPU kernels, copies or sets in this trace: a CPU-only ' +
       'profile has no device time to break down.', {id: 'no-device'}));
@@ -86,13 +77,8 @@ const gaps = TS.section('Idle gaps by length', g.gaps + ' gaps. Many short gaps 
 gaps.id = 'gaps';
 gaps.setAttribute('data-gaps', String(g.gaps));
 if (g.gaps > 0) {
-  TS.chart(gaps, {type: 'bar', data: {labels: g.histogram.map(b => b.bucket), datasets: [
-      {label: 'gaps', data: g.histogram.map(b => b.count), backgroundColor: '#4e79a7', yAxisID: 'y'},
-      {label: 'their total ms', data: g.histogram.map(b => b.total_us / 1000),
-       backgroundColor: '#f28e2b', yAxisID: 'total'}]},
-      options: {scales: {y: {type: 'logarithmic', title: {display: true, text: 'gaps'}},
-                         total: {type: 'logarithmic', position: 'right', grid: {drawOnChartArea: false},
-                                 title: {display: true, text: 'total ms'}}}}}, 'chart-gaps');
+  TS.gapChart(gaps, g.histogram.map(b => b.bucket), g.histogram.map(b => b.count),
+      g.histogram.map(b => b.total_us / 1000));
   const longest = TS.section('The longest gaps', 'Start: from the analysed window\'s start.');
   TS.table(longest, ['start ms', 'ms', 'step', 'cause'],
       g.largest_gaps.map(x => [us(x.start_us), us(x.duration_us), x.step < 0 ? 'between steps' : x.step, x.cause]),
@@ -108,11 +94,7 @@ TS.table(streams, ['device', 'stream', 'intervals', 'busy ms', 'busy share'],
 }  // namespace
 
 absl::StatusOr<std::string> TracePage(std::string_view trace_path, std::string_view analysis_json) {
-  if (!HaveChartJs()) {
-    return absl::FailedPreconditionError(
-        "this trainscope was built without Chart.js: install Debian's libjs-chart.js and "
-        "rebuild");
-  }
+  if (absl::Status need = NeedChartJs(); !need.ok()) return need;
   const size_t slash = trace_path.rfind('/');
   const std::string_view name =
       slash == std::string_view::npos ? trace_path : trace_path.substr(slash + 1);
