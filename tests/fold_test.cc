@@ -18,6 +18,7 @@
 #include "sdk/analysis/step_analysis.h"
 #include "sdk/ground/timeline.h"
 #include "sdk/session/segment_policy.h"
+#include "tests/hta_fold_testing.h"
 
 namespace trainscope::analysis {
 namespace {
@@ -349,23 +350,7 @@ void ExpectSameReport(const Report& got, const Report& want, bool exact_quantile
                    want.utilization.samples_per_busy_device_s);
   EXPECT_EQ(got.device_timeline.busy_s_by_phase, want.device_timeline.busy_s_by_phase);
   // HTA's breakdowns, folded in start order as rows are released.
-  const Report::DeviceTimeline::Hta& hta = got.device_timeline.hta;
-  EXPECT_EQ(hta.rows, want.device_timeline.hta.rows);
-  EXPECT_EQ(hta.kernel_s, want.device_timeline.hta.kernel_s);
-  EXPECT_EQ(hta.idle_s, want.device_timeline.hta.idle_s);
-  EXPECT_EQ(hta.compute_s, want.device_timeline.hta.compute_s);
-  EXPECT_EQ(hta.non_compute_s, want.device_timeline.hta.non_compute_s);
-  EXPECT_EQ(hta.late_rows, 0);
-  ASSERT_EQ(hta.idle_by_stream.size(), want.device_timeline.hta.idle_by_stream.size());
-  for (size_t k = 0; k < hta.idle_by_stream.size(); ++k) {
-    const Report::DeviceTimeline::Hta::Stream& g = hta.idle_by_stream[k];
-    const Report::DeviceTimeline::Hta::Stream& w = want.device_timeline.hta.idle_by_stream[k];
-    SCOPED_TRACE("stream " + std::to_string(w.stream));
-    EXPECT_EQ(g.stream, w.stream);
-    EXPECT_EQ(g.host_wait_s, w.host_wait_s);
-    EXPECT_EQ(g.kernel_wait_s, w.kernel_wait_s);
-    EXPECT_EQ(g.other_s, w.other_s);
-  }
+  testing::ExpectSameHta(got.device_timeline.hta, want.device_timeline.hta);
   EXPECT_EQ(got.recommendation, want.recommendation);
 }
 

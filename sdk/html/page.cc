@@ -77,6 +77,10 @@ const TS = {
                                    grid: {drawOnChartArea: false},
                                    title: {display: true, text: 'total ms'}}}}}, 'chart-gaps');
   },
+  // What HTA's two charts show, for the section's note.
+  htaNote: 'Idle: no stream ran anything. host_wait: the launch came after the stream ran dry ' +
+      '(the host is late); kernel_wait: under 30 us between queued kernels (launch latency); ' +
+      'other: the rest.',
   // HTA's temporal breakdown (one stacked bar) and idle time by stream:
   // streams [{stream, host_wait, kernel_wait, other}], all in `unit`.
   htaCharts(parent, compute, nonCompute, idle, streams, unit) {

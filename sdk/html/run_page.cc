@@ -317,9 +317,7 @@ if (g.count > 0) {
 const h = d.hta;
 if (h.rows > 0) {
   const device = TS.section('Device time, by Holistic Trace Analysis\' rules',
-      h.rows + ' kernels, copies and sets over the whole run. Idle: no stream ran anything. ' +
-      'host_wait: the launch came after the stream ran dry (the host is late); kernel_wait: ' +
-      'under 30 us between queued kernels (launch latency); other: the rest.' +
+      h.rows + ' kernels, copies and sets over the whole run. ' + TS.htaNote +
       (h.late_rows > 0 ? ' ' + h.late_rows + ' rows came out of order: approximate.' : ''));
   device.id = 'hta';
   TS.htaCharts(device, h.compute_s, h.non_compute_s, h.idle_s,

@@ -44,9 +44,7 @@ const t = h.temporal_breakdown_us;
 const device = TS.section('Device time, by Holistic Trace Analysis\' rules',
     h.rules.device_rows + ' device rows' + (h.rules.last_step_dropped
         ? ', the last of ' + h.rules.profiler_steps + ' profiler steps left out as HTA does' : '') +
-    '. Idle: no stream ran anything. host_wait: the launch came after the stream ran dry (the ' +
-    'host is late); kernel_wait: under 30 us between queued kernels (launch latency); other: ' +
-    'the rest.');
+    '. ' + TS.htaNote);
 device.id = 'hta';
 if (h.rules.device_rows > 0) {
   const streams = [...new Set(h.idle_time_breakdown_us.map(r => r.stream))].map(stream => {
