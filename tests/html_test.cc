@@ -30,12 +30,14 @@ using testing::TempDir;
 
 const char kChromium[] = "/usr/bin/chromium";
 
-// The DOM after the page's code ran, from headless chromium.
-std::string RenderedDom(const std::string& html_path, const TempDir& dir) {
+// The DOM after the page's code ran, from headless chromium; `fragment`
+// ("#timeline-test") is added to the page's URL.
+std::string RenderedDom(const std::string& html_path, const TempDir& dir,
+                        const std::string& fragment = "") {
   const testing::ProcessResult run =
       RunProcess({kChromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                   "--user-data-dir=" + dir.File("chromium-profile"), "--virtual-time-budget=10000",
-                  "--dump-dom", "file://" + html_path});
+                  "--dump-dom", "file://" + html_path + fragment});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   return run.out;
 }
@@ -50,9 +52,11 @@ std::string Attribute(const std::string& dom, const std::string& name) {
 }
 
 // Renders `page` and expects that its code finished without a script
-// error and that every chart it made drew; `charts` of them when >= 0.
-std::string DrawnDom(const std::string& page, const TempDir& dir, int charts = -1) {
-  const std::string dom = RenderedDom(page, dir);
+// error and that every chart it made drew (the timeline is one); `charts`
+// of them when >= 0.
+std::string DrawnDom(const std::string& page, const TempDir& dir, int charts = -1,
+                     const std::string& fragment = "") {
+  const std::string dom = RenderedDom(page, dir, fragment);
   EXPECT_EQ(Attribute(dom, "data-rendered"), "yes") << dom.substr(0, 2000);
   EXPECT_EQ(Attribute(dom, "data-errors"), "0") << Attribute(dom, "data-error-text");
   if (charts >= 0) {
@@ -75,6 +79,8 @@ constexpr char kHostileKey[] =
     "\"><img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">";
 constexpr char kHostileValue[] =
     "</script><script>document.body.setAttribute('data-pwned','3')</script>";
+#define TRAINSCOPE_HOSTILE_RANGE \
+  "<img src=x onerror=\"document.body.setAttribute('data-pwned','5')\">"
 
 void RecordRun(const std::string& dir, int steps) {
   Options options = testing::QuietOptions(dir, kHostileName);
@@ -90,7 +96,10 @@ void RecordRun(const std::string& dir, int steps) {
     }
     {
       TRAINSCOPE_PHASE(kForward);
-      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      std::this_thread::sleep_for(std::chrono::microseconds(250));
+      // A range whose name tries to inject markup: on the timeline.
+      TRAINSCOPE_RANGE(TRAINSCOPE_HOSTILE_RANGE);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     if (i % 10 == 9) {
       TRAINSCOPE_PHASE(kEval);
@@ -113,7 +122,7 @@ TEST(HtmlRunPageTest, DrawsEveryChartInChromiumAndShowsHostileNamesAsText) {
   for (const char* outward : {"<script src", "<link", "url(", "<iframe", "fetch("}) {
     EXPECT_EQ(text.find(outward), std::string::npos) << outward;
   }
-  const std::string dom = DrawnDom(page, dir, 3);
+  const std::string dom = DrawnDom(page, dir, 4, "#timeline-test");
   EXPECT_EQ(Attribute(dom, "data-steps"), "30");
   EXPECT_EQ(Attribute(dom, "data-bars"), "30");
   EXPECT_NE(Attribute(dom, "data-gaps"), "0");
@@ -134,6 +143,26 @@ TEST(HtmlRunPageTest, DrawsEveryChartInChromiumAndShowsHostileNamesAsText) {
   // The verdict's next steps link to the docs that explain them.
   EXPECT_NE(dom.find("<ul id=\"next-steps\"><li>"), std::string::npos);
   EXPECT_NE(dom.find("<a href=\"file://"), std::string::npos);
+  // The timeline: three steps of the trace, the main thread's ranges
+  // nested (step, phase, the range in forward); zoomed in by the wheel;
+  // the pointer over the hostile range shows its name as text.
+  EXPECT_EQ(Attribute(dom, "data-lanes"), "1");
+  EXPECT_NE(Attribute(dom, "data-boxes"), "");
+  EXPECT_GE(std::stoi(Attribute(dom, "data-boxes")), 3 * 4);
+  EXPECT_NE(text.find("\"choice\":\"Steps "), std::string::npos);
+  const std::string view = Attribute(dom, "data-view");
+  const double from = std::stod(view), to = std::stod(view.substr(view.find(' ') + 1));
+  const size_t window = text.find("\"window_us\":");
+  ASSERT_NE(window, std::string::npos);
+  const double full = std::stod(text.substr(window + 12));
+  EXPECT_GT(from, 0) << view;
+  EXPECT_LT(to - from, 0.8 * full) << view << " of " << full;
+  EXPECT_NE(dom.find("<div class=\"tip\" id=\"timeline-tip\" style=\"display: block;"),
+            std::string::npos);
+  EXPECT_NE(dom.find("&lt;img src=x onerror=\"document.body.setAttribute('data-pwned','5')\"&gt;"
+                     "\nother"),
+            std::string::npos)
+      << dom.substr(dom.find("timeline-tip"), 400);
 }
 
 // Each verdict's next steps: the experiment that would test the change,
@@ -171,7 +200,7 @@ TEST(HtmlRunPageTest, NextStepsNameTheExperimentAndDeviceRunsGetHtasBreakdowns) 
   hta.idle_by_stream = {{7, 0.3, 0.01, 0.1}, {13, 0.05, 0, 0.2}};
   page_of(0.4, "sync");
   if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
-  const std::string dom = DrawnDom(dir.File("report.html"), dir, 5);
+  const std::string dom = DrawnDom(dir.File("report.html"), dir, 6);
   EXPECT_EQ(Attribute(dom, "data-streams"), "2");
 }
 
@@ -236,6 +265,34 @@ TEST(HtmlRunPageTest, BadInputIsNamedWithANonZeroExit) {
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.err.find(dir.File("broken.json")), std::string::npos) << run.err;
   EXPECT_FALSE(std::ifstream(dir.File("broken.html")).good());
+}
+
+// The timeline comes from the trace beside the report, gzipped or not. A
+// run without one, or with one that does not read, still gets its page:
+// the section says why there is no timeline, and the command warns about
+// a broken trace, naming it.
+TEST(HtmlRunPageTest, ATimelineFromTheTraceBesideTheReportOrWhyThereIsNone) {
+  TempDir dir;
+  RecordRun(dir.path(), 3);
+  const std::string trace = dir.File("trace.json");
+  ASSERT_EQ(RunProcess({"/usr/bin/gzip", trace}).exit_code, 0);
+  std::string text = testing::ReadAll(Html(dir.path()));
+  EXPECT_NE(text.find("id=\"trainscope-timeline\""), std::string::npos);
+  std::filesystem::remove(trace + ".gz");
+  text = testing::ReadAll(Html(dir.path()));
+  EXPECT_EQ(text.find("id=\"trainscope-timeline\""), std::string::npos);
+  EXPECT_NE(text.find("No timeline: " + trace + " does not exist"), std::string::npos);
+  testing::WriteAll(trace, "{\"traceEvents\": [{\"ph\": ");
+  const testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.path()});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("trainscope html: warning: No timeline: " + trace + ": byte "),
+            std::string::npos)
+      << run.err;
+  text = testing::ReadAll(dir.File("report.html"));
+  EXPECT_NE(text.find("No timeline: " + trace + ": byte "), std::string::npos);
+  if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
+  const std::string dom = DrawnDom(dir.File("report.html"), dir, 3);
+  EXPECT_NE(dom.find("<p id=\"no-timeline\">No timeline: " + trace + ": byte "), std::string::npos);
 }
 
 // A rank of a two-rank run: compute, then a sync phase that waits for the
@@ -378,8 +435,12 @@ TEST(HtmlTracePageTest, DrawsTheAnalysisOfARealTraceAndOfACpuOnlyOne) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("wrote " + dir.File("trace.html")), std::string::npos) << run.out;
   if (access(kChromium, X_OK) != 0) GTEST_SKIP() << kChromium << " not installed";
-  const std::string dom = DrawnDom(page, dir, 4);
+  const std::string dom = DrawnDom(page, dir, 5, "#timeline-test");
   EXPECT_EQ(Attribute(dom, "data-kernels"), "6080");
+  // The timeline of steps 552 to 554: 6 host threads above 6 streams.
+  EXPECT_EQ(Attribute(dom, "data-lanes"), "12");
+  EXPECT_NE(text.find("\"choice\":\"Steps 552 to 554:"), std::string::npos);
+  EXPECT_NE(Attribute(dom, "data-view").find(' '), std::string::npos);
   EXPECT_EQ(Attribute(dom, "data-streams"), "6");
   EXPECT_NE(Attribute(dom, "data-gaps"), "0");
   EXPECT_NE(dom.find("id=\"verdict\""), std::string::npos);

@@ -19,7 +19,8 @@ bool IsTraceFile(const std::filesystem::path& path) {
 
 }  // namespace
 
-absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads) {
+absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads,
+                                          const analysis::TimelineViewOptions* view) {
   absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path, threads);
   if (!trace.ok()) return trace.status();
   AnalyzedTrace out;
@@ -35,6 +36,7 @@ absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads) 
   out.parse_s = trace->parse_s;
   out.facts = trace->hta;
   out.analysis = analysis::AnalyzeTimeline(trace->timeline, trace->hta, threads);
+  if (view != nullptr) out.view = analysis::CutTimelineView(trace->timeline, *view);
   // Without device work the gaps are measured against trainscope's phases;
   // a trace with neither (a PyTorch-profiler trace recorded without
   // ProfilerActivity.CUDA) would read as 100% idle, which says nothing.
@@ -46,6 +48,13 @@ absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads) 
         out.path, out.read.events));
   }
   return out;
+}
+
+absl::StatusOr<analysis::TimelineView> ReadTimelineView(
+    const std::string& path, int threads, const analysis::TimelineViewOptions& options) {
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(path, threads);
+  if (!trace.ok()) return trace.status();
+  return analysis::CutTimelineView(trace->timeline, options);
 }
 
 absl::StatusOr<std::vector<std::string>> TraceFiles(const std::string& dir) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sdk/analysis/timeline_view.h"
 #include "sdk/analysis/trace_analysis.h"
 #include "sdk/kineto/trace_import.h"
 
@@ -25,6 +26,8 @@ struct AnalyzedTrace {
   double parse_s = 0;
   analysis::HtaTraceFacts facts;
   analysis::TraceAnalysis analysis;
+  // A few steps cut out for drawing, when AnalyzeFile was asked for them.
+  analysis::TimelineView view;
   // Kernels, copies or sets: what HTA's breakdowns and the GPU idle
   // analysis measure. Without them the gaps are against trainscope's
   // compute phases and there is no HTA breakdown.
@@ -36,8 +39,17 @@ struct AnalyzedTrace {
 // and analyses it. Memory: the trace's device intervals and calls, not its
 // host events. Errors: the reader's (the file and byte offset named);
 // FailedPrecondition naming the file when it has neither device work nor
-// trainscope phases (nothing to measure idle time against).
-absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads);
+// trainscope phases (nothing to measure idle time against). With `view`,
+// also cuts AnalyzedTrace::view from the trace (timeline_view.h), before
+// its intervals are let go: no second read.
+absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads,
+                                          const analysis::TimelineViewOptions* view = nullptr);
+
+// A few steps of the trace at `path`, for drawing (timeline_view.h): read
+// as AnalyzeFile reads it, then cut. Memory: as AnalyzeFile's. Errors: the
+// reader's.
+absl::StatusOr<analysis::TimelineView> ReadTimelineView(
+    const std::string& path, int threads, const analysis::TimelineViewOptions& options = {});
 
 // The traces (*.json, *.json.gz; not report.json) in `dir`, in name order.
 // Errors: the folder unreadable, or no trace in it.

@@ -123,7 +123,26 @@ int RunHtml(const std::vector<std::string>& args) {
   }
   absl::StatusOr<std::string> page;
   if (input.kind == InputKind::kRun) {
-    page = html::RunPage(input.path, exporter::StepsFileForReport(input.path));
+    // The timeline comes from the run's trace; a run without one (or with
+    // one that does not read) still gets its page, saying why.
+    const std::string trace_path = exporter::TraceFileForReport(input.path);
+    std::string timeline, note;
+    struct stat st;
+    if (stat(trace_path.c_str(), &st) != 0) {
+      note = "No timeline: " + trace_path +
+             " does not exist (the run was recorded without Sink::kTraceJson).";
+    } else {
+      absl::StatusOr<analysis::TimelineView> view =
+          analyze::ReadTimelineView(trace_path, 0, analysis::TimelineViewOptions{});
+      if (view.ok() && !view->empty()) {
+        timeline = analysis::TimelineViewToJson(*view);
+      } else {
+        note = "No timeline: " + (view.ok() ? trace_path + " holds no intervals."
+                                            : std::string(view.status().message()));
+        std::fprintf(stderr, "trainscope html: warning: %s\n", note.c_str());
+      }
+    }
+    page = html::RunPage(input.path, exporter::StepsFileForReport(input.path), timeline, note);
   } else if (input.kind == InputKind::kRanks) {
     page = html::RanksPage(input.path);
   } else if (input.kind == InputKind::kExperiment) {
@@ -139,11 +158,15 @@ int RunHtml(const std::vector<std::string>& args) {
     }
   } else {
     // The same analysis as `trainscope analyze --format=json`, on every core.
-    absl::StatusOr<analyze::AnalyzedTrace> trace = analyze::AnalyzeFile(input.path, 0);
+    // The timeline is cut from the same read.
+    const analysis::TimelineViewOptions view;
+    absl::StatusOr<analyze::AnalyzedTrace> trace = analyze::AnalyzeFile(input.path, 0, &view);
     if (!trace.ok()) {
       page = trace.status();
     } else {
-      page = html::TracePage(input.path, analyze::AnalysisToJson(*trace));
+      page = html::TracePage(
+          input.path, analyze::AnalysisToJson(*trace),
+          trace->view.empty() ? std::string() : analysis::TimelineViewToJson(trace->view));
     }
   }
   if (!page.ok()) {

@@ -1,4 +1,5 @@
-// sdk/export/rank_files.h: where a distributed run's per-rank reports are.
+// sdk/export/rank_files.h: where a distributed run's per-rank reports are,
+// and the trace beside a report.
 #ifndef TRAINSCOPE_SDK_EXPORT_RANK_FILES_H_
 #define TRAINSCOPE_SDK_EXPORT_RANK_FILES_H_
 
@@ -13,6 +14,11 @@ namespace trainscope::exporter {
 // per rank). `error` is set when `dir` cannot be listed. Cost: one listing
 // of `dir` and of each directory in it.
 std::vector<std::string> FindRankReports(const std::string& dir, std::error_code* error);
+
+// The trace that goes with a report file: out/report.json -> out/trace.json,
+// report-rank3.json -> trace-rank3.json; the .json.gz beside it when only
+// that exists (a trace gzipped after the run). Cost: a stat.
+std::string TraceFileForReport(const std::string& report_path);
 
 }  // namespace trainscope::exporter
 

@@ -1,4 +1,6 @@
 // `trainscope ranks DIR`: the straggler report. See trainscope/ranks.h.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -142,6 +144,19 @@ bool IsRankReport(const std::string& name) {
 }
 
 }  // namespace
+
+std::string TraceFileForReport(const std::string& report_path) {
+  const size_t slash = report_path.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  std::string name = report_path.substr(base);
+  if (name.rfind("report", 0) == 0) name.replace(0, 6, "trace");
+  const std::string trace = report_path.substr(0, base) + name;
+  struct stat st;
+  if (stat(trace.c_str(), &st) != 0 && stat((trace + ".gz").c_str(), &st) == 0) {
+    return trace + ".gz";
+  }
+  return trace;
+}
 
 std::vector<std::string> FindRankReports(const std::string& dir, std::error_code* error) {
   std::vector<std::string> found;

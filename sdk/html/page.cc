@@ -21,6 +21,9 @@ table { border-collapse: collapse; font-size: 13px; } td, th { padding: 3px 10px
 th { color: #57606a; font-weight: 600; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 24px; } .chart { position: relative; height: 320px; }
 code { background: #f6f8fa; padding: 1px 4px; border-radius: 4px; }
+.timeline { position: relative; } .timeline canvas { display: block; cursor: grab; }
+.tip { position: absolute; display: none; background: #fff; border: 1px solid #d8dee4; padding: 4px 8px; font-size: 12px; white-space: pre; pointer-events: none; max-width: 640px; overflow: hidden; }
+.key { display: inline-block; margin-right: 12px; font-size: 12px; } .key i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; }
 )css";
 
 // Helpers every page kind uses: the data, text-only elements, tables, and a
@@ -97,6 +100,169 @@ const TS = {
         options: {scales: {x: {stacked: true}, y: {stacked: true,
                            title: {display: true, text: 'idle ' + unit}}}}}, 'chart-hta-streams');
     parent.setAttribute('data-streams', String(streams.length));
+  },
+  // A few steps on a canvas, from the page's timeline element (the JSON
+  // of sdk/analysis/timeline_view.h): host threads' nested ranges above
+  // device streams. Wheel: zoom around the pointer; drag: pan;
+  // double-click: the whole window. Names are canvas text or the
+  // tooltip's text, never markup. False when the page has no timeline.
+  timeline(parent) {
+    const source = document.getElementById('trainscope-timeline');
+    if (!source) return false;
+    const v = JSON.parse(source.textContent);
+    const merged = v.boxes.filter(b => b[6] > 1).length;
+    parent.appendChild(TS.el('p', v.choice + ' ' + v.intervals + ' intervals drawn as ' +
+        v.boxes.length + ' boxes' + (merged ? ' (' + merged + ' of them short neighbours ' +
+        'merged, under ' + TS.ms(v.window_us / v.resolution / 1000) + ' ms each)' : '') +
+        (v.lanes_dropped ? '; ' + v.lanes_dropped + ' more threads or streams not shown' : '') +
+        (v.ranges_dropped ? '; ' + v.ranges_dropped + ' ranges nested too deep not shown' : '') +
+        '. Wheel: zoom; drag: pan; double-click: the whole window.', {class: 'note'}));
+    const keys = TS.el('div', null, {id: 'timeline-key'});
+    [...new Set(v.boxes.map(b => b[5]))].sort((a, b) => a - b).forEach(c => {
+      const key = TS.el('span', v.classes[c].name, {class: 'key'});
+      const swatch = TS.el('i');
+      swatch.style.background = v.classes[c].color;
+      key.prepend(swatch);
+      keys.appendChild(key);
+    });
+    parent.appendChild(keys);
+    const rowH = 16, axisH = 32, labelW = 150;
+    let y = axisH;
+    const laneY = v.lanes.map(l => { const at = y; y += l.rows * rowH + 6; return at; });
+    const height = y;
+    const frame = TS.el('div', null, {class: 'timeline'});
+    const canvas = TS.el('canvas', null, {id: 'timeline'});
+    const tip = TS.el('div', null, {class: 'tip', id: 'timeline-tip'});
+    frame.appendChild(canvas);
+    frame.appendChild(tip);
+    parent.appendChild(frame);
+    const width = Math.max(600, parent.clientWidth || 1100);
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.round(width * dpr);
+    canvas.height = Math.round(height * dpr);
+    canvas.style.width = width + 'px';
+    canvas.style.height = height + 'px';
+    const ctx = canvas.getContext('2d');
+    ctx.scale(dpr, dpr);
+    const plotW = width - labelW;
+    const full = Math.max(v.window_us, 0.001);
+    let v0 = 0, v1 = full;
+    const xOf = t => labelW + (t - v0) / (v1 - v0) * plotW;
+    const tOf = x => v0 + (x - labelW) / plotW * (v1 - v0);
+    const unit = span => span >= 2000 ? [1000, 'ms'] : [1, 'µs'];
+    const draw = () => {
+      ctx.clearRect(0, 0, width, height);
+      ctx.font = '11px system-ui, sans-serif';
+      ctx.textBaseline = 'middle';
+      v.lanes.forEach((l, k) => {
+        ctx.fillStyle = k % 2 ? '#ffffff' : '#f6f8fa';
+        ctx.fillRect(0, laneY[k] - 3, width, l.rows * rowH + 6);
+        ctx.fillStyle = l.device ? '#0b4f8a' : '#1b1f24';
+        ctx.fillText(l.name, 4, laneY[k] + rowH / 2, labelW - 8);
+      });
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(labelW, 0, plotW, height);
+      ctx.clip();
+      for (const [lane, row, start, dur, name, cls, n] of v.boxes) {
+        if (start > v1 || start + dur < v0) continue;
+        const x0 = Math.max(labelW, xOf(start));
+        const w = Math.max(1, Math.min(width, xOf(start + dur)) - x0);
+        const top = laneY[lane] + row * rowH;
+        ctx.globalAlpha = n > 1 ? 0.5 : 1;
+        ctx.fillStyle = v.classes[cls].color;
+        ctx.fillRect(x0, top + 1, w, rowH - 2);
+        ctx.globalAlpha = 1;
+        if (w > 36) {
+          ctx.fillStyle = '#111';
+          ctx.fillText((n > 1 ? n + '× ' : '') + v.names[name], x0 + 3, top + rowH / 2, w - 6);
+        }
+      }
+      // The time axis, and a line where each step begins.
+      const [scale, label] = unit(v1 - v0);
+      const rough = (v1 - v0) / 8;
+      const pow = Math.pow(10, Math.floor(Math.log10(rough)));
+      const tick = pow * (rough / pow >= 5 ? 5 : rough / pow >= 2 ? 2 : 1);
+      ctx.fillStyle = '#57606a';
+      ctx.strokeStyle = '#d8dee4';
+      for (let t = Math.ceil(v0 / tick) * tick; t <= v1; t += tick) {
+        const x = xOf(t);
+        ctx.fillRect(x, axisH - 6, 1, 5);
+        ctx.fillText(+(t / scale).toPrecision(6) + ' ' + label, x + 2, 8);
+      }
+      ctx.strokeStyle = '#57606a';
+      for (const [step, start] of v.steps) {
+        const x = Math.round(xOf(start)) + 0.5;
+        ctx.beginPath();
+        ctx.moveTo(x, axisH - 4);
+        ctx.lineTo(x, height);
+        ctx.stroke();
+        ctx.fillText('step ' + step, x + 3, axisH - 10);
+      }
+      ctx.restore();
+      canvas.setAttribute('data-view', v0.toFixed(3) + ' ' + v1.toFixed(3));
+    };
+    const clamp = () => {
+      const span = Math.min(full, Math.max(v1 - v0, full / 1e6));
+      v0 = Math.min(Math.max(0, v0), full - span);
+      v1 = v0 + span;
+    };
+    const xIn = e => e.clientX - canvas.getBoundingClientRect().left;
+    canvas.addEventListener('wheel', e => {
+      e.preventDefault();
+      const x = Math.max(labelW, xIn(e));
+      const t = tOf(x);
+      const f = Math.pow(1.0015, e.deltaY);
+      v0 = t - (t - v0) * f;
+      v1 = t + (v1 - t) * f;
+      clamp();
+      draw();
+    }, {passive: false});
+    let drag = null;
+    canvas.addEventListener('mousedown', e => { drag = {x: xIn(e), v0: v0, v1: v1}; });
+    window.addEventListener('mouseup', () => { drag = null; });
+    canvas.addEventListener('dblclick', () => { v0 = 0; v1 = full; draw(); });
+    canvas.addEventListener('mouseleave', () => { tip.style.display = 'none'; });
+    canvas.addEventListener('mousemove', e => {
+      const x = xIn(e);
+      if (drag) {
+        const dt = (x - drag.x) / plotW * (drag.v1 - drag.v0);
+        v0 = drag.v0 - dt;
+        v1 = drag.v1 - dt;
+        clamp();
+        draw();
+        return;
+      }
+      const yy = e.clientY - canvas.getBoundingClientRect().top;
+      const lane = laneY.findIndex((top, k) => yy >= top && yy < top + v.lanes[k].rows * rowH);
+      const t = tOf(x), slack = 2 / plotW * (v1 - v0);
+      const hit = lane < 0 || x < labelW ? undefined : v.boxes.find(b => b[0] === lane &&
+          b[1] === Math.floor((yy - laneY[lane]) / rowH) && b[2] - slack <= t && t <= b[2] + b[3] + slack);
+      if (!hit) { tip.style.display = 'none'; return; }
+      const [, , start, dur, name, cls, n] = hit;
+      tip.textContent = v.names[name] + '\n' + v.classes[cls].name + ' · ' + TS.ms(dur / 1000) +
+          ' ms, from ' + TS.ms(start / 1000) + ' ms' + (n > 1 ? '\n' + n + ' short intervals ' +
+          'merged; this is the longest' : '');
+      tip.style.display = 'block';
+      tip.style.left = Math.min(x + 12, width - 300) + 'px';
+      tip.style.top = (yy + 14) + 'px';
+    });
+    draw();
+    TS.charts.push({canvas: canvas});
+    parent.setAttribute('data-boxes', String(v.boxes.length));
+    parent.setAttribute('data-lanes', String(v.lanes.length));
+    // For the browser tests: the pointer over thread 1's last box (its
+    // tooltip), then one turn of the wheel, zooming in at the middle.
+    if (location.hash === '#timeline-test') {
+      const r = canvas.getBoundingClientRect();
+      const last = v.boxes.filter(b => b[0] === 0).pop();
+      canvas.dispatchEvent(new MouseEvent('mousemove', {
+          clientX: r.left + xOf(last[2] + last[3] / 2),
+          clientY: r.top + laneY[0] + last[1] * rowH + rowH / 2}));
+      canvas.dispatchEvent(new WheelEvent('wheel', {deltaY: -500, cancelable: true,
+          clientX: r.left + labelW + plotW / 2, clientY: r.top + axisH + 2}));
+    }
+    return true;
   },
   ms(v) { return v === null || v === undefined ? '' : (v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toFixed(3)); },
   palette: ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac', '#1b9e77', '#7570b3'],
@@ -176,10 +342,11 @@ std::string ScriptSafeJson(std::string_view json) {
   return out;
 }
 
-std::string Page(std::string_view title, std::string_view data_json, std::string_view script) {
+std::string Page(std::string_view title, std::string_view data_json, std::string_view script,
+                 std::string_view timeline_json) {
   const std::string safe_title = EscapeHtml(title);
   std::string page;
-  page.reserve(kChartJsSize + data_json.size() + script.size() + 16384);
+  page.reserve(kChartJsSize + data_json.size() + timeline_json.size() + script.size() + 16384);
   page += "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   page += "<meta name=\"generator\" content=\"trainscope html\">\n<title>";
   page += safe_title;
@@ -190,7 +357,13 @@ std::string Page(std::string_view title, std::string_view data_json, std::string
   page += "</h1>\n<div id=\"content\"></div>\n";
   page += "<script type=\"application/json\" id=\"trainscope-data\">";
   page += ScriptSafeJson(data_json);
-  page += "</script>\n<script>";
+  page += "</script>\n";
+  if (!timeline_json.empty()) {
+    page += "<script type=\"application/json\" id=\"trainscope-timeline\">";
+    page += ScriptSafeJson(timeline_json);
+    page += "</script>\n";
+  }
+  page += "<script>";
   page.append(reinterpret_cast<const char*>(kChartJs),
               kChartJsSize);  // Debian's chart.min.js holds no "</script"
   page += "</script>\n<script>";

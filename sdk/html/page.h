@@ -34,8 +34,11 @@ std::string ScriptSafeJson(std::string_view json);
 // The whole page: `title` (escaped) in <title> and the heading, the
 // shared style, `data_json` as the data element (made script-safe here),
 // Chart.js, the shared helpers (kCommonScript below) and `script`, the
-// page kind's own code. Cost: a copy of each (Chart.js is about 200 KB).
-std::string Page(std::string_view title, std::string_view data_json, std::string_view script);
+// page kind's own code. `timeline_json` (analysis::TimelineViewToJson's),
+// when not empty, is a second data element that TS.timeline draws. Cost: a
+// copy of each (Chart.js is about 200 KB).
+std::string Page(std::string_view title, std::string_view data_json, std::string_view script,
+                 std::string_view timeline_json = {});
 
 }  // namespace trainscope::html
 

@@ -271,7 +271,7 @@ if (s.count === 0) {
   steps.appendChild(TS.el('p', 'No step rows (' + d.steps_file + ').'));
 } else {
   const sets = d.phases.map((p, k) => ({label: p, data: s.phase_ms[p], stack: 'phases',
-      backgroundColor: TS.palette[k % TS.palette.length]}));
+      backgroundColor: d.phase_colors[k]}));
   if (s.per_bar > 1) {
     sets.push({type: 'line', label: 'slowest step', data: s.max_ms, borderColor: '#24292f',
                borderWidth: 1, pointRadius: 0});
@@ -288,7 +288,7 @@ if (s.count === 0) {
   idle.id = 'idle';
   // A cause named as a phase (eval, data_wait, ...) in that phase's colour.
   const causeColor = (c, k) => d.phases.indexOf(c) >= 0
-      ? TS.palette[d.phases.indexOf(c) % TS.palette.length]
+      ? d.phase_colors[d.phases.indexOf(c)]
       : TS.palette[(d.phases.length + k) % TS.palette.length];
   const causeSets = s.causes.map((c, k) => ({label: c, data: s.idle_ms[c], stack: 'idle',
       backgroundColor: causeColor(c, k)}));
@@ -296,6 +296,12 @@ if (s.count === 0) {
       options: {scales: {x: {stacked: true, title: {display: true, text: 'step'}},
                          y: {stacked: true, title: {display: true, text: 'idle ms per step'}}}}},
       'chart-idle');
+}
+
+const timeline = TS.section('A few steps on the timeline');
+timeline.id = 'timeline-section';
+if (!TS.timeline(timeline)) {
+  timeline.appendChild(TS.el('p', d.timeline_note, {id: 'no-timeline'}));
 }
 
 const g = d.gaps;
@@ -332,7 +338,9 @@ TS.table(phases, ['phase', 'steps', 'median ms', 'p90 ms', 'max ms', 'of step ti
 
 }  // namespace
 
-absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path) {
+absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path,
+                                    std::string_view timeline_json,
+                                    std::string_view timeline_note) {
   if (absl::Status need = NeedChartJs(); !need.ok()) return need;
   absl::StatusOr<Report> report = exporter::ReadReportFile(report_path);
   if (!report.ok()) return report.status();
@@ -371,6 +379,12 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
   }
   j.Key("phases").BeginArray();
   for (int p : phases) j.String(PhaseName(static_cast<Phase>(p)));
+  j.EndArray();
+  // Each phase in its NVTX colour, as in Nsight Systems and the timeline.
+  j.Key("phase_colors").BeginArray();
+  for (int p : phases) {
+    j.String(fmt::format("#{:06x}", PhaseColor(static_cast<Phase>(p)) & 0xFFFFFF));
+  }
   j.EndArray();
   j.Key("steps").BeginObject();
   j.Key("count").Int(bars.steps());
@@ -439,8 +453,9 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
     j.String(fmt::format("{:.3f}", p.max_ms)).String(Percent(p.share_of_steps)).EndArray();
   }
   j.EndArray();
+  j.Key("timeline_note").String(timeline_note);
   j.EndObject();
-  return Page(fmt::format("trainscope \u00b7 {}", r.run.name), j.str(), kRunScript);
+  return Page(fmt::format("trainscope \u00b7 {}", r.run.name), j.str(), kRunScript, timeline_json);
 }
 
 }  // namespace trainscope::html

@@ -3,7 +3,8 @@
 //
 // Sections: the baseline record with the verdict, the recommendation and
 // its next steps (docs links and the tune_* or experiment command that
-// would test it); per-step stacked bars of the phases (every step, or
+// would test it); a few steps on a zoomable timeline, from the run's
+// trace.json; per-step stacked bars of the phases (every step, or
 // buckets of consecutive steps with each bucket's fastest and slowest step
 // kept when there are more than kMaxBars); idle time per step split by its
 // top cause; the histogram of gap lengths; the longest gaps with step and
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -27,10 +29,14 @@ inline constexpr int64_t kMaxBars = 1000;
 // `steps_path` (empty, or a file that does not exist: the charts of steps
 // say there are none). Memory: the report and kMaxBars to 2 x kMaxBars
 // buckets of about 200 bytes; the steps file is streamed (a block at a
-// time). Cost: one pass over the steps file. Errors: the readers', naming
-// the file (and line) at fault; FailedPrecondition when this program was
-// built without Chart.js.
-absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path);
+// time). `timeline_json` is analysis::TimelineViewToJson's for the run's
+// trace; when it is empty the section says `timeline_note` instead (why
+// there is none). Cost: one pass over the steps file. Errors: the
+// readers', naming the file (and line) at fault; FailedPrecondition when
+// this program was built without Chart.js.
+absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path,
+                                    std::string_view timeline_json = {},
+                                    std::string_view timeline_note = {});
 
 }  // namespace trainscope::html
 

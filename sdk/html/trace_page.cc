@@ -39,6 +39,10 @@ TS.table(overview, ['field', 'value'], [
 ]).id = 'record';
 overview.setAttribute('data-kernels', String(e.kernels));
 
+const timeline = TS.section('A few steps on the timeline');
+timeline.id = 'timeline-section';
+if (!TS.timeline(timeline)) timeline.appendChild(TS.el('p', 'No timeline.', {id: 'no-timeline'}));
+
 const h = d.hta;
 const t = h.temporal_breakdown_us;
 const device = TS.section('Device time, by Holistic Trace Analysis\' rules',
@@ -91,12 +95,13 @@ TS.table(streams, ['device', 'stream', 'intervals', 'busy ms', 'busy share'],
 
 }  // namespace
 
-absl::StatusOr<std::string> TracePage(std::string_view trace_path, std::string_view analysis_json) {
+absl::StatusOr<std::string> TracePage(std::string_view trace_path, std::string_view analysis_json,
+                                      std::string_view timeline_json) {
   if (absl::Status need = NeedChartJs(); !need.ok()) return need;
   const size_t slash = trace_path.rfind('/');
   const std::string_view name =
       slash == std::string_view::npos ? trace_path : trace_path.substr(slash + 1);
-  return Page("trainscope \u00b7 " + std::string(name), analysis_json, kTraceScript);
+  return Page("trainscope \u00b7 " + std::string(name), analysis_json, kTraceScript, timeline_json);
 }
 
 }  // namespace trainscope::html
