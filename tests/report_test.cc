@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fmt/format.h"
+#include "sdk/export/rank_files.h"
 #include "sdk/export/report_fields.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
@@ -706,6 +707,47 @@ TEST(StepsFileTest, BadLinesAreNamedByFileAndLine) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(exporter::StepsFileForReport("out/report.json"), "out/steps.jsonl");
   EXPECT_EQ(exporter::StepsFileForReport("a/b/report-rank3.json"), "a/b/steps-rank3.jsonl");
+}
+
+// A distributed run's reports in rank order, rank2 before rank10, whether
+// side by side or a directory per rank; an unreadable directory is an
+// error code, never an exception. The trace beside a report follows its
+// name, and a gzipped one is found when only that exists.
+TEST(RankFilesTest, ReportsInRankOrderAndTheTraceBesideEach) {
+  TempDir dir;
+  for (const char* name : {"report-rank10.json", "report-rank2.json", "report-rank1.json",
+                           "report.json", "steps-rank2.jsonl", "report-rank3.txt"}) {
+    testing::WriteAll(dir.File(name), "{}");
+  }
+  std::filesystem::create_directory(dir.File("report-rank4.json"));  // not a file
+  std::error_code error;
+  std::vector<std::string> found = exporter::FindRankReports(dir.path(), &error);
+  EXPECT_FALSE(error);
+  EXPECT_EQ(found,
+            (std::vector<std::string>{dir.File("report-rank1.json"), dir.File("report-rank2.json"),
+                                      dir.File("report-rank10.json")}));
+  TempDir per_rank;
+  for (const char* rank : {"rank11", "rank9", "rank0"}) {
+    std::filesystem::create_directory(per_rank.File(rank));
+    testing::WriteAll(per_rank.File(std::string(rank) + "/report.json"), "{}");
+  }
+  found = exporter::FindRankReports(per_rank.path(), &error);
+  EXPECT_EQ(found, (std::vector<std::string>{per_rank.File("rank0/report.json"),
+                                             per_rank.File("rank9/report.json"),
+                                             per_rank.File("rank11/report.json")}));
+  found = exporter::FindRankReports(dir.File("missing"), &error);
+  EXPECT_TRUE(found.empty());
+  EXPECT_EQ(error, std::errc::no_such_file_or_directory);
+
+  EXPECT_EQ(exporter::TraceFileForReport(dir.File("report.json")), dir.File("trace.json"));
+  EXPECT_EQ(exporter::TraceFileForReport(dir.File("report-rank2.json")),
+            dir.File("trace-rank2.json"));
+  testing::WriteAll(dir.File("trace-rank2.json.gz"), "");
+  EXPECT_EQ(exporter::TraceFileForReport(dir.File("report-rank2.json")),
+            dir.File("trace-rank2.json.gz"));
+  testing::WriteAll(dir.File("trace-rank2.json"), "");
+  EXPECT_EQ(exporter::TraceFileForReport(dir.File("report-rank2.json")),
+            dir.File("trace-rank2.json"));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "fmt/format.h"
 #include "sdk/cli/commands.h"
 #include "sdk/export/report_json.h"
+#include "sdk/ground/files.h"
 #include "sdk/tuning/experiment.h"
 #include "sdk/tuning/statistics.h"
 #include "sdk/tuning/verdict.h"
@@ -34,15 +35,17 @@ bool IsReportName(const std::string& name) {
 std::vector<std::string> ReportFiles(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return {path};
+  // ground::ListDir and non-throwing checks: an entry that cannot be read
+  // is passed over, not a filesystem_error thrown.
   std::vector<std::string> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
-    if (e.is_regular_file() && IsReportName(e.path().filename().string())) {
-      files.push_back(e.path().string());
-    } else if (e.is_directory()) {
-      std::error_code inner;
-      for (const fs::directory_entry& f : fs::directory_iterator(e.path(), inner)) {
-        if (f.is_regular_file() && IsReportName(f.path().filename().string())) {
-          files.push_back(f.path().string());
+  for (const std::string& name : ground::ListDir(path)) {
+    const std::string entry = path + "/" + name;
+    if (IsReportName(name) && fs::is_regular_file(entry, ec)) {
+      files.push_back(entry);
+    } else if (fs::is_directory(entry, ec)) {
+      for (const std::string& inner : ground::ListDir(entry)) {
+        if (IsReportName(inner) && fs::is_regular_file(entry + "/" + inner, ec)) {
+          files.push_back(entry + "/" + inner);
         }
       }
     }

@@ -9,10 +9,11 @@
 
 namespace trainscope::exporter {
 
-// The report files of `dir`'s ranks, in name order: report-rank<R>.json in
-// it, and report.json or report-rank<R>.json one level down (a directory
-// per rank). `error` is set when `dir` cannot be listed. Cost: one listing
-// of `dir` and of each directory in it.
+// The report files of `dir`'s ranks, in name order with numbers as numbers
+// (rank2 before rank10): report-rank<R>.json in it, and report.json or
+// report-rank<R>.json one level down (a directory per rank). `error` is
+// set when `dir` cannot be listed (and cleared otherwise). Never throws.
+// Cost: one listing of `dir` and of each directory in it, a stat each.
 std::vector<std::string> FindRankReports(const std::string& dir, std::error_code* error);
 
 // The trace that goes with a report file: out/report.json -> out/trace.json,

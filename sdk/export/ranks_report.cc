@@ -1,10 +1,12 @@
 // `trainscope ranks DIR`: the straggler report. See trainscope/ranks.h.
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <filesystem>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "sdk/export/rank_files.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
+#include "sdk/ground/files.h"
 #include "sdk/ground/json_writer.h"
 #include "trainscope/ranks.h"
 
@@ -137,7 +140,40 @@ absl::StatusOr<std::string> RanksReport(const std::string& dir, RanksFormat form
 namespace exporter {
 namespace {
 
-namespace fs = std::filesystem;
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// "report-rank2.json" before "report-rank10.json": runs of digits compare
+// as numbers (then, for "01" and "1", as text), the rest as text.
+bool NaturalLess(std::string_view a, std::string_view b) {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      const size_t i0 = i, j0 = j;
+      while (i < a.size() && digit(a[i])) ++i;
+      while (j < b.size() && digit(b[j])) ++j;
+      std::string_view x = a.substr(i0, i - i0), y = b.substr(j0, j - j0);
+      x.remove_prefix(std::min(x.find_first_not_of('0'), x.size()));
+      y.remove_prefix(std::min(y.find_first_not_of('0'), y.size()));
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
+  return a < b;
+}
 
 bool IsRankReport(const std::string& name) {
   return name.size() > 16 && absl::StartsWith(name, "report-rank") && absl::EndsWith(name, ".json");
@@ -159,21 +195,28 @@ std::string TraceFileForReport(const std::string& report_path) {
 }
 
 std::vector<std::string> FindRankReports(const std::string& dir, std::error_code* error) {
+  *error = {};
+  // ground::ListDir and stat(2): nothing here throws, whatever the
+  // directory holds (std::filesystem's iterators throw on a failed step).
+  if (DIR* d = opendir(dir.c_str())) {
+    closedir(d);
+  } else {
+    *error = std::error_code(errno, std::generic_category());
+    return {};
+  }
   std::vector<std::string> found;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, *error)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && IsRankReport(name)) found.push_back(entry.path().string());
-    if (entry.is_directory()) {
-      std::error_code sub_error;
-      for (const fs::directory_entry& sub : fs::directory_iterator(entry.path(), sub_error)) {
-        const std::string sub_name = sub.path().filename().string();
-        if (sub.is_regular_file() && (sub_name == "report.json" || IsRankReport(sub_name))) {
-          found.push_back(sub.path().string());
-        }
+  for (const std::string& name : ground::ListDir(dir)) {
+    const std::string path = dir + "/" + name;
+    if (IsRegularFile(path) && IsRankReport(name)) found.push_back(path);
+    if (!IsDirectory(path)) continue;
+    for (const std::string& sub : ground::ListDir(path)) {
+      const std::string sub_path = path + "/" + sub;
+      if ((sub == "report.json" || IsRankReport(sub)) && IsRegularFile(sub_path)) {
+        found.push_back(sub_path);
       }
     }
   }
-  std::sort(found.begin(), found.end());
+  std::sort(found.begin(), found.end(), NaturalLess);
   return found;
 }
 
