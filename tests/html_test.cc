@@ -144,8 +144,9 @@ TEST(HtmlRunPageTest, DrawsEveryChartInChromiumAndShowsHostileNamesAsText) {
   EXPECT_NE(dom.find("<ul id=\"next-steps\"><li>"), std::string::npos);
   EXPECT_NE(dom.find("<a href=\"file://"), std::string::npos);
   // The timeline: three steps of the trace, the main thread's ranges
-  // nested (step, phase, the range in forward); zoomed in by the wheel;
-  // the pointer over the hostile range shows its name as text.
+  // nested (step, phase, the range in forward); zoomed in by Ctrl + wheel
+  // (a plain wheel scrolls the page); the pointer over the hostile range
+  // shows its name as text.
   EXPECT_EQ(Attribute(dom, "data-lanes"), "1");
   EXPECT_NE(Attribute(dom, "data-boxes"), "");
   EXPECT_GE(std::stoi(Attribute(dom, "data-boxes")), 3 * 4);
@@ -155,6 +156,7 @@ TEST(HtmlRunPageTest, DrawsEveryChartInChromiumAndShowsHostileNamesAsText) {
   const size_t window = text.find("\"window_us\":");
   ASSERT_NE(window, std::string::npos);
   const double full = std::stod(text.substr(window + 12));
+  EXPECT_EQ(Attribute(dom, "data-plain-wheel"), "left to the page") << "it scrolls the page";
   EXPECT_GT(from, 0) << view;
   EXPECT_LT(to - from, 0.8 * full) << view << " of " << full;
   EXPECT_NE(dom.find("<div class=\"tip\" id=\"timeline-tip\" style=\"display: block;"),

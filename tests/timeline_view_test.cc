@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fmt/format.h"
 #include "sdk/analyze/analyze.h"
 #include "sdk/kineto/trace_import.h"
 
@@ -100,7 +101,7 @@ TEST(TimelineViewTest, FewerStepsInARowOrNoneAtAll) {
   view = CutTimelineView(none.t);
   EXPECT_TRUE(view.steps.empty());
   EXPECT_EQ(view.start_ns, 5 * kMs);
-  EXPECT_EQ(view.end_ns, 91 * kMs);
+  EXPECT_EQ(view.end_ns, 91 * kMs + 1) << "the last interval's end inside";
   EXPECT_EQ(view.boxes.size(), 2u);
   EXPECT_NE(view.choice.find("marks no steps"), std::string::npos);
 
@@ -166,7 +167,7 @@ TEST(TimelineViewTest, MergesShortNeighboursAndCountsWhatItLeavesOut) {
   }
   b.Add(b.stream, 7 * kMs, 9 * kMs, IntervalKind::kKernel, "long");
   TimelineViewOptions options;
-  options.resolution = 1000;  // 10 us in a 10 ms window
+  options.resolution = 2;  // 5 ms in a 10 ms window: the short ones start within 5 ms
   options.max_depth = 2;
   b.Add(b.host, 1 * kMs, 2 * kMs, IntervalKind::kRuntimeCall, "too deep");
   TimelineView view = CutTimelineView(b.t, options);
@@ -184,16 +185,29 @@ TEST(TimelineViewTest, MergesShortNeighboursAndCountsWhatItLeavesOut) {
   EXPECT_EQ(stream_boxes[1].merged, 1u);
   EXPECT_EQ(view.names[stream_boxes[1].name], "long");
 
+  // At 10 us (resolution 1000) a group spans at most 10 us: two of the
+  // kernels 5 us apart.
+  options.resolution = 1000;
+  view = CutTimelineView(b.t, options);
+  int64_t groups = 0;
+  for (const ViewBox& box : view.boxes) {
+    if (!view.lanes[box.lane].device || box.merged == 1) continue;
+    EXPECT_EQ(box.merged, 2u);
+    ++groups;
+  }
+  EXPECT_EQ(groups, 500);
+
   // At a finer resolution nothing merges, until the boxes pass max_boxes:
-  // then the resolution halves until they fit.
+  // then the resolution halves until they fit, and no further (a halving
+  // about halves the boxes: a cliff would leave a handful).
   options.resolution = 1'000'000;
   view = CutTimelineView(b.t, options);
   EXPECT_EQ(view.boxes.size(), 1u + 1u + 1001u);
   options.max_boxes = 100;
   view = CutTimelineView(b.t, options);
   EXPECT_LE(view.boxes.size(), 100u);
+  EXPECT_GE(view.boxes.size(), 25u);
   EXPECT_LT(view.resolution, 1'000'000);
-  EXPECT_GE(view.resolution, 1);
 
   options = TimelineViewOptions{};
   options.max_lanes = 1;
@@ -237,11 +251,72 @@ TEST(TimelineViewTest, AMillionIntervalsStayWithinMaxBoxes) {
   EXPECT_EQ(view.lanes_dropped, 6);
   EXPECT_GT(view.ranges_dropped, 0);
   EXPECT_LE(view.boxes.size(), 50'000u);
+  EXPECT_GE(view.boxes.size(), 50'000u / 4) << "resolution " << view.resolution;
   const std::string json = TimelineViewToJson(view);
-  EXPECT_LE(json.size(), 50'000u * 40) << json.size();
+  EXPECT_LE(json.size(), 2000 + view.boxes.size() * 60) << json.size();
   int64_t shown = 0;
   for (const ViewBox& box : view.boxes) shown += box.merged;
   EXPECT_EQ(shown + view.ranges_dropped, view.intervals);
+}
+
+// What the input may hold: a range that overlaps its neighbour partly
+// (the next ones use the first free row, not a row below it), a numbering
+// that restarts (another step, not the same one), the steps after the
+// warm-up preferred, times at the ends of what a trace may hold (no
+// overflow), and more name bytes than the view keeps.
+TEST(TimelineViewTest, PartialOverlapsRestartsWarmUpExtremesAndManyNames) {
+  Builder overlap;
+  overlap.Add(overlap.stream, 0, 100, IntervalKind::kKernel, "a");
+  overlap.Add(overlap.stream, 50, 1000, IntervalKind::kKernel, "b");
+  overlap.Add(overlap.stream, 200, 300, IntervalKind::kKernel, "c");
+  TimelineView view = CutTimelineView(overlap.t);
+  ASSERT_EQ(view.boxes.size(), 3u);
+  EXPECT_EQ(view.lanes[0].rows, 2);
+  EXPECT_EQ(view.names[view.boxes[1].name], "c");
+  EXPECT_EQ(view.boxes[1].row, 0) << "row 0 is free again at 200";
+
+  Builder restart;
+  TimestampNs at = restart.Steps(0, {10, 10, 10}, 0);
+  restart.Steps(0, {20, 20, 20, 20}, at + 5 * kMs);
+  view = CutTimelineView(restart.t);
+  EXPECT_EQ(view.steps_in_timeline, 7);
+  // Runs: 0-2 (30 ms), then 0-2 and 1-3 of the second numbering (60 ms).
+  EXPECT_NE(view.choice.find("of 3 runs"), std::string::npos) << view.choice;
+
+  Builder warm;
+  warm.Steps(0, {50, 50, 50, 10, 10, 10, 10, 10, 10, 10}, 0);
+  TimelineViewOptions options;
+  options.steady_from_step = 5;
+  view = CutTimelineView(warm.t, options);
+  EXPECT_EQ(view.steps.front().step, 6) << view.choice;  // of 5-7, 6-8, 7-9
+  EXPECT_NE(view.choice.find("of 3 after the warm-up (of 8)"), std::string::npos) << view.choice;
+  options.steady_from_step = 50;
+  view = CutTimelineView(warm.t, options);
+  EXPECT_NE(view.choice.find("None of them after the warm-up"), std::string::npos) << view.choice;
+
+  Builder far;
+  far.Add(far.stream, -ground::kMaxTraceNanos + 1, -ground::kMaxTraceNanos + 1000,
+          IntervalKind::kKernel, "first");
+  far.Add(far.stream, ground::kMaxTraceNanos - 1000, ground::kMaxTraceNanos - 1,
+          IntervalKind::kKernel, "last");
+  view = CutTimelineView(far.t);  // UBSan (the asan build) checks the arithmetic
+  EXPECT_EQ(view.boxes.size(), 2u);
+  EXPECT_NE(TimelineViewToJson(view).find("\"window_us\":"), std::string::npos);
+
+  Builder named;
+  named.Steps(0, {1000}, 0);
+  for (int i = 0; i < 4000; ++i) {
+    named.Add(named.stream, i * 100'000, i * 100'000 + 50'000, IntervalKind::kKernel,
+              fmt::format("{:0>150}", i));
+  }
+  options = TimelineViewOptions{};
+  options.max_name_total_bytes = 100'000;
+  view = CutTimelineView(named.t, options);
+  size_t bytes = 0;
+  for (const std::string& n : view.names) bytes += n.size();
+  EXPECT_LE(bytes, 100'000u + 64);
+  EXPECT_GT(view.names_dropped, 3000);
+  EXPECT_EQ(std::count(view.names.begin(), view.names.end(), "kernel"), 1);
 }
 
 // Names: cut at a UTF-8 boundary, and the JSON is valid whatever they hold.
@@ -267,7 +342,7 @@ TEST(TimelineViewTest, JsonIsValidForHostileAndLongNames) {
   for (const std::string& n : names) {
     if (n.rfind("\xc3\xa9", 0) != 0) continue;
     cut = true;
-    EXPECT_EQ(n.size(), 160u + 3u);  // 80 whole é, then "…"
+    EXPECT_EQ(n.size(), 156u + 3u);  // 78 whole é, then "…" (at most 160)
     EXPECT_EQ(n.substr(n.size() - 3), "\u2026");
   }
   EXPECT_TRUE(cut);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -21,14 +22,28 @@ using ground::TrackKind;
 
 constexpr std::string_view kClassNames[kViewClassCount - kPhaseCount] = {
     "step", "cuda_call", "cuda_sync", "kernel", "memcpy", "memset"};
+// Apart from the phases' colours, so that the key never shows a pair.
 constexpr uint32_t kClassColors[kViewClassCount - kPhaseCount] = {
     0xD8DEE4,  // step: light grey, under its phases
-    0x9C9C9C,  // CUDA call
-    0xE15759,  // synchronisation: red, the host waits
-    0x4E79A7,  // kernel
-    0xF28E2B,  // memcpy
-    0xB07AA1,  // memset
+    0x6E7781,  // CUDA call: dark grey
+    0x8B0000,  // synchronisation: dark red, the host waits
+    0x1F3A68,  // kernel: navy
+    0xD95F02,  // memcpy: burnt orange
+    0xE7298A,  // memset: magenta
 };
+
+// a - b and a + b, saturated: trace times reach +-2^53 us (about 9e18 ns),
+// where a difference no longer fits.
+TimestampNs Sub(TimestampNs a, TimestampNs b) {
+  TimestampNs r;
+  if (!__builtin_sub_overflow(a, b, &r)) return r;
+  return b < 0 ? std::numeric_limits<TimestampNs>::max() : std::numeric_limits<TimestampNs>::min();
+}
+TimestampNs Add(TimestampNs a, TimestampNs b) {
+  TimestampNs r;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? std::numeric_limits<TimestampNs>::max() : std::numeric_limits<TimestampNs>::min();
+}
 
 uint8_t ClassOf(const Interval& iv) {
   switch (iv.kind) {
@@ -52,12 +67,14 @@ uint8_t ClassOf(const Interval& iv) {
   return static_cast<uint8_t>(phase < kPhaseCount ? phase : static_cast<unsigned>(Phase::kOther));
 }
 
-// `name` cut to at most `limit` bytes, not inside a UTF-8 sequence.
+// `name` in at most `limit` bytes: cut, not inside a UTF-8 sequence, and
+// marked with "…" (3 bytes).
 std::string CutName(std::string_view name, size_t limit) {
   if (name.size() <= limit) return std::string(name);
-  size_t end = limit;
+  constexpr std::string_view kMark = "\u2026";
+  size_t end = limit > kMark.size() ? limit - kMark.size() : 0;
   while (end > 0 && (static_cast<unsigned char>(name[end]) & 0xC0) == 0x80) --end;
-  return std::string(name.substr(0, end)) + "\u2026";
+  return std::string(name.substr(0, end)).append(limit >= kMark.size() ? kMark : "");
 }
 
 struct Window {
@@ -68,7 +85,8 @@ struct Window {
 };
 
 // The median run of `want` consecutive steps (see the header).
-Window ChooseWindow(const Timeline& timeline, int want) {
+Window ChooseWindow(const Timeline& timeline, const TimelineViewOptions& options) {
+  const int want = std::max(1, options.steps);
   std::vector<ViewStep> steps;
   TimestampNs first = 0, last = 0;
   bool any = false;
@@ -82,44 +100,74 @@ Window ChooseWindow(const Timeline& timeline, int want) {
   std::sort(steps.begin(), steps.end(), [](const ViewStep& a, const ViewStep& b) {
     return std::tie(a.start_ns, a.step) < std::tie(b.start_ns, b.step);
   });
-  // One step per index (a step recorded on two threads counts once).
-  absl::flat_hash_set<int64_t> seen;
+  // A step recorded on two threads at once counts once; an index that
+  // comes again later (a numbering restarted) is another step.
+  absl::flat_hash_map<int64_t, TimestampNs> kept_end;
   steps.erase(std::remove_if(steps.begin(), steps.end(),
-                             [&](const ViewStep& s) { return !seen.insert(s.step).second; }),
+                             [&](const ViewStep& s) {
+                               auto [it, added] = kept_end.try_emplace(s.step, s.end_ns);
+                               if (added || it->second <= s.start_ns) {
+                                 it->second = s.end_ns;
+                                 return false;
+                               }
+                               return true;
+                             }),
               steps.end());
   w.steps_in_timeline = static_cast<int64_t>(steps.size());
   if (steps.empty()) {
     w.start = first;
-    w.end = last;
+    w.end = Add(last, 1);  // the last interval, if it takes no time, inside
     w.choice = "The whole trace: it marks no steps.";
     return w;
   }
-  // run[i]: consecutive indices from steps[i] on, in time order.
+  // run[i]: steps from steps[i] on with consecutive indices, each starting
+  // within one of its predecessor's lengths after it ended (not across a
+  // gap between trace windows).
   std::vector<int> run(steps.size(), 1);
   for (size_t i = steps.size() - 1; i-- > 0;) {
-    if (steps[i + 1].step == steps[i].step + 1) run[i] = run[i + 1] + 1;
+    const ViewStep& a = steps[i];
+    const ViewStep& b = steps[i + 1];
+    if (b.step == a.step + 1 && b.start_ns <= Add(a.end_ns, Sub(a.end_ns, a.start_ns))) {
+      run[i] = run[i + 1] + 1;
+    }
   }
   const int longest = *std::max_element(run.begin(), run.end());
   const int k = std::max(1, std::min(want, longest));
-  std::vector<std::pair<TimestampNs, size_t>> candidates;
+  std::vector<std::pair<TimestampNs, size_t>> candidates, steady;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (run[i] >= k) candidates.emplace_back(steps[i + k - 1].end_ns - steps[i].start_ns, i);
+    if (run[i] < k) continue;
+    candidates.emplace_back(Sub(steps[i + k - 1].end_ns, steps[i].start_ns), i);
+    if (steps[i].step >= options.steady_from_step) steady.push_back(candidates.back());
   }
+  // After the warm-up, where the trace has runs there.
+  const bool prefer = options.steady_from_step != std::numeric_limits<int64_t>::min();
+  const size_t all = candidates.size();
+  const bool after_warmup = prefer && !steady.empty() && steady.size() < all;
+  const bool none_after = prefer && steady.empty();
+  if (after_warmup) candidates = std::move(steady);
   std::sort(candidates.begin(), candidates.end());
   const size_t at = candidates[(candidates.size() - 1) / 2].second;
   w.steps.assign(steps.begin() + static_cast<ptrdiff_t>(at),
                  steps.begin() + static_cast<ptrdiff_t>(at) + k);
   w.start = w.steps.front().start_ns;
-  w.end = w.steps.back().end_ns;
+  w.end = w.steps.front().end_ns;
   for (const ViewStep& s : w.steps) w.end = std::max(w.end, s.end_ns);
-  w.choice = k == 1 ? fmt::format("Step {}: the median of {} steps by time.", w.steps[0].step,
-                                  candidates.size())
+  const std::string of = after_warmup
+                             ? fmt::format("{} after the warm-up (of {})", candidates.size(), all)
+                             : std::to_string(all);
+  w.choice = k == 1 ? fmt::format("Step {}: the median of {} steps by time.", w.steps[0].step, of)
                     : fmt::format(
                           "Steps {} to {}: of {} runs of {} consecutive steps, the median "
                           "by time.",
-                          w.steps.front().step, w.steps.back().step, candidates.size(), k);
+                          w.steps.front().step, w.steps.back().step, of, k);
   if (k < want) {
     w.choice += fmt::format(" (No {} steps in a row in this trace.)", want);
+  }
+  if (none_after) {
+    w.choice += fmt::format(
+        " (None of them after the warm-up: the trace keeps no run from "
+        "step {} on.)",
+        options.steady_from_step);
   }
   return w;
 }
@@ -136,7 +184,7 @@ TimestampNs DeviceEnd(const Timeline& timeline, const Window& w) {
   }
   TimestampNs end = w.end;
   if (launched.empty()) return end;
-  const TimestampNs limit = w.end + (w.end - w.start);
+  const TimestampNs limit = Add(w.end, Sub(w.end, w.start));
   for (const Interval& iv : timeline.intervals()) {
     if (ground::IsDeviceKind(iv.kind) && iv.value > 0 && launched.contains(iv.value)) {
       end = std::max(end, std::min(iv.end_ns, limit));
@@ -145,33 +193,43 @@ TimestampNs DeviceEnd(const Timeline& timeline, const Window& w) {
   return end;
 }
 
-// Boxes of one row (intervals in start order) at `min_ns`, appended.
-void ReduceRow(const std::vector<const Interval*>& row, uint32_t lane, uint16_t row_index,
-               TimestampNs start, TimestampNs end, TimestampNs min_ns,
-               std::vector<std::pair<ViewBox, const Interval*>>* out) {
+// The boxes of one row (intervals in start order) at `min_ns`, to `emit`
+// (box, its longest member), or only counted when `emit` is null. A box is
+// an interval that shows at least `min_ns` of itself in the window, or a
+// group of shorter ones that start within `min_ns` of the group's first:
+// so a row of span S holds at most about 2 x S / min_ns boxes, and halving
+// the resolution about halves them.
+template <typename Emit>
+size_t ReduceRow(const std::vector<const Interval*>& row, uint32_t lane, uint16_t row_index,
+                 TimestampNs start, TimestampNs end, TimestampNs min_ns, Emit* emit) {
+  size_t boxes = 0;
   ViewBox group;
   const Interval* longest = nullptr;
   TimestampNs longest_ns = -1;
   auto flush = [&] {
     if (longest == nullptr) return;
-    out->emplace_back(group, longest);
+    ++boxes;
+    if (emit != nullptr) (*emit)(group, longest);
     longest = nullptr;
     longest_ns = -1;
   };
   for (const Interval* iv : row) {
-    const TimestampNs shown = std::min(iv->end_ns, end) - std::max(iv->start_ns, start);
+    const TimestampNs shown = Sub(std::min(iv->end_ns, end), std::max(iv->start_ns, start));
     if (shown >= min_ns) {
       flush();
-      ViewBox box;
-      box.start_ns = iv->start_ns;
-      box.end_ns = iv->end_ns;
-      box.lane = lane;
-      box.row = row_index;
-      box.view_class = ClassOf(*iv);
-      out->emplace_back(box, iv);
+      ++boxes;
+      if (emit != nullptr) {
+        ViewBox box;
+        box.start_ns = iv->start_ns;
+        box.end_ns = iv->end_ns;
+        box.lane = lane;
+        box.row = row_index;
+        box.view_class = ClassOf(*iv);
+        (*emit)(box, iv);
+      }
       continue;
     }
-    if (longest != nullptr && iv->start_ns - group.end_ns < min_ns) {
+    if (longest != nullptr && iv->start_ns < Add(group.start_ns, min_ns)) {
       group.end_ns = std::max(group.end_ns, iv->end_ns);
       ++group.merged;
     } else {
@@ -182,13 +240,14 @@ void ReduceRow(const std::vector<const Interval*>& row, uint32_t lane, uint16_t 
       group.lane = lane;
       group.row = row_index;
     }
-    if (iv->duration_ns() > longest_ns) {
+    if (shown > longest_ns) {
       longest = iv;
-      longest_ns = iv->duration_ns();
+      longest_ns = shown;
       group.view_class = ClassOf(*iv);
     }
   }
   flush();
+  return boxes;
 }
 
 }  // namespace
@@ -219,14 +278,14 @@ TimelineView CutTimelineView(const Timeline& timeline, const TimelineViewOptions
     view.choice = "The trace holds no intervals.";
     return view;
   }
-  const Window w = ChooseWindow(timeline, std::max(1, options.steps));
+  const Window w = ChooseWindow(timeline, options);
   view.start_ns = w.start;
-  view.end_ns = std::max(DeviceEnd(timeline, w), w.start + 1);
+  view.end_ns = std::max(w.steps.empty() ? w.end : DeviceEnd(timeline, w), Add(w.start, 1));
   view.choice = w.choice;
   view.steps = w.steps;
   view.steps_in_timeline = w.steps_in_timeline;
 
-  // The window's intervals by track; host threads first, then streams.
+  // The window's intervals by track.
   const auto& tracks = timeline.tracks();
   std::vector<std::vector<const Interval*>> by_track(tracks.size());
   for (const Interval& iv : timeline.intervals()) {
@@ -235,79 +294,110 @@ TimelineView CutTimelineView(const Timeline& timeline, const TimelineViewOptions
         (iv.end_ns > view.start_ns || (iv.end_ns == iv.start_ns && iv.start_ns >= view.start_ns));
     if (inside && iv.track < tracks.size()) by_track[iv.track].push_back(&iv);
   }
-  std::vector<uint32_t> order;
+  // Lanes: host threads (as the timeline added them), then streams (by
+  // device, stream); past max_lanes, each kind keeps at least half.
+  std::vector<uint32_t> host, device;
   for (uint32_t t = 0; t < tracks.size(); ++t) {
-    if (!by_track[t].empty()) order.push_back(t);
+    if (by_track[t].empty()) continue;
+    (tracks[t].kind == TrackKind::kDeviceStream ? device : host).push_back(t);
   }
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    const bool da = tracks[a].kind == TrackKind::kDeviceStream;
-    const bool db = tracks[b].kind == TrackKind::kDeviceStream;
-    if (da != db) return db;
-    if (!da) return false;  // host threads as the timeline added them
-    return std::tie(tracks[a].pid, tracks[a].tid) < std::tie(tracks[b].pid, tracks[b].tid);
+  std::sort(device.begin(), device.end(), [&](uint32_t a, uint32_t b) {
+    return std::tie(tracks[a].pid, tracks[a].tid, a) < std::tie(tracks[b].pid, tracks[b].tid, b);
   });
-  if (order.size() > static_cast<size_t>(std::max(1, options.max_lanes))) {
-    view.lanes_dropped = static_cast<int64_t>(order.size()) - std::max(1, options.max_lanes);
-    order.resize(static_cast<size_t>(std::max(1, options.max_lanes)));
-  }
+  const size_t lanes = static_cast<size_t>(std::max(1, options.max_lanes));
+  const size_t hosts =
+      std::min(host.size(), std::max(lanes - std::min(lanes, device.size()), (lanes + 1) / 2));
+  const size_t devices = std::min(device.size(), lanes - hosts);
+  std::vector<uint32_t> order(host.begin(), host.begin() + static_cast<ptrdiff_t>(hosts));
+  order.insert(order.end(), device.begin(), device.begin() + static_cast<ptrdiff_t>(devices));
+  view.lanes_dropped = static_cast<int64_t>(host.size() + device.size() - order.size());
 
-  // Rows: nesting depth on a stack of ends (parents first: by start, then
-  // the longer first); a row's intervals never overlap.
-  const int max_depth = std::max(1, options.max_depth);
+  // Rows: each interval (parents first: by start, then the longer first)
+  // on the lowest row free at its start, so a range sits below the ranges
+  // it is nested in; a row's intervals never overlap.
+  const size_t max_depth = static_cast<size_t>(std::max(1, options.max_depth));
   std::vector<std::vector<std::vector<const Interval*>>> rows(order.size());
+  std::vector<TimestampNs> row_end;
   for (size_t l = 0; l < order.size(); ++l) {
-    std::vector<const Interval*>& ivs = by_track[order[l]];
+    std::vector<const Interval*> ivs = std::move(by_track[order[l]]);
+    by_track[order[l]] = {};
     view.intervals += static_cast<int64_t>(ivs.size());
     std::stable_sort(ivs.begin(), ivs.end(), [](const Interval* a, const Interval* b) {
       if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
       return a->end_ns > b->end_ns;
     });
-    std::vector<TimestampNs> open;  // ends of the enclosing intervals
+    row_end.clear();
     for (const Interval* iv : ivs) {
-      while (!open.empty() && open.back() <= iv->start_ns) open.pop_back();
-      // A partial overlap (it ends after its "parent") goes below it too.
-      const size_t depth = open.size();
-      if (depth >= static_cast<size_t>(max_depth)) {
+      size_t r = 0;
+      while (r < row_end.size() && row_end[r] > iv->start_ns) ++r;
+      if (r == max_depth) {
         ++view.ranges_dropped;
         continue;
       }
-      if (rows[l].size() <= depth) rows[l].resize(depth + 1);
-      rows[l][depth].push_back(iv);
-      open.push_back(iv->end_ns);
+      if (r == row_end.size()) {
+        row_end.push_back(iv->end_ns);
+        rows[l].emplace_back();
+      }
+      // A zero-length interval holds its row for no time.
+      row_end[r] = std::max(iv->end_ns, iv->start_ns);
+      rows[l][r].push_back(iv);
     }
     const ground::Track& track = tracks[order[l]];
     view.lanes.push_back({CutName(track.name, options.max_name_bytes),
                           track.kind == TrackKind::kDeviceStream,
                           std::max(1, static_cast<int>(rows[l].size()))});
   }
+  by_track.clear();
+  by_track.shrink_to_fit();
 
-  // Merge short neighbours, coarser until the boxes fit.
-  std::vector<std::pair<ViewBox, const Interval*>> boxes;
+  // The finest resolution whose boxes fit, counted first, then built.
+  const TimestampNs span = Sub(view.end_ns, view.start_ns);
   int resolution = std::max(1, options.resolution);
-  const TimestampNs span = view.end_ns - view.start_ns;
+  auto min_ns_at = [&](int r) { return std::max<TimestampNs>(1, span / r); };
+  using NoEmit = void (*)(const ViewBox&, const Interval*);
   for (;;) {
-    boxes.clear();
-    const TimestampNs min_ns = std::max<TimestampNs>(1, span / resolution);
+    size_t boxes = 0;
     for (size_t l = 0; l < rows.size(); ++l) {
       for (size_t r = 0; r < rows[l].size(); ++r) {
-        ReduceRow(rows[l][r], static_cast<uint32_t>(l), static_cast<uint16_t>(r), view.start_ns,
-                  view.end_ns, min_ns, &boxes);
+        boxes += ReduceRow<NoEmit>(rows[l][r], 0, 0, view.start_ns, view.end_ns,
+                                   min_ns_at(resolution), nullptr);
       }
     }
-    if (boxes.size() <= static_cast<size_t>(std::max(0, options.max_boxes)) || resolution == 1) {
-      break;
-    }
+    if (boxes <= static_cast<size_t>(std::max(0, options.max_boxes)) || resolution == 1) break;
     resolution /= 2;
   }
   view.resolution = resolution;
 
-  absl::flat_hash_map<uint32_t, uint32_t> names;  // timeline's id -> view's
-  view.boxes.reserve(boxes.size());
-  for (auto& [box, longest] : boxes) {
-    auto [it, added] = names.try_emplace(longest->name, static_cast<uint32_t>(view.names.size()));
-    if (added) view.names.push_back(CutName(timeline.name(longest->name), options.max_name_bytes));
-    box.name = it->second;
+  // Names: each once; past max_name_total_bytes, a box is named by its class.
+  absl::flat_hash_map<uint32_t, uint32_t> names;       // timeline's id -> view's
+  absl::flat_hash_map<uint8_t, uint32_t> class_names;  // class -> view's
+  size_t name_bytes = 0;
+  auto emit = [&](ViewBox box, const Interval* longest) {
+    auto it = names.find(longest->name);
+    if (it != names.end()) {
+      box.name = it->second;
+    } else {
+      std::string name = CutName(timeline.name(longest->name), options.max_name_bytes);
+      if (name_bytes + name.size() <= options.max_name_total_bytes) {
+        name_bytes += name.size();
+        box.name = static_cast<uint32_t>(view.names.size());
+        names.emplace(longest->name, box.name);
+        view.names.push_back(std::move(name));
+      } else {
+        ++view.names_dropped;
+        auto [c, added] =
+            class_names.try_emplace(box.view_class, static_cast<uint32_t>(view.names.size()));
+        if (added) view.names.emplace_back(ViewClassName(box.view_class));
+        box.name = c->second;
+      }
+    }
     view.boxes.push_back(box);
+  };
+  for (size_t l = 0; l < rows.size(); ++l) {
+    for (size_t r = 0; r < rows[l].size(); ++r) {
+      ReduceRow(rows[l][r], static_cast<uint32_t>(l), static_cast<uint16_t>(r), view.start_ns,
+                view.end_ns, min_ns_at(resolution), &emit);
+    }
   }
   return view;
 }
@@ -315,14 +405,15 @@ TimelineView CutTimelineView(const Timeline& timeline, const TimelineViewOptions
 std::string TimelineViewToJson(const TimelineView& view) {
   // The difference first: a trace's times (ns since 1970) are past a
   // double's whole numbers.
-  auto us = [&](TimestampNs ns) { return static_cast<double>(ns - view.start_ns) / 1000.0; };
+  auto us = [&](TimestampNs ns) { return static_cast<double>(Sub(ns, view.start_ns)) / 1000.0; };
   std::string out = "{\"choice\":";
   ground::AppendJsonString(&out, view.choice);
   fmt::format_to(std::back_inserter(out),
                  ",\"window_us\":{:.3f},\"steps_in_trace\":{},\"intervals\":{},"
-                 "\"lanes_dropped\":{},\"ranges_dropped\":{},\"resolution\":{},\"steps\":[",
+                 "\"lanes_dropped\":{},\"ranges_dropped\":{},\"names_dropped\":{},"
+                 "\"resolution\":{},\"steps\":[",
                  us(view.end_ns), view.steps_in_timeline, view.intervals, view.lanes_dropped,
-                 view.ranges_dropped, view.resolution);
+                 view.ranges_dropped, view.names_dropped, view.resolution);
   for (size_t i = 0; i < view.steps.size(); ++i) {
     const ViewStep& s = view.steps[i];
     fmt::format_to(std::back_inserter(out), "{}[{},{:.3f},{:.3f}]", i ? "," : "", s.step,
@@ -349,8 +440,9 @@ std::string TimelineViewToJson(const TimelineView& view) {
   for (size_t i = 0; i < view.boxes.size(); ++i) {
     const ViewBox& b = view.boxes[i];
     fmt::format_to(std::back_inserter(out), "{}[{},{},{:.3f},{:.3f},{},{},{}]", i ? "," : "",
-                   b.lane, b.row, us(b.start_ns), (b.end_ns - b.start_ns) / 1000.0, b.name,
-                   b.view_class, b.merged);
+                   b.lane, b.row, us(b.start_ns),
+                   static_cast<double>(Sub(b.end_ns, b.start_ns)) / 1000.0, b.name, b.view_class,
+                   b.merged);
   }
   out += "]}";
   return out;

@@ -5,29 +5,37 @@
 //   TimelineView view = CutTimelineView(imported.timeline);
 //   std::string json = TimelineViewToJson(view);  // `trainscope html`'s timeline
 //
-// Which steps: of every run of `steps` consecutive step indices, the one
-// whose time (first start to last end) is the median: a typical stretch,
-// not the warm-up nor the slowest. A trace without steps is shown whole.
-// The window ends at the last step's end, or later, where the device work
-// its CUDA calls launched ends (at most one window's length later).
+// Which steps: of every run of `steps` consecutive step indices (each
+// starting within one step's length of the one before: not across the gap
+// between two trace windows), the one whose time (first start to last end)
+// is the median: a typical stretch, not the slowest. With
+// `steady_from_step`, the runs that start there or later, when the trace
+// has any (a run's page passes its report's end of warm-up). A trace
+// without steps is shown whole. The window ends at the last step's end, or
+// later, where the device work its CUDA calls launched ends (at most one
+// window's length later).
 //
-// Reduction: each host thread's ranges are stacked by nesting (a step, its
-// phases, the CUDA calls in them), each device stream's work on its own row
-// (or more where it overlaps). On each row an interval shorter than the
-// window / `resolution` is merged with its short neighbours closer than
-// that into one box ("37 kernels"), named after its longest member. When
-// the boxes would be more than `max_boxes`, the resolution halves until
-// they fit.
+// Reduction: each lane's intervals go, parents first, on the lowest row
+// free at their start (a host thread's step, its phases, the CUDA calls in
+// them; a device stream's work, more rows where it overlaps), at most
+// `max_depth` rows. On each row an interval that shows less than window /
+// resolution of itself is merged with the short ones that start within that
+// time of it into one box ("37x name" on the page), named after the member
+// that shows the most. A row of the window holds at most about 2 x
+// resolution boxes; while all of them would be more than `max_boxes`, the
+// resolution halves (counted first, built once).
 //
-// Memory: the cut points at the intervals in the window (8 bytes each; a
-// few steps' worth of the timeline); the view holds at most
-// max(max_boxes, 3 x max_lanes x max_depth) boxes of 40 bytes, their names
-// (at most max_name_bytes each) and one lane per track shown.
+// Memory: 8 bytes for each interval in the window (a few steps' worth of
+// the timeline; a trace without steps is all window) while it is cut; the
+// view holds at most max(max_boxes, 2 x max_lanes x max_depth) boxes of 32
+// bytes, names of at most max_name_total_bytes in all (past it a box is
+// named by its class), and one lane per track shown.
 #ifndef TRAINSCOPE_SDK_ANALYSIS_TIMELINE_VIEW_H_
 #define TRAINSCOPE_SDK_ANALYSIS_TIMELINE_VIEW_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,12 +45,15 @@
 namespace trainscope::analysis {
 
 struct TimelineViewOptions {
-  int steps = 3;                // consecutive steps shown
-  int resolution = 200000;      // boxes a row may keep across the window, about
-  int max_boxes = 50000;        // in the whole view (see the memory bound above)
-  int max_lanes = 64;           // tracks shown: host threads first, then streams
-  int max_depth = 8;            // rows of nested ranges per host thread
-  size_t max_name_bytes = 160;  // longer names are cut (at a UTF-8 boundary)
+  int steps = 3;  // consecutive steps shown
+  // Steps from here on are past the warm-up (see above); the lowest: none.
+  int64_t steady_from_step = std::numeric_limits<int64_t>::min();
+  int resolution = 200000;                  // the finest: boxes under window / resolution merge
+  int max_boxes = 50000;                    // in the whole view (see the memory bound above)
+  int max_lanes = 64;                       // host threads, then streams; each kind keeps half
+  int max_depth = 8;                        // rows per lane
+  size_t max_name_bytes = 160;              // longer names are cut (UTF-8 safe), "…" included
+  size_t max_name_total_bytes = 128 << 10;  // all the names the view keeps
 };
 
 // What a box is, for its colour: a host range's phase (0 to kPhaseCount - 1),
@@ -97,23 +108,27 @@ struct TimelineView {
   std::vector<std::string> names;
   int64_t intervals = 0;       // in the window, before merging
   int64_t lanes_dropped = 0;   // tracks past max_lanes, not shown
-  int64_t ranges_dropped = 0;  // ranges nested deeper than max_depth
+  int64_t ranges_dropped = 0;  // intervals past their lane's max_depth rows
+  int64_t names_dropped = 0;   // boxes named by their class (max_name_total_bytes)
   int resolution = 0;          // the one used
   bool empty() const { return boxes.empty(); }
 };
 
-// Cuts and reduces `timeline` (sorted or not) as above. Pure. Cost:
-// O(n log n) in the timeline's steps and the window's intervals, plus one
-// pass over the timeline.
+// Cuts and reduces `timeline` (sorted or not) as above. Pure. Cost: two
+// passes over the timeline (four with steps), O(n log n) in its steps and
+// in the window's intervals, and a counting pass over the window's rows
+// for each halving of the resolution (at most 18).
 TimelineView CutTimelineView(const ground::Timeline& timeline,
                              const TimelineViewOptions& options = {});
 
 // The view as one compact JSON object, times in microseconds from the
-// window's start: {"choice", "window_us", "steps": [[step, start, end]],
-// "lanes": [{"name", "device", "rows"}], "classes": [{"name", "color"}],
-// "names": [...], "boxes": [[lane, row, start, duration, name, class,
-// merged]], "intervals", "lanes_dropped", "ranges_dropped", "resolution"}.
-// docs/html-report.md says how the page draws it.
+// window's start: {"choice", "window_us", "steps_in_trace" (the struct's
+// steps_in_timeline), "intervals", "lanes_dropped", "ranges_dropped",
+// "names_dropped", "resolution", "steps": [[step, start, end]], "lanes":
+// [{"name", "device", "rows"}], "classes": [{"name", "color"}], "names":
+// [...], "boxes": [[lane, row, start, duration, name, class, merged]]}.
+// About 40 to 60 bytes a box. docs/html-report.md says how the page draws
+// it.
 std::string TimelineViewToJson(const TimelineView& view);
 
 }  // namespace trainscope::analysis

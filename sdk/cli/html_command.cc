@@ -1,7 +1,9 @@
 // `trainscope html`. See commands.h.
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -13,6 +15,7 @@
 #include "sdk/analyze/analyze.h"
 #include "sdk/cli/commands.h"
 #include "sdk/export/rank_files.h"
+#include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/ground/files.h"
 #include "sdk/html/experiment_page.h"
@@ -126,14 +129,29 @@ int RunHtml(const std::vector<std::string>& args) {
     // The timeline comes from the run's trace; a run without one (or with
     // one that does not read) still gets its page, saying why.
     const std::string trace_path = exporter::TraceFileForReport(input.path);
+    const std::string steps_path = exporter::StepsFileForReport(input.path);
     std::string timeline, note;
     struct stat st;
     if (stat(trace_path.c_str(), &st) != 0) {
-      note = "No timeline: " + trace_path +
-             " does not exist (the run was recorded without Sink::kTraceJson).";
+      note = errno == ENOENT ? "No timeline: " + trace_path +
+                                   " does not exist (the run was recorded without "
+                                   "Sink::kTraceJson)."
+                             : "No timeline: " + trace_path + ": " + std::strerror(errno);
     } else {
+      // Steps after the report's warm-up, where the trace keeps some: the
+      // first step's index (the steps file's first row) plus the warm-up.
+      analysis::TimelineViewOptions options;
+      absl::StatusOr<Report> report = exporter::ReadReportFile(input.path);
+      int64_t first_step = -1;
+      (void)exporter::ForEachStepRow(steps_path, [&first_step](const Report::Step& row) {
+        first_step = row.index;
+        return false;
+      });
+      if (report.ok() && first_step >= 0) {
+        options.steady_from_step = first_step + report->timing.warmup_steps;
+      }
       absl::StatusOr<analysis::TimelineView> view =
-          analyze::ReadTimelineView(trace_path, 0, analysis::TimelineViewOptions{});
+          analyze::ReadTimelineView(trace_path, 0, options);
       if (view.ok() && !view->empty()) {
         timeline = analysis::TimelineViewToJson(*view);
       } else {
@@ -142,7 +160,7 @@ int RunHtml(const std::vector<std::string>& args) {
         std::fprintf(stderr, "trainscope html: warning: %s\n", note.c_str());
       }
     }
-    page = html::RunPage(input.path, exporter::StepsFileForReport(input.path), timeline, note);
+    page = html::RunPage(input.path, steps_path, timeline, note);
   } else if (input.kind == InputKind::kRanks) {
     page = html::RanksPage(input.path);
   } else if (input.kind == InputKind::kExperiment) {

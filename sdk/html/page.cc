@@ -103,9 +103,11 @@ const TS = {
   },
   // A few steps on a canvas, from the page's timeline element (the JSON
   // of sdk/analysis/timeline_view.h): host threads' nested ranges above
-  // device streams. Wheel: zoom around the pointer; drag: pan;
-  // double-click: the whole window. Names are canvas text or the
-  // tooltip's text, never markup. False when the page has no timeline.
+  // device streams. Ctrl (or Cmd) + wheel, or a pinch: zoom around the
+  // pointer (a plain wheel scrolls the page); drag or a sideways wheel:
+  // pan; double-click: the whole window; the buttons do the same. Names
+  // are canvas text or the tooltip's text, never markup. False when the
+  // page has no timeline.
   timeline(parent) {
     const source = document.getElementById('trainscope-timeline');
     if (!source) return false;
@@ -115,8 +117,11 @@ const TS = {
         v.boxes.length + ' boxes' + (merged ? ' (' + merged + ' of them short neighbours ' +
         'merged, under ' + TS.ms(v.window_us / v.resolution / 1000) + ' ms each)' : '') +
         (v.lanes_dropped ? '; ' + v.lanes_dropped + ' more threads or streams not shown' : '') +
-        (v.ranges_dropped ? '; ' + v.ranges_dropped + ' ranges nested too deep not shown' : '') +
-        '. Wheel: zoom; drag: pan; double-click: the whole window.', {class: 'note'}));
+        (v.ranges_dropped ? '; ' + v.ranges_dropped + ' intervals past a lane\'s ' +
+            'rows not shown' : '') +
+        (v.names_dropped ? '; ' + v.names_dropped + ' boxes named by their kind only' : '') +
+        '. Ctrl + wheel or a pinch: zoom; drag: pan; double-click: the whole window.',
+        {class: 'note'}));
     const keys = TS.el('div', null, {id: 'timeline-key'});
     [...new Set(v.boxes.map(b => b[5]))].sort((a, b) => a - b).forEach(c => {
       const key = TS.el('span', v.classes[c].name, {class: 'key'});
@@ -126,6 +131,12 @@ const TS = {
       keys.appendChild(key);
     });
     parent.appendChild(keys);
+    const buttons = TS.el('div');
+    const zoomIn = TS.el('button', 'zoom in', {id: 'timeline-zoom-in'});
+    const zoomOut = TS.el('button', 'zoom out');
+    const whole = TS.el('button', 'the whole window');
+    [zoomIn, zoomOut, whole].forEach(b => buttons.appendChild(b));
+    parent.appendChild(buttons);
     const rowH = 16, axisH = 32, labelW = 150;
     let y = axisH;
     const laneY = v.lanes.map(l => { const at = y; y += l.rows * rowH + 6; return at; });
@@ -137,7 +148,7 @@ const TS = {
     frame.appendChild(tip);
     parent.appendChild(frame);
     const width = Math.max(600, parent.clientWidth || 1100);
-    const dpr = window.devicePixelRatio || 1;
+    const dpr = Math.min(2, window.devicePixelRatio || 1);  // a tall canvas stays drawable
     canvas.width = Math.round(width * dpr);
     canvas.height = Math.round(height * dpr);
     canvas.style.width = width + 'px';
@@ -149,7 +160,12 @@ const TS = {
     let v0 = 0, v1 = full;
     const xOf = t => labelW + (t - v0) / (v1 - v0) * plotW;
     const tOf = x => v0 + (x - labelW) / plotW * (v1 - v0);
-    const unit = span => span >= 2000 ? [1000, 'ms'] : [1, 'µs'];
+    const unit = span => span >= 2000 ? [1000, 'ms'] : [1, '\u00b5s'];
+    // White text on the dark colours.
+    const dark = v.classes.map(c => {
+      const n = parseInt(c.color.slice(1), 16);
+      return 0.299 * (n >> 16) + 0.587 * ((n >> 8) & 255) + 0.114 * (n & 255) < 110;
+    });
     const draw = () => {
       ctx.clearRect(0, 0, width, height);
       ctx.font = '11px system-ui, sans-serif';
@@ -174,8 +190,8 @@ const TS = {
         ctx.fillRect(x0, top + 1, w, rowH - 2);
         ctx.globalAlpha = 1;
         if (w > 36) {
-          ctx.fillStyle = '#111';
-          ctx.fillText((n > 1 ? n + '× ' : '') + v.names[name], x0 + 3, top + rowH / 2, w - 6);
+          ctx.fillStyle = dark[cls] ? '#fff' : '#111';
+          ctx.fillText((n > 1 ? n + '\u00d7 ' : '') + v.names[name], x0 + 3, top + rowH / 2, w - 6);
         }
       }
       // The time axis, and a line where each step begins.
@@ -208,16 +224,32 @@ const TS = {
       v1 = v0 + span;
     };
     const xIn = e => e.clientX - canvas.getBoundingClientRect().left;
-    canvas.addEventListener('wheel', e => {
-      e.preventDefault();
-      const x = Math.max(labelW, xIn(e));
-      const t = tOf(x);
-      const f = Math.pow(1.0015, e.deltaY);
+    // Zoom by `f` (< 1: in) around time t.
+    const zoom = (t, f) => {
       v0 = t - (t - v0) * f;
       v1 = t + (v1 - t) * f;
       clamp();
+      tip.style.display = 'none';
       draw();
+    };
+    canvas.addEventListener('wheel', e => {
+      const px = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? 400 : 1;  // lines, pages
+      if (e.ctrlKey || e.metaKey) {
+        e.preventDefault();
+        const dy = Math.max(-2000, Math.min(2000, e.deltaY * px));
+        zoom(tOf(Math.max(labelW, xIn(e))), Math.pow(1.0015, dy));
+      } else if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+        e.preventDefault();
+        const dt = e.deltaX * px / plotW * (v1 - v0);
+        v0 += dt;
+        v1 += dt;
+        clamp();
+        draw();
+      }
     }, {passive: false});
+    zoomIn.addEventListener('click', () => zoom((v0 + v1) / 2, 0.5));
+    zoomOut.addEventListener('click', () => zoom((v0 + v1) / 2, 2));
+    whole.addEventListener('click', () => { v0 = 0; v1 = full; draw(); });
     let drag = null;
     canvas.addEventListener('mousedown', e => { drag = {x: xIn(e), v0: v0, v1: v1}; });
     window.addEventListener('mouseup', () => { drag = null; });
@@ -240,9 +272,11 @@ const TS = {
           b[1] === Math.floor((yy - laneY[lane]) / rowH) && b[2] - slack <= t && t <= b[2] + b[3] + slack);
       if (!hit) { tip.style.display = 'none'; return; }
       const [, , start, dur, name, cls, n] = hit;
-      tip.textContent = v.names[name] + '\n' + v.classes[cls].name + ' · ' + TS.ms(dur / 1000) +
-          ' ms, from ' + TS.ms(start / 1000) + ' ms' + (n > 1 ? '\n' + n + ' short intervals ' +
-          'merged; this is the longest' : '');
+      tip.textContent = n > 1
+          ? n + ' short intervals in ' + TS.ms(dur / 1000) + ' ms, from ' + TS.ms(start / 1000) +
+            ' ms; the longest:\n' + v.names[name] + ' (' + v.classes[cls].name + ')'
+          : v.names[name] + '\n' + v.classes[cls].name + ' \u00b7 ' + TS.ms(dur / 1000) +
+            ' ms, from ' + TS.ms(start / 1000) + ' ms';
       tip.style.display = 'block';
       tip.style.left = Math.min(x + 12, width - 300) + 'px';
       tip.style.top = (yy + 14) + 'px';
@@ -251,16 +285,25 @@ const TS = {
     TS.charts.push({canvas: canvas});
     parent.setAttribute('data-boxes', String(v.boxes.length));
     parent.setAttribute('data-lanes', String(v.lanes.length));
-    // For the browser tests: the pointer over thread 1's last box (its
-    // tooltip), then one turn of the wheel, zooming in at the middle.
+    // For the browser tests: a plain turn of the wheel (the page's, not
+    // a zoom), one with Ctrl (zooming in at the middle), then the pointer
+    // over the last box of thread 1's deepest row still in view (its
+    // tooltip).
     if (location.hash === '#timeline-test') {
       const r = canvas.getBoundingClientRect();
-      const last = v.boxes.filter(b => b[0] === 0).pop();
-      canvas.dispatchEvent(new MouseEvent('mousemove', {
-          clientX: r.left + xOf(last[2] + last[3] / 2),
-          clientY: r.top + laneY[0] + last[1] * rowH + rowH / 2}));
-      canvas.dispatchEvent(new WheelEvent('wheel', {deltaY: -500, cancelable: true,
-          clientX: r.left + labelW + plotW / 2, clientY: r.top + axisH + 2}));
+      const at = {cancelable: true, clientX: r.left + labelW + plotW / 2, clientY: r.top + axisH + 2};
+      const plain = new WheelEvent('wheel', Object.assign({deltaY: -500}, at));
+      canvas.dispatchEvent(plain);
+      canvas.setAttribute('data-plain-wheel', plain.defaultPrevented ? 'taken' : 'left to the page');
+      canvas.dispatchEvent(new WheelEvent('wheel', Object.assign({deltaY: -500, ctrlKey: true}, at)));
+      const seen = v.boxes.filter(b => b[0] === 0 && b[2] <= v1 && b[2] + b[3] >= v0);
+      const deepest = seen.filter(b => b[1] === Math.max(...seen.map(x => x[1])));
+      if (deepest.length) {
+        const last = deepest[deepest.length - 1];
+        const mid = Math.max(v0, Math.min(v1, last[2] + last[3] / 2));
+        canvas.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + xOf(mid),
+            clientY: r.top + laneY[0] + last[1] * rowH + rowH / 2}));
+      }
     }
     return true;
   },

@@ -287,11 +287,13 @@ if (s.count === 0) {
       'with the most of it in that step.');
   idle.id = 'idle';
   // A cause named as a phase (eval, data_wait, ...) in that phase's colour.
-  const causeColor = (c, k) => d.phases.indexOf(c) >= 0
-      ? d.phase_colors[d.phases.indexOf(c)]
-      : TS.palette[(d.phases.length + k) % TS.palette.length];
-  const causeSets = s.causes.map((c, k) => ({label: c, data: s.idle_ms[c], stack: 'idle',
-      backgroundColor: causeColor(c, k)}));
+  // Other causes in colours no phase has.
+  const others = ['#ff9da7', '#1b9e77', '#7570b3', '#66a61e', '#e7298a', '#a6761d', '#666666'];
+  let other = 0;
+  const causeColor = c => d.phases.indexOf(c) >= 0
+      ? d.phase_colors[d.phases.indexOf(c)] : others[other++ % others.length];
+  const causeSets = s.causes.map(c => ({label: c, data: s.idle_ms[c], stack: 'idle',
+      backgroundColor: causeColor(c)}));
   TS.chart(idle, {type: 'bar', data: {labels: labels, datasets: causeSets},
       options: {scales: {x: {stacked: true, title: {display: true, text: 'step'}},
                          y: {stacked: true, title: {display: true, text: 'idle ms per step'}}}}},
