@@ -76,7 +76,10 @@ TEST(TimelineViewTest, ShowsTheMedianRunOfConsecutiveSteps) {
   EXPECT_EQ(view.start_ns, (40 + 10 + 10 + 11) * kMs);
   EXPECT_EQ(view.end_ns, view.start_ns + 52 * kMs);
   EXPECT_EQ(view.steps_in_timeline, 12);
-  EXPECT_NE(view.choice.find("Steps 4 to 6: of 8 runs of 3"), std::string::npos) << view.choice;
+  EXPECT_NE(
+      view.choice.find("Steps 4 to 6: of the 8 runs of 3 consecutive steps, the median by time."),
+      std::string::npos)
+      << view.choice;
   // Only the window's intervals: 3 steps and their phases.
   EXPECT_EQ(view.intervals, 6);
   ASSERT_EQ(view.lanes.size(), 1u);
@@ -281,7 +284,7 @@ TEST(TimelineViewTest, PartialOverlapsRestartsWarmUpExtremesAndManyNames) {
   view = CutTimelineView(restart.t);
   EXPECT_EQ(view.steps_in_timeline, 7);
   // Runs: 0-2 (30 ms), then 0-2 and 1-3 of the second numbering (60 ms).
-  EXPECT_NE(view.choice.find("of 3 runs"), std::string::npos) << view.choice;
+  EXPECT_NE(view.choice.find("of the 3 runs"), std::string::npos) << view.choice;
 
   Builder warm;
   warm.Steps(0, {50, 50, 50, 10, 10, 10, 10, 10, 10, 10}, 0);
@@ -289,10 +292,26 @@ TEST(TimelineViewTest, PartialOverlapsRestartsWarmUpExtremesAndManyNames) {
   options.steady_from_step = 5;
   view = CutTimelineView(warm.t, options);
   EXPECT_EQ(view.steps.front().step, 6) << view.choice;  // of 5-7, 6-8, 7-9
-  EXPECT_NE(view.choice.find("of 3 after the warm-up (of 8)"), std::string::npos) << view.choice;
+  EXPECT_NE(view.choice.find("of the 3 runs of 3 consecutive steps after the warm-up (8 in all)"),
+            std::string::npos)
+      << view.choice;
   options.steady_from_step = 50;
   view = CutTimelineView(warm.t, options);
-  EXPECT_NE(view.choice.find("None of them after the warm-up"), std::string::npos) << view.choice;
+  EXPECT_NE(view.choice.find("The trace keeps no 3 steps in a row after the report's warm-up, "
+                             "from step 50 on."),
+            std::string::npos)
+      << view.choice;
+  // Only the warm-up has 3 in a row; after it, 2 (a trace window of the
+  // slowest steps, not typical): the 3 of the warm-up, said so.
+  Builder pairs;
+  at = pairs.Steps(0, {10, 10, 10}, 0);
+  pairs.Steps(5, {90, 90}, at + 100 * kMs);
+  options.steady_from_step = 5;
+  view = CutTimelineView(pairs.t, options);
+  ASSERT_EQ(view.steps.size(), 3u);
+  EXPECT_EQ(view.steps[0].step, 0);
+  EXPECT_NE(view.choice.find("no 3 steps in a row after the report's warm-up"), std::string::npos)
+      << view.choice;
 
   Builder far;
   far.Add(far.stream, -ground::kMaxTraceNanos + 1, -ground::kMaxTraceNanos + 1000,

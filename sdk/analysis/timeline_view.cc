@@ -103,16 +103,14 @@ Window ChooseWindow(const Timeline& timeline, const TimelineViewOptions& options
   // A step recorded on two threads at once counts once; an index that
   // comes again later (a numbering restarted) is another step.
   absl::flat_hash_map<int64_t, TimestampNs> kept_end;
-  steps.erase(std::remove_if(steps.begin(), steps.end(),
-                             [&](const ViewStep& s) {
-                               auto [it, added] = kept_end.try_emplace(s.step, s.end_ns);
-                               if (added || it->second <= s.start_ns) {
-                                 it->second = s.end_ns;
-                                 return false;
-                               }
-                               return true;
-                             }),
-              steps.end());
+  size_t kept = 0;
+  for (const ViewStep& s : steps) {
+    auto [it, added] = kept_end.try_emplace(s.step, s.end_ns);
+    if (!added && it->second > s.start_ns) continue;  // overlaps the one kept
+    it->second = s.end_ns;
+    steps[kept++] = s;
+  }
+  steps.resize(kept);
   w.steps_in_timeline = static_cast<int64_t>(steps.size());
   if (steps.empty()) {
     w.start = first;
@@ -131,20 +129,25 @@ Window ChooseWindow(const Timeline& timeline, const TimelineViewOptions& options
       run[i] = run[i + 1] + 1;
     }
   }
-  const int longest = *std::max_element(run.begin(), run.end());
+  // After the warm-up where the trace has as long a run there as anywhere;
+  // else from every step (runs after it that are shorter are the trace's
+  // slowest steps, kept one or two at a time: not typical).
+  const bool prefer = options.steady_from_step != std::numeric_limits<int64_t>::min();
+  int longest = 0, longest_after = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    longest = std::max(longest, run[i]);
+    if (steps[i].step >= options.steady_from_step) longest_after = std::max(longest_after, run[i]);
+  }
   const int k = std::max(1, std::min(want, longest));
-  std::vector<std::pair<TimestampNs, size_t>> candidates, steady;
+  const bool after = prefer && longest_after >= k;
+  std::vector<std::pair<TimestampNs, size_t>> candidates;
+  size_t all = 0;  // runs of k anywhere
   for (size_t i = 0; i < steps.size(); ++i) {
     if (run[i] < k) continue;
+    ++all;
+    if (after && steps[i].step < options.steady_from_step) continue;
     candidates.emplace_back(Sub(steps[i + k - 1].end_ns, steps[i].start_ns), i);
-    if (steps[i].step >= options.steady_from_step) steady.push_back(candidates.back());
   }
-  // After the warm-up, where the trace has runs there.
-  const bool prefer = options.steady_from_step != std::numeric_limits<int64_t>::min();
-  const size_t all = candidates.size();
-  const bool after_warmup = prefer && !steady.empty() && steady.size() < all;
-  const bool none_after = prefer && steady.empty();
-  if (after_warmup) candidates = std::move(steady);
   std::sort(candidates.begin(), candidates.end());
   const size_t at = candidates[(candidates.size() - 1) / 2].second;
   w.steps.assign(steps.begin() + static_cast<ptrdiff_t>(at),
@@ -152,21 +155,20 @@ Window ChooseWindow(const Timeline& timeline, const TimelineViewOptions& options
   w.start = w.steps.front().start_ns;
   w.end = w.steps.front().end_ns;
   for (const ViewStep& s : w.steps) w.end = std::max(w.end, s.end_ns);
-  const std::string of = after_warmup
-                             ? fmt::format("{} after the warm-up (of {})", candidates.size(), all)
-                             : std::to_string(all);
-  w.choice = k == 1 ? fmt::format("Step {}: the median of {} steps by time.", w.steps[0].step, of)
-                    : fmt::format(
-                          "Steps {} to {}: of {} runs of {} consecutive steps, the median "
-                          "by time.",
-                          w.steps.front().step, w.steps.back().step, of, k);
+  const std::string what = k == 1 ? "steps" : fmt::format("runs of {} consecutive steps", k);
+  const std::string which =
+      after && candidates.size() < all
+          ? fmt::format("the {} {} after the warm-up ({} in all)", candidates.size(), what, all)
+          : fmt::format("the {} {}", candidates.size(), what);
+  w.choice = k == 1 ? fmt::format("Step {}: of {}, the median by time.", w.steps[0].step, which)
+                    : fmt::format("Steps {} to {}: of {}, the median by time.",
+                                  w.steps.front().step, w.steps.back().step, which);
   if (k < want) {
     w.choice += fmt::format(" (No {} steps in a row in this trace.)", want);
   }
-  if (none_after) {
+  if (prefer && !after) {
     w.choice += fmt::format(
-        " (None of them after the warm-up: the trace keeps no run from "
-        "step {} on.)",
+        " (The trace keeps no {} steps in a row after the report's warm-up, from step {} on.)", k,
         options.steady_from_step);
   }
   return w;

@@ -10,7 +10,9 @@
 // between two trace windows), the one whose time (first start to last end)
 // is the median: a typical stretch, not the slowest. With
 // `steady_from_step`, the runs that start there or later, when the trace
-// has any (a run's page passes its report's end of warm-up). A trace
+// has one as long there as anywhere (a run's page passes its report's end
+// of warm-up; shorter runs after it are the slowest steps the trace
+// windows keep, not typical). A trace
 // without steps is shown whole. The window ends at the last step's end, or
 // later, where the device work its CUDA calls launched ends (at most one
 // window's length later).
@@ -25,8 +27,9 @@
 // resolution boxes; while all of them would be more than `max_boxes`, the
 // resolution halves (counted first, built once).
 //
-// Memory: 8 bytes for each interval in the window (a few steps' worth of
-// the timeline; a trace without steps is all window) while it is cut; the
+// Memory: up to 16 bytes for each interval in the window (a few steps'
+// worth of the timeline; a trace without steps is all window) while it is
+// cut; the
 // view holds at most max(max_boxes, 2 x max_lanes x max_depth) boxes of 32
 // bytes, names of at most max_name_total_bytes in all (past it a box is
 // named by its class), and one lane per track shown.
@@ -48,11 +51,11 @@ struct TimelineViewOptions {
   int steps = 3;  // consecutive steps shown
   // Steps from here on are past the warm-up (see above); the lowest: none.
   int64_t steady_from_step = std::numeric_limits<int64_t>::min();
-  int resolution = 200000;                  // the finest: boxes under window / resolution merge
-  int max_boxes = 50000;                    // in the whole view (see the memory bound above)
-  int max_lanes = 64;                       // host threads, then streams; each kind keeps half
-  int max_depth = 8;                        // rows per lane
-  size_t max_name_bytes = 160;              // longer names are cut (UTF-8 safe), "…" included
+  int resolution = 200000;      // the finest: boxes under window / resolution merge
+  int max_boxes = 50000;        // in the whole view (see the memory bound above)
+  int max_lanes = 64;           // host threads (at least half, rounded up), then streams
+  int max_depth = 8;            // rows per lane
+  size_t max_name_bytes = 160;  // longer names are cut (UTF-8 safe), "…" included
   size_t max_name_total_bytes = 128 << 10;  // all the names the view keeps
 };
 
@@ -117,7 +120,8 @@ struct TimelineView {
 // Cuts and reduces `timeline` (sorted or not) as above. Pure. Cost: two
 // passes over the timeline (four with steps), O(n log n) in its steps and
 // in the window's intervals, and a counting pass over the window's rows
-// for each halving of the resolution (at most 18).
+// for each halving of the resolution (at most log2(resolution): 18 at the
+// default).
 TimelineView CutTimelineView(const ground::Timeline& timeline,
                              const TimelineViewOptions& options = {});
 

@@ -38,8 +38,10 @@ std::vector<std::string> ReportFiles(const std::string& path) {
   // ground::ListDir and non-throwing checks: an entry that cannot be read
   // is passed over, not a filesystem_error thrown.
   std::vector<std::string> files;
-  for (const std::string& name : ground::ListDir(path)) {
-    const std::string entry = path + "/" + name;
+  const std::string base =
+      path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path;
+  for (const std::string& name : ground::ListDir(base)) {
+    const std::string entry = base + "/" + name;
     if (IsReportName(name) && fs::is_regular_file(entry, ec)) {
       files.push_back(entry);
     } else if (fs::is_directory(entry, ec)) {

@@ -130,26 +130,29 @@ int RunHtml(const std::vector<std::string>& args) {
     // one that does not read) still gets its page, saying why.
     const std::string trace_path = exporter::TraceFileForReport(input.path);
     const std::string steps_path = exporter::StepsFileForReport(input.path);
+    // The report first: a page needs it, and the timeline its warm-up.
+    absl::StatusOr<Report> report = exporter::ReadReportFile(input.path);
     std::string timeline, note;
     struct stat st;
-    if (stat(trace_path.c_str(), &st) != 0) {
-      note = errno == ENOENT ? "No timeline: " + trace_path +
+    if (!report.ok()) {
+      page = report.status();
+    } else if (stat(trace_path.c_str(), &st) != 0) {
+      const int error = errno;
+      note = error == ENOENT ? "No timeline: " + trace_path +
                                    " does not exist (the run was recorded without "
                                    "Sink::kTraceJson)."
-                             : "No timeline: " + trace_path + ": " + std::strerror(errno);
+                             : "No timeline: " + trace_path + ": " + std::strerror(error);
     } else {
-      // Steps after the report's warm-up, where the trace keeps some: the
-      // first step's index (the steps file's first row) plus the warm-up.
+      // Steps after the report's warm-up, where the trace keeps some: from
+      // the index of the steps file's row just past it (rows in start order).
       analysis::TimelineViewOptions options;
-      absl::StatusOr<Report> report = exporter::ReadReportFile(input.path);
-      int64_t first_step = -1;
-      (void)exporter::ForEachStepRow(steps_path, [&first_step](const Report::Step& row) {
-        first_step = row.index;
+      const int64_t warmup = report->timing.warmup_steps;
+      int64_t row = 0;
+      (void)exporter::ForEachStepRow(steps_path, [&](const Report::Step& step) {
+        if (row++ < warmup) return true;
+        options.steady_from_step = step.index;
         return false;
       });
-      if (report.ok() && first_step >= 0) {
-        options.steady_from_step = first_step + report->timing.warmup_steps;
-      }
       absl::StatusOr<analysis::TimelineView> view =
           analyze::ReadTimelineView(trace_path, 0, options);
       if (view.ok() && !view->empty()) {
@@ -160,7 +163,7 @@ int RunHtml(const std::vector<std::string>& args) {
         std::fprintf(stderr, "trainscope html: warning: %s\n", note.c_str());
       }
     }
-    page = html::RunPage(input.path, steps_path, timeline, note);
+    if (report.ok()) page = html::RunPage(input.path, steps_path, timeline, note);
   } else if (input.kind == InputKind::kRanks) {
     page = html::RanksPage(input.path);
   } else if (input.kind == InputKind::kExperiment) {

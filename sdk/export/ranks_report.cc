@@ -145,11 +145,6 @@ bool IsRegularFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // "report-rank2.json" before "report-rank10.json": runs of digits compare
 // as numbers (then, for "01" and "1", as text), the rest as text.
 bool NaturalLess(std::string_view a, std::string_view b) {
@@ -204,11 +199,16 @@ std::vector<std::string> FindRankReports(const std::string& dir, std::error_code
     *error = std::error_code(errno, std::generic_category());
     return {};
   }
+  // "out/" as given by a shell's completion: out/report-rank0.json.
+  const std::string base =
+      dir.size() > 1 && dir.back() == '/' ? dir.substr(0, dir.size() - 1) : dir;
   std::vector<std::string> found;
-  for (const std::string& name : ground::ListDir(dir)) {
-    const std::string path = dir + "/" + name;
-    if (IsRegularFile(path) && IsRankReport(name)) found.push_back(path);
-    if (!IsDirectory(path)) continue;
+  for (const std::string& name : ground::ListDir(base)) {
+    const std::string path = base + "/" + name;
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) continue;
+    if (S_ISREG(st.st_mode) && IsRankReport(name)) found.push_back(path);
+    if (!S_ISDIR(st.st_mode)) continue;
     for (const std::string& sub : ground::ListDir(path)) {
       const std::string sub_path = path + "/" + sub;
       if ((sub == "report.json" || IsRankReport(sub)) && IsRegularFile(sub_path)) {

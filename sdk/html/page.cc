@@ -113,7 +113,7 @@ const TS = {
     if (!source) return false;
     const v = JSON.parse(source.textContent);
     const merged = v.boxes.filter(b => b[6] > 1).length;
-    parent.appendChild(TS.el('p', v.choice + ' ' + v.intervals + ' intervals drawn as ' +
+    parent.appendChild(TS.el('p', v.choice + ' ' + v.intervals + ' intervals in the window, drawn as ' +
         v.boxes.length + ' boxes' + (merged ? ' (' + merged + ' of them short neighbours ' +
         'merged, under ' + TS.ms(v.window_us / v.resolution / 1000) + ' ms each)' : '') +
         (v.lanes_dropped ? '; ' + v.lanes_dropped + ' more threads or streams not shown' : '') +
@@ -224,7 +224,7 @@ const TS = {
       v1 = v0 + span;
     };
     const xIn = e => e.clientX - canvas.getBoundingClientRect().left;
-    // Zoom by `f` (< 1: in) around time t.
+    // Zoom by `f` (< 1: in) around time t; the whole window.
     const zoom = (t, f) => {
       v0 = t - (t - v0) * f;
       v1 = t + (v1 - t) * f;
@@ -232,6 +232,7 @@ const TS = {
       tip.style.display = 'none';
       draw();
     };
+    const all = () => { v0 = 0; v1 = full; tip.style.display = 'none'; draw(); };
     canvas.addEventListener('wheel', e => {
       const px = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? 400 : 1;  // lines, pages
       if (e.ctrlKey || e.metaKey) {
@@ -244,16 +245,17 @@ const TS = {
         v0 += dt;
         v1 += dt;
         clamp();
+        tip.style.display = 'none';
         draw();
       }
     }, {passive: false});
     zoomIn.addEventListener('click', () => zoom((v0 + v1) / 2, 0.5));
     zoomOut.addEventListener('click', () => zoom((v0 + v1) / 2, 2));
-    whole.addEventListener('click', () => { v0 = 0; v1 = full; draw(); });
+    whole.addEventListener('click', all);
     let drag = null;
     canvas.addEventListener('mousedown', e => { drag = {x: xIn(e), v0: v0, v1: v1}; });
     window.addEventListener('mouseup', () => { drag = null; });
-    canvas.addEventListener('dblclick', () => { v0 = 0; v1 = full; draw(); });
+    canvas.addEventListener('dblclick', all);
     canvas.addEventListener('mouseleave', () => { tip.style.display = 'none'; });
     canvas.addEventListener('mousemove', e => {
       const x = xIn(e);
@@ -268,8 +270,17 @@ const TS = {
       const yy = e.clientY - canvas.getBoundingClientRect().top;
       const lane = laneY.findIndex((top, k) => yy >= top && yy < top + v.lanes[k].rows * rowH);
       const t = tOf(x), slack = 2 / plotW * (v1 - v0);
-      const hit = lane < 0 || x < labelW ? undefined : v.boxes.find(b => b[0] === lane &&
-          b[1] === Math.floor((yy - laneY[lane]) / rowH) && b[2] - slack <= t && t <= b[2] + b[3] + slack);
+      // The box under the pointer, else the nearest within 2 pixels.
+      const row = Math.floor((yy - laneY[Math.max(0, lane)]) / rowH);
+      let hit, gap = slack;
+      if (lane >= 0 && x >= labelW) {
+        for (const b of v.boxes) {
+          if (b[0] !== lane || b[1] !== row) continue;
+          const off = t < b[2] ? b[2] - t : t > b[2] + b[3] ? t - b[2] - b[3] : -1;
+          if (off < 0) { hit = b; break; }
+          if (off <= gap) { hit = b; gap = off; }
+        }
+      }
       if (!hit) { tip.style.display = 'none'; return; }
       const [, , start, dur, name, cls, n] = hit;
       tip.textContent = n > 1
@@ -297,7 +308,8 @@ const TS = {
       canvas.setAttribute('data-plain-wheel', plain.defaultPrevented ? 'taken' : 'left to the page');
       canvas.dispatchEvent(new WheelEvent('wheel', Object.assign({deltaY: -500, ctrlKey: true}, at)));
       const seen = v.boxes.filter(b => b[0] === 0 && b[2] <= v1 && b[2] + b[3] >= v0);
-      const deepest = seen.filter(b => b[1] === Math.max(...seen.map(x => x[1])));
+      const deep = seen.reduce((m, b) => Math.max(m, b[1]), -1);
+      const deepest = seen.filter(b => b[1] === deep);
       if (deepest.length) {
         const last = deepest[deepest.length - 1];
         const mid = Math.max(v0, Math.min(v1, last[2] + last[3] / 2));
