@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -569,6 +571,77 @@ TEST(SessionTest, RequestLatenciesGiveServingPercentilesAndTheirRate) {
   const double span_s = (end - begin) / 1e9;
   EXPECT_GE(r->serving->requests_per_s, 1000 / (span_s + 0.001));
   EXPECT_LE(r->serving->requests_per_s, 1000 / 0.09);
+}
+
+// The training curve goes to loss.jsonl, in the lines the experiment's
+// curve check reads; the report counts it.
+TEST(SessionTest, RecordLossWritesTheCurveTheExperimentReads) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int i = 0; i < 3000; ++i) {  // more than the 64 KiB buffer holds
+    const double loss = i == 7 ? std::nan("") : 1.0 / (1 + i);
+    ASSERT_TRUE(session->RecordLoss(i, loss, /*skipped=*/i == 7).ok());
+  }
+  ASSERT_TRUE(session->Finish().ok());
+  EXPECT_EQ(session->RecordLoss(3000, 0.1).code(), absl::StatusCode::kFailedPrecondition);
+  const std::string text = testing::ReadAll(dir.File("loss.jsonl"));
+  EXPECT_EQ(text.substr(0, 48), "{\"step\": 0, \"loss\": 1}\n{\"step\": 1, \"loss\": 0.5}\n");
+  EXPECT_NE(text.find("{\"step\": 7, \"loss\": null, \"skipped\": true}\n"), std::string::npos);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3000);
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->loss_curve.has_value());
+  EXPECT_EQ(r->loss_curve->file, "loss.jsonl");
+  EXPECT_EQ(r->loss_curve->points, 3000);
+  EXPECT_EQ(r->loss_curve->nonfinite, 1);
+  EXPECT_EQ(r->loss_curve->skipped, 1);
+  EXPECT_EQ(r->loss_curve->last, 1.0 / 3000);
+  EXPECT_EQ(r->loss_curve->lines_lost, 0);
+  EXPECT_FALSE(r->failure.has_value());
+}
+
+// A curve file that cannot be created is named once and counted; the run
+// goes on and its report is written.
+TEST(SessionTest, ALossFileThatCannotBeWrittenIsNamedAndCounted) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::filesystem::create_directory(dir.File("loss.jsonl"));  // a directory in its way
+  const absl::Status first = session->RecordLoss(0, 1.0);
+  EXPECT_FALSE(first.ok());
+  EXPECT_NE(first.message().find("cannot create " + dir.File("loss.jsonl")), std::string::npos)
+      << first;
+  EXPECT_EQ(session->RecordLoss(1, 0.5), first);
+  ASSERT_TRUE(session->Finish().ok());
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->loss_curve.has_value());
+  EXPECT_EQ(r->loss_curve->points, 0);
+  EXPECT_EQ(r->loss_curve->lines_lost, 2);
+}
+
+// Out of memory, as the program says it: the report carries the kind, the
+// message, the step open then and when.
+TEST(SessionTest, RecordOutOfMemoryPutsTheFailureInTheReport) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  { StepScope step(*session, 0); }
+  {
+    StepScope step(*session, 1);
+    session->RecordOutOfMemory("CUDA out of memory. Tried to allocate 2.00 GiB");
+  }
+  ASSERT_TRUE(session->Finish().ok());
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->failure.has_value());
+  EXPECT_EQ(r->failure->kind, "out_of_memory");
+  EXPECT_EQ(r->failure->message, "CUDA out of memory. Tried to allocate 2.00 GiB");
+  EXPECT_EQ(r->failure->step, 1);
+  EXPECT_GT(r->failure->at_s, 0);
+  EXPECT_LE(r->failure->at_s, r->timing.total_s + r->timing.startup_s + 1);
+  EXPECT_FALSE(r->loss_curve.has_value());
 }
 
 TEST(SessionTest, ATargetNeverMetHasNoTimeToTarget) {

@@ -63,6 +63,26 @@ struct ServingLatency {
   double requests_per_s = 0;
 };
 
+// The training curve a run wrote with Session::RecordLoss: Report's
+// `loss_curve`.
+struct LossCurve {
+  std::string file;            // its name in the output directory ("loss.jsonl")
+  int64_t points = 0;          // lines written
+  int64_t nonfinite = 0;       // of them, values that were NaN or infinite
+  int64_t skipped = 0;         // of them, steps the optimizer skipped
+  std::optional<double> last;  // the last finite value
+  int64_t lines_lost = 0;      // lines that could not be written (the file's error)
+};
+
+// The program's own account of why the run ended early: Report's
+// `failure` (Session::RecordOutOfMemory).
+struct RunFailure {
+  std::string kind;     // "out_of_memory"
+  std::string message;  // what the program said (LibTorch's error, without its backtrace)
+  int64_t step = -1;    // the step open when it was recorded; -1: none
+  double at_s = 0;      // seconds from process start
+};
+
 struct Report {
   int schema_version = kReportSchemaVersion;
 
@@ -298,6 +318,12 @@ struct Report {
   // Request latencies of a serving run; empty when none was recorded.
   using Serving = ServingLatency;
   std::optional<Serving> serving;
+
+  // The training curve (Session::RecordLoss); empty when none was written.
+  std::optional<LossCurve> loss_curve;
+  // Why the run ended early, as the program said (RecordOutOfMemory);
+  // empty when it did not say.
+  std::optional<RunFailure> failure;
 
   Acceptance acceptance;
 

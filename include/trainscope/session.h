@@ -238,6 +238,34 @@ class Session {
   // (about 70 KiB at most), never by the number of requests.
   absl::Status RecordLatency(double seconds);
 
+  // Writes one point of the training curve, `value` (the loss) at `step`,
+  // as a line of loss.jsonl in output_dir() ("loss-rank<R>.jsonl" when
+  // world_size > 1): {"step": 12, "loss": 0.731}; "loss": null for a
+  // value that is not finite; "skipped": true when the optimizer skipped
+  // the step (GradScaler on inf/NaN). `trainscope tune amp` and an
+  // experiment's "curve" check hold it against the baseline seeds' noise
+  // band (docs/experiments.md, "The trial contract"). The file is created
+  // at the first call (replacing one of an earlier run) and closed by
+  // Finish; its lines are buffered (64 KiB) and written when the buffer
+  // fills and at Finish, so a killed run's file ends at its last write
+  // (the curve reader ignores a last line cut short). report.loss_curve
+  // counts the points, non-finite values and skipped steps. Errors: the
+  // file's error naming its path (the point is counted in
+  // loss_curve.lines_lost; later calls return the same error);
+  // FailedPrecondition after Finish. Cost: a lock and a line formatted
+  // into the buffer; a write per 64 KiB. Memory: the 64 KiB buffer.
+  absl::Status RecordLoss(int64_t step, double value, bool skipped = false);
+
+  // Says that this run ran out of memory: report.failure becomes
+  // {"kind": "out_of_memory", "message": `message`, the step open then and
+  // the time}. `trainscope tune batch` reads it to tell a batch that does
+  // not fit from a crash; the run should then end (Finish, or let the
+  // Session go out of scope) and exit non-zero (docs/experiments.md, "The
+  // trial contract"). trainscope::libtorch::CatchOutOfMemory calls it for
+  // LibTorch's c10::OutOfMemoryError. A later call replaces an earlier
+  // one's message. Cost: a lock.
+  void RecordOutOfMemory(std::string_view message);
+
   // Records the memory in use at the end of step `step` and its peak during
   // the step (bytes; `source` says what was measured, e.g.
   // "cuda_caching_allocator" or "process_rss"). trainscope::libtorch's

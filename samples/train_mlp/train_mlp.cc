@@ -90,9 +90,9 @@ ABSL_FLAG(int, dist_timeout_s, 30, "how long a collective waits for the other ra
 ABSL_FLAG(int, die_rank, -1, "fault injection: this rank kills itself (SIGKILL) ...");
 ABSL_FLAG(int64_t, die_at_step, -1, "... at the start of this step");
 ABSL_FLAG(bool, loss_curve, false,
-          "write the training loss of every step to loss.jsonl beside the report ({\"step\", "
-          "\"loss\", \"skipped\"} lines; loss null when not finite), read at each sync point "
-          "so that it adds no sync: `trainscope experiment`'s curve check reads it");
+          "write the training loss of every step to loss.jsonl beside the report "
+          "(Session::RecordLoss), read at each sync point so that it adds no sync: "
+          "`trainscope tune amp`'s curve check reads it");
 ABSL_FLAG(bool, corrupt_grad, false,
           "fault injection: a numeric bug that silently flips the sign of the first layer's "
           "weight gradient every step (the AMP harness must reject it)");
@@ -273,317 +273,324 @@ int Main(int argc, char** argv) {
   }
   trainscope::libtorch::DescribeTorch(*session);
 
-  // One GPU per rank when there are enough (NCCL), else ranks share them
-  // (Gloo, which also reduces CUDA tensors).
-  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-  const torch::Device device =
-      gpus > 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % gpus))
-               : torch::Device(torch::kCPU);
-  std::unique_ptr<trainscope::libtorch::ProcessGroup> group;
-  if (world_size > 1) {
-    // NCCL's default (3) tears the process down when its watchdog sees a
-    // collective time out, so a survivor of a dead peer would write no
-    // report. 2 only aborts the communicator: the next collective fails
-    // here, and the report names the missing rank (docs/distributed.md).
-    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
-    session->SetConfig("TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                       std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING"));
-    trainscope::libtorch::DistributedOptions dist;
-    dist.rank = rank;
-    dist.world_size = world_size;
-    dist.store_path = absl::GetFlag(FLAGS_out) + "/c10d.store";
-    dist.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_dist_timeout_s));
-    dist.device = device;
-    dist.backend = gpus >= world_size && trainscope::libtorch::BuiltWithCuda() ? "auto" : "gloo";
-    absl::StatusOr<std::unique_ptr<trainscope::libtorch::ProcessGroup>> created =
-        trainscope::libtorch::ProcessGroup::Create(dist, &*session);
-    if (!created.ok()) {
-      std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, created.status().ToString().c_str());
-      return 1;
-    }
-    group = std::move(*created);
-  }
-
-  const SyntheticData data = MakeData(batch_size * 64, absl::GetFlag(FLAGS_seed));
-  // The budget counts what training allocates from here: the model, its
-  // gradients and optimizer state, activations, batches in flight. Set
-  // before the loader's workers start (the CPU allocator is swapped once).
-  if (const int64_t budget_mb = absl::GetFlag(FLAGS_memory_budget_mb); budget_mb > 0) {
-    if (budget_mb > (int64_t{1} << 40)) {
-      std::fprintf(stderr, "train_mlp: --memory_budget_mb=%lld: more than 2^40 MiB\n",
-                   static_cast<long long>(budget_mb));
-      return 2;
-    }
-    if (absl::Status limited = trainscope::libtorch::LimitMemory(device, budget_mb << 20);
-        !limited.ok()) {
-      std::fprintf(stderr, "train_mlp: --memory_budget_mb=%lld: %s\n",
-                   static_cast<long long>(budget_mb), limited.ToString().c_str());
-      return 2;
-    }
-    session->SetConfig("memory_budget_mb", std::to_string(budget_mb));
-  }
-
-  SlowLoader source(data, batch_size, std::chrono::milliseconds(delay_ms));
-  // Batches: loaded on the training thread (a kDataWait range each), or by
-  // --loader_workers threads ahead of it.
-  std::unique_ptr<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>> workers;
-  if (absl::GetFlag(FLAGS_loader_workers) > 0) {
-    trainscope::libtorch::PrefetchOptions prefetch;
-    prefetch.workers = absl::GetFlag(FLAGS_loader_workers);
-    prefetch.queue_depth = absl::GetFlag(FLAGS_queue_depth);
-    workers = std::make_unique<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>>(
-        [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
-          if (i >= steps) return std::nullopt;
-          std::vector<torch::Tensor> batch = source.Load(i, rank, world_size);
-          // Pinned here, on the worker: the training thread's Submit then
-          // only launches the copies (a no-op on CPU).
-          trainscope::libtorch::PinForDevice(batch, device);
-          return batch;
-        },
-        prefetch);
-  }
-  static const trainscope::NameId load_name = trainscope::InternName("loader.next");
-  auto next_batch = [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
-    if (workers) return workers->Next();
-    trainscope::PhaseScope wait(trainscope::Phase::kDataWait, load_name);
-    return source.Load(i, rank, world_size);
-  };
-  // Host-to-device copies run one batch ahead (a kHostToDevice range each);
-  // on CPU the batches pass through.
-  trainscope::libtorch::DevicePrefetcher to_device(device);
-
-  torch::manual_seed(absl::GetFlag(FLAGS_seed));  // the same initial model on every rank
-  torch::nn::Sequential model = MakeModel(absl::GetFlag(FLAGS_hidden));
-  model->to(device);
-  torch::optim::Adam optimizer(model->parameters(),
-                               torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
-  trainscope::libtorch::GradScalerOptions scaler_options;
-  scaler_options.enabled = amp == "fp16";
-  trainscope::libtorch::GradScaler scaler(scaler_options);
-  const at::ScalarType amp_dtype = amp == "fp16" ? torch::kHalf : torch::kBFloat16;
-
-  // Checkpoints: every rank's shard (model, optimizer, scaler, RNG), then
-  // one commit by rank 0 once every rank has written its part.
-  std::optional<trainscope::CheckpointStore> store;
-  std::unique_ptr<trainscope::SaveCoordinator> coordinator;
-  trainscope::libtorch::TrainingState state;
-  state.Add("model", *model);
-  state.Add("optimizer", optimizer);
-  state.Add("scaler", scaler);
-  state.AddRng();
-  const int64_t save_every = absl::GetFlag(FLAGS_save_every);
-  int64_t dying_step = -1;  // set while --die_rank saves at or after --die_at_step
-  if (!absl::GetFlag(FLAGS_checkpoint_dir).empty() && save_every > 0) {
-    trainscope::CheckpointStoreOptions store_options;
-    store_options.dir = absl::GetFlag(FLAGS_checkpoint_dir);
-    store_options.rank = rank;
-    // --die_rank's drill: a rank killed inside a save (an internal hook).
-    trainscope::internal::CheckpointFaults faults;
-    faults.on_phase = [&](trainscope::SavePhase phase) {
-      if (dying_step >= 0 && phase == trainscope::SavePhase::kSyncingFiles) {
-        std::fprintf(stderr, "train_mlp: rank %d: dying inside the save of step %lld on purpose\n",
-                     rank, static_cast<long long>(dying_step));
-        raise(SIGKILL);
+  // The run, inside CatchOutOfMemory: a batch that does not fit (LibTorch's
+  // typed c10::OutOfMemoryError, from the device or --memory_budget_mb)
+  // is recorded in report.failure as it unwinds, the report is written, and
+  // the exit code is kExitOutOfMemory.
+  int code = 0;
+  const absl::Status fits = trainscope::libtorch::CatchOutOfMemory(*session, [&] {
+    code = [&]() -> int {
+      // One GPU per rank when there are enough (NCCL), else ranks share them
+      // (Gloo, which also reduces CUDA tensors).
+      const int gpus =
+          torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+      const torch::Device device =
+          gpus > 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % gpus))
+                   : torch::Device(torch::kCPU);
+      std::unique_ptr<trainscope::libtorch::ProcessGroup> group;
+      if (world_size > 1) {
+        // NCCL's default (3) tears the process down when its watchdog sees a
+        // collective time out, so a survivor of a dead peer would write no
+        // report. 2 only aborts the communicator: the next collective fails
+        // here, and the report names the missing rank (docs/distributed.md).
+        setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", /*overwrite=*/0);
+        session->SetConfig("TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                           std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING"));
+        trainscope::libtorch::DistributedOptions dist;
+        dist.rank = rank;
+        dist.world_size = world_size;
+        dist.store_path = absl::GetFlag(FLAGS_out) + "/c10d.store";
+        dist.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_dist_timeout_s));
+        dist.device = device;
+        dist.backend =
+            gpus >= world_size && trainscope::libtorch::BuiltWithCuda() ? "auto" : "gloo";
+        absl::StatusOr<std::unique_ptr<trainscope::libtorch::ProcessGroup>> created =
+            trainscope::libtorch::ProcessGroup::Create(dist, &*session);
+        if (!created.ok()) {
+          std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank,
+                       created.status().ToString().c_str());
+          return 1;
+        }
+        group = std::move(*created);
       }
-    };
-    // Rank 0 creates (and owns) the store before the others open it.
-    auto open = [&]() -> bool {
-      absl::StatusOr<trainscope::CheckpointStore> opened =
-          trainscope::internal::OpenCheckpointStoreWithFaults(store_options, faults);
-      if (!opened.ok()) {
-        std::fprintf(stderr, "train_mlp: %s\n", opened.status().ToString().c_str());
-        return false;
-      }
-      store.emplace(std::move(*opened));
-      return true;
-    };
-    if (rank == 0 && !open()) return 1;
-    if (group) {
-      if (absl::Status ready = group->Barrier(); !ready.ok()) {
-        std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, ready.ToString().c_str());
-        return kExitCollectiveFailed;
-      }
-      coordinator = group->MakeSaveCoordinator();
-    }
-    if (rank != 0 && !open()) return 1;
-  }
-  auto save = [&](int64_t step) -> absl::Status {
-    TRAINSCOPE_PHASE(kCheckpoint);
-    if (rank == absl::GetFlag(FLAGS_die_rank) && absl::GetFlag(FLAGS_die_in_save) &&
-        step >= absl::GetFlag(FLAGS_die_at_step)) {
-      dying_step = step;
-    }
-    const auto started = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<trainscope::CheckpointFile>> files = state.Snapshot();
-    if (!files.ok()) return files.status();
-    const absl::Status saved =
-        coordinator ? store->SaveSharded(step, rank, world_size, *files, *coordinator)
-                    : store->Save(step, *files);
-    uint64_t bytes = 0;
-    for (const trainscope::CheckpointFile& f : *files) bytes += f.bytes.size();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    session->NoteCheckpointSave(seconds, seconds, bytes, saved.ok());
-    return saved;
-  };
 
-  const double target_mse = absl::GetFlag(FLAGS_target_mse);
-  session->SetQualityTarget("eval_mse", target_mse, /*higher_is_better=*/false);
-  // The held-out MSE, recorded as the run's quality (same on every rank:
-  // the parameters are averaged).
-  auto evaluate = [&]() -> double {
-    TRAINSCOPE_PHASE(kEval);
-    torch::NoGradGuard no_grad;
-    const double mse =
-        torch::mse_loss(model->forward(data.eval_x.to(device)), data.eval_y.to(device))
-            .item<double>();
-    if (absl::Status recorded = session->RecordQuality("eval_mse", mse); !recorded.ok()) {
-      std::fprintf(stderr, "train_mlp: %s\n", recorded.ToString().c_str());
-    }
-    return mse;
-  };
-  const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
-  bool evaluated_last = false;  // the last step ended with an evaluation
-  double eval_mse = 0;
+      const SyntheticData data = MakeData(batch_size * 64, absl::GetFlag(FLAGS_seed));
+      // The budget counts what training allocates from here: the model, its
+      // gradients and optimizer state, activations, batches in flight. Set
+      // before the loader's workers start (the CPU allocator is swapped once).
+      if (const int64_t budget_mb = absl::GetFlag(FLAGS_memory_budget_mb); budget_mb > 0) {
+        if (budget_mb > (int64_t{1} << 40)) {
+          std::fprintf(stderr, "train_mlp: --memory_budget_mb=%lld: more than 2^40 MiB\n",
+                       static_cast<long long>(budget_mb));
+          return 2;
+        }
+        if (absl::Status limited = trainscope::libtorch::LimitMemory(device, budget_mb << 20);
+            !limited.ok()) {
+          std::fprintf(stderr, "train_mlp: --memory_budget_mb=%lld: %s\n",
+                       static_cast<long long>(budget_mb), limited.ToString().c_str());
+          return 2;
+        }
+        session->SetConfig("memory_budget_mb", std::to_string(budget_mb));
+      }
 
-  double last_loss = 0;
-  int exit_code = 0;
-  // The loss curve: each step's loss stays on the device until the next
-  // sync point, then is written in one read (no sync of its own).
-  std::FILE* curve = nullptr;
-  if (absl::GetFlag(FLAGS_loss_curve)) {
-    const std::string path = session->output_dir() +
-                             (world_size > 1 ? "/loss-rank" + std::to_string(rank) : "/loss") +
-                             ".jsonl";
-    curve = std::fopen(path.c_str(), "w");
-    if (curve == nullptr) {
-      std::fprintf(stderr, "train_mlp: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
-      return 1;
-    }
-  }
-  std::vector<torch::Tensor> pending_losses;
-  std::vector<bool> pending_skipped;
-  int64_t curve_first = 0;  // the step of pending_losses[0]
-  int64_t nonfinite_losses = 0;
-  auto write_curve = [&]() {
-    if (curve == nullptr || pending_losses.empty()) return;
-    const torch::Tensor values = torch::stack(pending_losses).to(torch::kCPU, torch::kDouble);
-    const double* v = values.data_ptr<double>();
-    for (size_t k = 0; k < pending_losses.size(); ++k) {
-      const auto step = static_cast<long long>(curve_first + static_cast<int64_t>(k));
-      const char* skipped = pending_skipped[k] ? ", \"skipped\": true" : "";
-      if (std::isfinite(v[k])) {
-        std::fprintf(curve, "{\"step\": %lld, \"loss\": %.9g%s}\n", step, v[k], skipped);
-      } else {
-        ++nonfinite_losses;
-        std::fprintf(curve, "{\"step\": %lld, \"loss\": null%s}\n", step, skipped);
+      SlowLoader source(data, batch_size, std::chrono::milliseconds(delay_ms));
+      // Batches: loaded on the training thread (a kDataWait range each), or by
+      // --loader_workers threads ahead of it.
+      std::unique_ptr<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>> workers;
+      if (absl::GetFlag(FLAGS_loader_workers) > 0) {
+        trainscope::libtorch::PrefetchOptions prefetch;
+        prefetch.workers = absl::GetFlag(FLAGS_loader_workers);
+        prefetch.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+        workers =
+            std::make_unique<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>>(
+                [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
+                  if (i >= steps) return std::nullopt;
+                  std::vector<torch::Tensor> batch = source.Load(i, rank, world_size);
+                  // Pinned here, on the worker: the training thread's Submit then
+                  // only launches the copies (a no-op on CPU).
+                  trainscope::libtorch::PinForDevice(batch, device);
+                  return batch;
+                },
+                prefetch);
       }
-    }
-    std::fflush(curve);
-    curve_first += static_cast<int64_t>(pending_losses.size());
-    pending_losses.clear();
-    pending_skipped.clear();
-  };
-  const bool corrupt_grad = absl::GetFlag(FLAGS_corrupt_grad);
-  to_device.Submit(next_batch(0));
-  for (int64_t i = 0; i < steps; ++i) {
-    if (rank == absl::GetFlag(FLAGS_die_rank) && i == absl::GetFlag(FLAGS_die_at_step) &&
-        !absl::GetFlag(FLAGS_die_in_save)) {
-      std::fprintf(stderr, "train_mlp: rank %d: dying at step %lld on purpose\n", rank,
-                   static_cast<long long>(i));
-      raise(SIGKILL);
-    }
-    trainscope::StepScope step(*session, trainscope::StepIndex(i), trainscope::Samples(batch_size));
-    std::optional<std::vector<torch::Tensor>> batch = to_device.Next();
-    if (!batch) break;
-    if (i + 1 < steps) to_device.Submit(next_batch(i + 1));
-    torch::Tensor loss;
-    {
-      TRAINSCOPE_PHASE(kForward);
-      if (rank == absl::GetFlag(FLAGS_slow_rank) && absl::GetFlag(FLAGS_slow_rank_ms) > 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(absl::GetFlag(FLAGS_slow_rank_ms)));
+      static const trainscope::NameId load_name = trainscope::InternName("loader.next");
+      auto next_batch = [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
+        if (workers) return workers->Next();
+        trainscope::PhaseScope wait(trainscope::Phase::kDataWait, load_name);
+        return source.Load(i, rank, world_size);
+      };
+      // Host-to-device copies run one batch ahead (a kHostToDevice range each);
+      // on CPU the batches pass through.
+      trainscope::libtorch::DevicePrefetcher to_device(device);
+
+      torch::manual_seed(absl::GetFlag(FLAGS_seed));  // the same initial model on every rank
+      torch::nn::Sequential model = MakeModel(absl::GetFlag(FLAGS_hidden));
+      model->to(device);
+      torch::optim::Adam optimizer(model->parameters(),
+                                   torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
+      trainscope::libtorch::GradScalerOptions scaler_options;
+      scaler_options.enabled = amp == "fp16";
+      trainscope::libtorch::GradScaler scaler(scaler_options);
+      const at::ScalarType amp_dtype = amp == "fp16" ? torch::kHalf : torch::kBFloat16;
+
+      // Checkpoints: every rank's shard (model, optimizer, scaler, RNG), then
+      // one commit by rank 0 once every rank has written its part.
+      std::optional<trainscope::CheckpointStore> store;
+      std::unique_ptr<trainscope::SaveCoordinator> coordinator;
+      trainscope::libtorch::TrainingState state;
+      state.Add("model", *model);
+      state.Add("optimizer", optimizer);
+      state.Add("scaler", scaler);
+      state.AddRng();
+      const int64_t save_every = absl::GetFlag(FLAGS_save_every);
+      int64_t dying_step = -1;  // set while --die_rank saves at or after --die_at_step
+      if (!absl::GetFlag(FLAGS_checkpoint_dir).empty() && save_every > 0) {
+        trainscope::CheckpointStoreOptions store_options;
+        store_options.dir = absl::GetFlag(FLAGS_checkpoint_dir);
+        store_options.rank = rank;
+        // --die_rank's drill: a rank killed inside a save (an internal hook).
+        trainscope::internal::CheckpointFaults faults;
+        faults.on_phase = [&](trainscope::SavePhase phase) {
+          if (dying_step >= 0 && phase == trainscope::SavePhase::kSyncingFiles) {
+            std::fprintf(stderr,
+                         "train_mlp: rank %d: dying inside the save of step %lld on purpose\n",
+                         rank, static_cast<long long>(dying_step));
+            raise(SIGKILL);
+          }
+        };
+        // Rank 0 creates (and owns) the store before the others open it.
+        auto open = [&]() -> bool {
+          absl::StatusOr<trainscope::CheckpointStore> opened =
+              trainscope::internal::OpenCheckpointStoreWithFaults(store_options, faults);
+          if (!opened.ok()) {
+            std::fprintf(stderr, "train_mlp: %s\n", opened.status().ToString().c_str());
+            return false;
+          }
+          store.emplace(std::move(*opened));
+          return true;
+        };
+        if (rank == 0 && !open()) return 1;
+        if (group) {
+          if (absl::Status ready = group->Barrier(); !ready.ok()) {
+            std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, ready.ToString().c_str());
+            return kExitCollectiveFailed;
+          }
+          coordinator = group->MakeSaveCoordinator();
+        }
+        if (rank != 0 && !open()) return 1;
       }
-      std::optional<trainscope::libtorch::AutocastGuard> autocast;
-      if (amp != "off") autocast.emplace(device.type(), amp_dtype);
-      loss = torch::mse_loss(model->forward((*batch)[0]).to(torch::kFloat), (*batch)[1]);
-    }
-    {
-      TRAINSCOPE_PHASE(kBackward);
-      optimizer.zero_grad();
-      scaler.Scale(loss).backward();
-      if (corrupt_grad) {
-        // The injected bug: a sign error in one layer's gradient.
+      auto save = [&](int64_t step) -> absl::Status {
+        TRAINSCOPE_PHASE(kCheckpoint);
+        if (rank == absl::GetFlag(FLAGS_die_rank) && absl::GetFlag(FLAGS_die_in_save) &&
+            step >= absl::GetFlag(FLAGS_die_at_step)) {
+          dying_step = step;
+        }
+        const auto started = std::chrono::steady_clock::now();
+        absl::StatusOr<std::vector<trainscope::CheckpointFile>> files = state.Snapshot();
+        if (!files.ok()) return files.status();
+        const absl::Status saved =
+            coordinator ? store->SaveSharded(step, rank, world_size, *files, *coordinator)
+                        : store->Save(step, *files);
+        uint64_t bytes = 0;
+        for (const trainscope::CheckpointFile& f : *files) bytes += f.bytes.size();
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        session->NoteCheckpointSave(seconds, seconds, bytes, saved.ok());
+        return saved;
+      };
+
+      const double target_mse = absl::GetFlag(FLAGS_target_mse);
+      session->SetQualityTarget("eval_mse", target_mse, /*higher_is_better=*/false);
+      // The held-out MSE, recorded as the run's quality (same on every rank:
+      // the parameters are averaged).
+      auto evaluate = [&]() -> double {
+        TRAINSCOPE_PHASE(kEval);
         torch::NoGradGuard no_grad;
-        model->parameters()[0].mutable_grad().zero_();
+        const double mse =
+            torch::mse_loss(model->forward(data.eval_x.to(device)), data.eval_y.to(device))
+                .item<double>();
+        if (absl::Status recorded = session->RecordQuality("eval_mse", mse); !recorded.ok()) {
+          std::fprintf(stderr, "train_mlp: %s\n", recorded.ToString().c_str());
+        }
+        return mse;
+      };
+      const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
+      bool evaluated_last = false;  // the last step ended with an evaluation
+      double eval_mse = 0;
+
+      double last_loss = 0;
+      int exit_code = 0;
+      // The loss curve (Session::RecordLoss): each step's loss stays on the
+      // device until the next sync point, then is read in one copy (no sync
+      // of its own).
+      const bool curve = absl::GetFlag(FLAGS_loss_curve);
+      std::vector<torch::Tensor> pending_losses;
+      std::vector<bool> pending_skipped;
+      int64_t curve_first = 0;  // the step of pending_losses[0]
+      absl::Status curve_status;
+      auto write_curve = [&]() {
+        if (!curve || pending_losses.empty()) return;
+        const torch::Tensor values = torch::stack(pending_losses).to(torch::kCPU, torch::kDouble);
+        const double* v = values.data_ptr<double>();
+        for (size_t k = 0; k < pending_losses.size() && curve_status.ok(); ++k) {
+          curve_status =
+              session->RecordLoss(curve_first + static_cast<int64_t>(k), v[k], pending_skipped[k]);
+        }
+        curve_first += static_cast<int64_t>(pending_losses.size());
+        pending_losses.clear();
+        pending_skipped.clear();
+      };
+      const bool corrupt_grad = absl::GetFlag(FLAGS_corrupt_grad);
+      to_device.Submit(next_batch(0));
+      for (int64_t i = 0; i < steps; ++i) {
+        if (rank == absl::GetFlag(FLAGS_die_rank) && i == absl::GetFlag(FLAGS_die_at_step) &&
+            !absl::GetFlag(FLAGS_die_in_save)) {
+          std::fprintf(stderr, "train_mlp: rank %d: dying at step %lld on purpose\n", rank,
+                       static_cast<long long>(i));
+          raise(SIGKILL);
+        }
+        trainscope::StepScope step(*session, trainscope::StepIndex(i),
+                                   trainscope::Samples(batch_size));
+        std::optional<std::vector<torch::Tensor>> batch = to_device.Next();
+        if (!batch) break;
+        if (i + 1 < steps) to_device.Submit(next_batch(i + 1));
+        torch::Tensor loss;
+        {
+          TRAINSCOPE_PHASE(kForward);
+          if (rank == absl::GetFlag(FLAGS_slow_rank) && absl::GetFlag(FLAGS_slow_rank_ms) > 0) {
+            std::this_thread::sleep_for(
+                std::chrono::milliseconds(absl::GetFlag(FLAGS_slow_rank_ms)));
+          }
+          std::optional<trainscope::libtorch::AutocastGuard> autocast;
+          if (amp != "off") autocast.emplace(device.type(), amp_dtype);
+          loss = torch::mse_loss(model->forward((*batch)[0]).to(torch::kFloat), (*batch)[1]);
+        }
+        {
+          TRAINSCOPE_PHASE(kBackward);
+          optimizer.zero_grad();
+          scaler.Scale(loss).backward();
+          if (corrupt_grad) {
+            // The injected bug: a sign error in one layer's gradient.
+            torch::NoGradGuard no_grad;
+            model->parameters()[0].mutable_grad().zero_();
+          }
+        }
+        if (group) {
+          if (absl::Status synced = group->AverageGradients(*model); !synced.ok()) {
+            std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, synced.ToString().c_str());
+            exit_code = kExitCollectiveFailed;
+            break;
+          }
+        }
+        {
+          TRAINSCOPE_PHASE(kOptimizer);
+          absl::StatusOr<bool> stepped = scaler.Step(optimizer);
+          if (!stepped.ok()) {
+            std::fprintf(stderr, "train_mlp: %s\n", stepped.status().ToString().c_str());
+            return 1;
+          }
+          if (curve) {
+            pending_losses.push_back(loss.detach().to(torch::kFloat));
+            pending_skipped.push_back(!*stepped);
+          }
+          scaler.Update();
+        }
+        if ((i + 1) % absl::GetFlag(FLAGS_sync_every) == 0 || i + 1 == steps) {
+          TRAINSCOPE_PHASE(kSync);
+          last_loss = loss.item<double>();
+          write_curve();
+        }
+        evaluated_last = eval_every > 0 && (i + 1) % eval_every == 0;
+        if (evaluated_last) eval_mse = evaluate();
+        trainscope::libtorch::RecordStepMemory(*session, i, device);
+        if (evaluated_last && absl::GetFlag(FLAGS_stop_at_target) && eval_mse <= target_mse) {
+          std::fprintf(stderr,
+                       "train_mlp: rank %d: eval_mse %.4g met the target %.4g at step %lld\n", rank,
+                       eval_mse, target_mse, static_cast<long long>(i));
+          break;
+        }
+        if (store && (i + 1) % save_every == 0) {
+          if (absl::Status saved = save(i + 1); !saved.ok()) {
+            std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, saved.ToString().c_str());
+            exit_code = kExitCollectiveFailed;
+            break;
+          }
+        }
       }
-    }
-    if (group) {
-      if (absl::Status synced = group->AverageGradients(*model); !synced.ok()) {
-        std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, synced.ToString().c_str());
-        exit_code = kExitCollectiveFailed;
-        break;
+
+      if (device.is_cuda()) {
+        TRAINSCOPE_PHASE(kSync);
+        torch::cuda::synchronize();  // the last kernels complete before CUPTI flushes
       }
-    }
-    {
-      TRAINSCOPE_PHASE(kOptimizer);
-      absl::StatusOr<bool> stepped = scaler.Step(optimizer);
-      if (!stepped.ok()) {
-        std::fprintf(stderr, "train_mlp: %s\n", stepped.status().ToString().c_str());
+      if (!evaluated_last) eval_mse = evaluate();
+      session->SetConfig("final_train_loss", std::to_string(last_loss));
+      write_curve();
+      if (!curve_status.ok()) {
+        std::fprintf(stderr, "train_mlp: %s\n", curve_status.ToString().c_str());
         return 1;
       }
-      if (curve != nullptr) {
-        pending_losses.push_back(loss.detach().to(torch::kFloat));
-        pending_skipped.push_back(!*stepped);
+      if (const trainscope::libtorch::CpuTensorMemory cpu =
+              trainscope::libtorch::CpuTensorMemoryNow();
+          cpu.limit_bytes > 0) {
+        session->SetConfig("cpu_tensor_peak_bytes", std::to_string(cpu.peak_bytes));
       }
-      scaler.Update();
-    }
-    if ((i + 1) % absl::GetFlag(FLAGS_sync_every) == 0 || i + 1 == steps) {
-      TRAINSCOPE_PHASE(kSync);
-      last_loss = loss.item<double>();
-      write_curve();
-    }
-    evaluated_last = eval_every > 0 && (i + 1) % eval_every == 0;
-    if (evaluated_last) eval_mse = evaluate();
-    trainscope::libtorch::RecordStepMemory(*session, i, device);
-    if (evaluated_last && absl::GetFlag(FLAGS_stop_at_target) && eval_mse <= target_mse) {
-      std::fprintf(stderr, "train_mlp: rank %d: eval_mse %.4g met the target %.4g at step %lld\n",
-                   rank, eval_mse, target_mse, static_cast<long long>(i));
-      break;
-    }
-    if (store && (i + 1) % save_every == 0) {
-      if (absl::Status saved = save(i + 1); !saved.ok()) {
-        std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, saved.ToString().c_str());
-        exit_code = kExitCollectiveFailed;
-        break;
+      if (amp == "fp16") {
+        session->SetConfig("amp.final_scale", std::to_string(scaler.scale()));
+        session->SetConfig("amp.skipped_steps", std::to_string(scaler.skipped_steps()));
       }
-    }
+      absl::StatusOr<trainscope::Report> report = session->Finish();
+      if (!report.ok()) {
+        std::fprintf(stderr, "train_mlp: %s\n", report.status().ToString().c_str());
+        return 1;
+      }
+      return exit_code;
+    }();
+  });
+  if (!fits.ok()) {
+    std::fprintf(stderr, "train_mlp: out of memory: %s\n", std::string(fits.message()).c_str());
+    return kExitOutOfMemory;
   }
-
-  if (device.is_cuda()) {
-    TRAINSCOPE_PHASE(kSync);
-    torch::cuda::synchronize();  // the last kernels complete before CUPTI flushes
-  }
-  if (!evaluated_last) eval_mse = evaluate();
-  session->SetConfig("final_train_loss", std::to_string(last_loss));
-  if (curve != nullptr) {
-    write_curve();
-    std::fclose(curve);
-    session->SetConfig("nonfinite_losses", std::to_string(nonfinite_losses));
-  }
-  if (const trainscope::libtorch::CpuTensorMemory cpu = trainscope::libtorch::CpuTensorMemoryNow();
-      cpu.limit_bytes > 0) {
-    session->SetConfig("cpu_tensor_peak_bytes", std::to_string(cpu.peak_bytes));
-  }
-  if (amp == "fp16") {
-    session->SetConfig("amp.final_scale", std::to_string(scaler.scale()));
-    session->SetConfig("amp.skipped_steps", std::to_string(scaler.skipped_steps()));
-  }
-  absl::StatusOr<trainscope::Report> report = session->Finish();
-  if (!report.ok()) {
-    std::fprintf(stderr, "train_mlp: %s\n", report.status().ToString().c_str());
-    return 1;
-  }
-  return exit_code;
+  return code;
 }
 
 }  // namespace
@@ -592,8 +599,8 @@ int main(int argc, char** argv) {
   try {
     return Main(argc, argv);
   } catch (const c10::OutOfMemoryError& e) {
-    // Typed, never matched by its text: the batch does not fit the device
-    // (or --memory_budget_mb). What the session had is written as it unwound.
+    // Typed, never matched by its text; here only before the session
+    // started (Main records the run's own in its report).
     std::fprintf(stderr, "train_mlp: out of memory: %s\n", e.what_without_backtrace());
     return kExitOutOfMemory;
   }

@@ -206,6 +206,22 @@ void DescribeReport(R& r, V& v) {
     v.Field("max_ms", s.max_ms, kRequired);
     v.Field("requests_per_s", s.requests_per_s, kRequired);
   });
+  // Written since 2026-12-07; null: no curve was written.
+  v.Nullable("loss_curve", r.loss_curve, [&](auto& c) {
+    v.Field("file", c.file, kRequired);
+    v.Field("points", c.points, kRequired);
+    v.Field("nonfinite", c.nonfinite, kRequired);
+    v.Field("skipped", c.skipped, kRequired);
+    v.Field("last", c.last, kRequired);
+    v.Field("lines_lost", c.lines_lost, kRequired);
+  });
+  // Written since 2026-12-07; null: the program did not say it failed.
+  v.Nullable("failure", r.failure, [&](auto& f) {
+    v.Field("kind", f.kind, kRequired);
+    v.Field("message", f.message, kRequired);
+    v.Field("step", f.step, kRequired);
+    v.Field("at_s", f.at_s, kRequired);
+  });
   v.Object("acceptance", kRequired, [&] {
     v.Field("metric", r.acceptance.metric, kEmptyIsNull);
     v.Field("target", r.acceptance.target, kRequired);

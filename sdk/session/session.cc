@@ -434,6 +434,7 @@ absl::StatusOr<Report> Session::Finish() {
     const double span_s = (s.last_latency_ns - s.first_arrival_ns) / 1e9;
     serving.requests_per_s = span_s > 0 ? serving.requests / span_s : 0;
   }
+  s.CloseLossCurve();
   s.report.overhead.per_scope_ns = s.scope_cost_ns;
   s.report.overhead.estimated_share =
       s.report.timing.total_s > 0

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -108,6 +109,17 @@ struct Session::Impl {
   // RecordLatency's milliseconds, and the span they were recorded over.
   analysis::QuantileSketch latency_ms;
   TimestampNs first_arrival_ns = 0, last_latency_ns = 0;
+  // RecordLoss's file (with its own 64 KiB buffer) and counts; guarded by
+  // loss_mu (taken after mu in Finish, never before it).
+  std::mutex loss_mu;
+  std::string loss_path;
+  std::FILE* loss_file = nullptr;
+  std::unique_ptr<char[]> loss_buffer;
+  absl::Status loss_status;  // the first error; returned by every later call
+  bool loss_closed = false;  // by Finish
+  LossCurve loss_curve;      // its counts; `file` empty until the first call
+  // Closes the loss file (Finish): its counts go to report.loss_curve.
+  void CloseLossCurve();
   std::mutex mu;  // guards report.config, report.acceptance, target_met_ns, memory, report.memory,
                   // report.distributed, report.checkpoint, stop, latency_ms and its span
   struct MemorySample {

@@ -2,9 +2,12 @@
 // facts, checkpoint saves, configuration, quality and latencies. See
 // trainscope/session.h.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 
+#include "sdk/ground/files.h"
 #include "sdk/session/session_impl.h"
 
 namespace trainscope {
@@ -159,6 +162,77 @@ absl::Status Session::RecordLatency(double seconds) {
   impl_->last_latency_ns = now;
   impl_->latency_ms.Add(seconds * 1e3);
   return absl::OkStatus();
+}
+
+absl::Status Session::RecordLoss(int64_t step, double value, bool skipped) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.loss_mu);
+  if (s.loss_closed) {
+    return absl::FailedPreconditionError("RecordLoss: the session has finished");
+  }
+  if (!s.loss_status.ok()) {
+    ++s.loss_curve.lines_lost;
+    return s.loss_status;
+  }
+  if (s.loss_file == nullptr) {
+    s.loss_curve.file = RankedFile(s.options, "loss", "jsonl");
+    s.loss_path = output_dir() + "/" + s.loss_curve.file;
+    s.loss_file = std::fopen(s.loss_path.c_str(), "we");
+    if (s.loss_file == nullptr) {
+      s.loss_status = ground::ErrnoStatus(errno, "cannot create " + s.loss_path);
+      ++s.loss_curve.lines_lost;
+      return s.loss_status;
+    }
+    constexpr size_t kBuffer = 64 << 10;
+    s.loss_buffer = std::make_unique<char[]>(kBuffer);
+    std::setvbuf(s.loss_file, s.loss_buffer.get(), _IOFBF, kBuffer);
+  }
+  const bool finite = std::isfinite(value);
+  char line[96];
+  const int n =
+      finite
+          ? std::snprintf(line, sizeof(line), "{\"step\": %lld, \"loss\": %.9g%s}\n",
+                          static_cast<long long>(step), value, skipped ? ", \"skipped\": true" : "")
+          : std::snprintf(line, sizeof(line), "{\"step\": %lld, \"loss\": null%s}\n",
+                          static_cast<long long>(step), skipped ? ", \"skipped\": true" : "");
+  if (std::fwrite(line, 1, static_cast<size_t>(n), s.loss_file) != static_cast<size_t>(n)) {
+    s.loss_status = ground::ErrnoStatus(errno, "cannot write " + s.loss_path);
+    ++s.loss_curve.lines_lost;
+    return s.loss_status;
+  }
+  ++s.loss_curve.points;
+  s.loss_curve.nonfinite += finite ? 0 : 1;
+  s.loss_curve.skipped += skipped ? 1 : 0;
+  if (finite) s.loss_curve.last = value;
+  return absl::OkStatus();
+}
+
+void Session::Impl::CloseLossCurve() {
+  std::lock_guard<std::mutex> lock(loss_mu);
+  loss_closed = true;
+  if (loss_file != nullptr) {
+    // What the buffer held and could not be written is lost with the file's
+    // error: counted as lines whose writes failed, the exact number unknown,
+    // so at least one.
+    if (std::fclose(loss_file) != 0 && loss_status.ok()) {
+      loss_status = ground::ErrnoStatus(errno, "cannot write " + loss_path);
+      loss_curve.lines_lost = std::max<int64_t>(loss_curve.lines_lost, 1);
+    }
+    loss_file = nullptr;
+    loss_buffer.reset();
+  }
+  if (!loss_curve.file.empty()) report.loss_curve = loss_curve;
+}
+
+void Session::RecordOutOfMemory(std::string_view message) {
+  const TimestampNs now = NowNs();
+  const int64_t step = internal::g_current_step.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  RunFailure& f = impl_->report.failure.emplace();
+  f.kind = "out_of_memory";
+  f.message = std::string(message);
+  f.step = step;
+  f.at_s = (now - impl_->process_start.monotonic_ns) / 1e9;
 }
 
 void Session::SetAcceptance(std::string_view metric, double target, double value,

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -142,6 +143,31 @@ CpuTensorMemory CpuTensorMemoryNow();
 // is lower) for CPU; 0 when it cannot be read. Cost: a driver query or a
 // file read.
 int64_t DeviceMemoryBytes(const at::Device& device);
+
+// Runs `body()`. When it throws LibTorch's typed c10::OutOfMemoryError (a
+// CUDA allocation, or LimitMemory's CPU budget, refused), records it with
+// session.RecordOutOfMemory (the error's message without its backtrace)
+// and returns ResourceExhausted with that message; otherwise OK. Other
+// exceptions pass through unchanged. What `body` held is freed as it
+// unwinds, so the run can still finish and write its report, which
+// `trainscope tune batch` reads (docs/experiments.md, "The trial
+// contract"):
+//
+//   absl::Status fits = trainscope::libtorch::CatchOutOfMemory(session, [&] { Train(); });
+//   if (!fits.ok()) return 3;  // any non-zero code; the report says why
+//
+// Cost: a try block.
+template <typename F>
+absl::Status CatchOutOfMemory(Session& session, F&& body) {
+  try {
+    std::forward<F>(body)();
+  } catch (const c10::OutOfMemoryError& e) {
+    const char* message = e.what_without_backtrace();
+    session.RecordOutOfMemory(message);
+    return absl::ResourceExhaustedError(message);
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace trainscope::libtorch
 
