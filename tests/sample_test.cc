@@ -135,7 +135,7 @@ TEST(ExperimentSampleTest, RemovingALoaderDelayIsAccepted) {
 TEST(TuneAmpSampleTest, TheInjectedGradientBugIsRejectedByItsLossCurve) {
   testing::TempDir dir;
   const testing::ProcessResult run = testing::RunProcess(
-      {TUNE_AMP_PATH, "--out=" + dir.path(), "--repeats=2", "--steps=120", "--inject_bug"});
+      {TUNE_AMP_PATH, "--out=" + dir.path(), "--repeats=5", "--steps=120", "--inject_bug"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string json = testing::ReadAll(dir.File("experiment.json"));
   simdjson::dom::parser parser;
@@ -144,7 +144,7 @@ TEST(TuneAmpSampleTest, TheInjectedGradientBugIsRejectedByItsLossCurve) {
   std::map<std::string, bool> flagged;
   for (simdjson::dom::element c : root["curves"].get_array()) {
     flagged[std::string(std::string_view(c["variant"].get_string()))] = bool(c["flagged"]);
-    EXPECT_EQ(int64_t(c["trials"]), 2);
+    EXPECT_EQ(int64_t(c["trials"]), 5);
     EXPECT_EQ(int64_t(c["nonfinite"]), 0);
   }
   EXPECT_EQ(flagged,
@@ -162,7 +162,7 @@ TEST(TuneAmpSampleTest, TheInjectedGradientBugIsRejectedByItsLossCurve) {
   if (root["verdict"]["accepted"].get_string().get(accepted) != simdjson::SUCCESS)
     accepted = "null";
   EXPECT_NE(accepted, "bf16_bug");
-  EXPECT_NE(run.err.find("bf16_bug       2 trials, "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("bf16_bug       5 trials, "), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("- FLAGGED"), std::string::npos) << run.err;
 }
 
@@ -174,7 +174,7 @@ TEST(TuneBatchSampleTest, TheSearchGoesOnAfterAnOutOfMemoryAndTheSizesAreRanked)
   testing::TempDir dir;
   const testing::ProcessResult run = testing::RunProcess(
       {TUNE_BATCH_PATH, "--out=" + dir.path(), "--budget_mb=24", "--min_batch=512",
-       "--base_batch=256", "--sizes=2", "--repeats=2", "--lr_rule=linear", "--max_steps=200"});
+       "--base_batch=256", "--sizes=2", "--repeats=4", "--lr_rule=linear", "--max_steps=200"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("out of memory (c10::OutOfMemoryError), going on"), std::string::npos)
       << run.err;
@@ -224,7 +224,7 @@ TEST(TuneBatchSampleTest, TheSearchGoesOnAfterAnOutOfMemoryAndTheSizesAreRanked)
 TEST(TuneBatchSampleTest, ServingReportsLatencyPercentilesPerMaximumBatch) {
   testing::TempDir dir;
   const testing::ProcessResult run =
-      testing::RunProcess({TUNE_BATCH_PATH, "--serve", "--out=" + dir.path(), "--repeats=2",
+      testing::RunProcess({TUNE_BATCH_PATH, "--serve", "--out=" + dir.path(), "--repeats=4",
                            "--rate=500", "--serve_seconds=0.5", "--serve_sizes=1,16"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("p50 ms   p90 ms   p99 ms   requests/s"), std::string::npos) << run.err;
@@ -253,7 +253,8 @@ TEST(TuneBatchSampleTest, ServingReportsLatencyPercentilesPerMaximumBatch) {
       EXPECT_GT(report->serving->requests, 100);
     }
   }
-  EXPECT_EQ(trials, 4);
+  // Sequential: three rounds before any early stop, four at most.
+  EXPECT_TRUE(trials == 6 || trials == 8) << trials;
 }
 
 TEST(TuneBatchSampleTest, BadFlagsAreRefusedNamingThem) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -118,6 +119,27 @@ TEST(StatisticsTest, HolmStepsDown) {
   EXPECT_NEAR(adjusted[1], 0.06, 1e-12);
   EXPECT_NEAR(adjusted[2], 0.06, 1e-12);
   EXPECT_EQ(HolmAdjust({0.6, 0.7})[1], 1.0);
+}
+
+// The smallest p the exact test can give is that of a complete ordering,
+// and the repeats it takes to go below the level after Holm follow.
+TEST(StatisticsTest, TheFewestRepeatsThatCanReachTheLevel) {
+  EXPECT_DOUBLE_EQ(SmallestRankTestP(3, 3), 0.1);        // 2 / C(6, 3)
+  EXPECT_DOUBLE_EQ(SmallestRankTestP(4, 4), 2.0 / 70);   // 0.029
+  EXPECT_DOUBLE_EQ(SmallestRankTestP(6, 6), 2.0 / 924);  // 0.0022
+  EXPECT_DOUBLE_EQ(SmallestRankTestP(2, 5), 2.0 / 21);   // unequal sizes
+  EXPECT_EQ(SmallestRankTestP(0, 5), 1);
+  EXPECT_EQ(SmallestRankTestP(1, 1), 1);  // 2 / 2
+  // It is the test's own smallest value: two complete orderings.
+  EXPECT_DOUBLE_EQ(MannWhitneyP({1, 2, 3, 4}, {5, 6, 7, 8}), SmallestRankTestP(4, 4));
+  EXPECT_DOUBLE_EQ(MannWhitneyP({1, 2, 3}, {4, 5, 6}), SmallestRankTestP(3, 3));
+  EXPECT_EQ(MinimumRepeats(1, 0.05), 4);
+  EXPECT_EQ(MinimumRepeats(2, 0.05), 5);
+  EXPECT_EQ(MinimumRepeats(6, 0.05), 5);
+  EXPECT_EQ(MinimumRepeats(7, 0.05), 6);
+  EXPECT_EQ(MinimumRepeats(23, 0.05), 6);
+  EXPECT_EQ(MinimumRepeats(24, 0.05), 7);
+  EXPECT_EQ(MinimumRepeats(1, 0.01), 5);  // 2/252 = 0.0079
 }
 
 TEST(StatisticsTest, TheBootstrapIsDeterministicAndCoversTheTrueRatio) {
@@ -459,6 +481,17 @@ TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
             "spec.json: hypothesis: required: a non-empty string saying what should improve");
   EXPECT_EQ(error(R"({"hypothesis": "h", "repeats": 0, )" + command + ", " + variants + "}"),
             "spec.json: repeats: must be >= 1");
+  // Three repeats a side cannot reach p < 0.05: refused before any trial,
+  // naming the minimum; with two variants Holm's adjustment asks for five.
+  EXPECT_EQ(error(R"({"hypothesis": "h", "repeats": 3, )" + command + ", " + variants + "}"),
+            "spec.json: repeats: 3 a variant can never be accepted: with 3 trials a side the "
+            "rank test's smallest p is 0.1, not below 0.05; at least 4 are needed");
+  EXPECT_EQ(error(R"({"hypothesis": "h", "repeats": 4, )" + command +
+                  R"(, "variants": [{"name": "a"}, {"name": "b"}, {"name": "c"}]})"),
+            "spec.json: repeats: 4 a variant can never be accepted: with 4 trials a side the "
+            "rank test's smallest p is 0.0286, 0.0571 after Holm's adjustment for 2 variants, "
+            "not below 0.05; at least 5 are needed");
+  EXPECT_EQ(error(R"({"hypothesis": "h", "repeats": 4, )" + command + ", " + variants + "}"), "ok");
   EXPECT_EQ(error(R"({"hypothesis": "h", "objective": "loss", )" + command + ", " + variants + "}"),
             "spec.json: objective: must be \"time_to_target\", \"steady_samples_per_s\", "
             "\"median_step_ms\", \"latency_p50_ms\", \"latency_p90_ms\" or \"latency_p99_ms\"");
@@ -528,16 +561,16 @@ TEST(ExperimentTest, FailuresCountAndTheExperimentGoesOnInterleaved) {
                   "hang) sleep 30;; esac; exit 0"};
   spec.variants = {
       {"ok", {}, {}}, {"crash", {}, {{"MODE", "crash"}}}, {"hang", {}, {{"MODE", "hang"}}}};
-  spec.repeats = 3;
+  spec.repeats = 5;  // the fewest with which two variants could be accepted
   spec.trial_timeout_s = 0.5;
   RunOptions options;
   options.output = dir.File("experiment.json");
   options.progress = nullptr;
   absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
   ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->trials.size(), 9u);
+  ASSERT_EQ(result->trials.size(), 15u);
   EXPECT_TRUE(result->complete);
-  std::vector<std::vector<int>> rounds(3);
+  std::vector<std::vector<int>> rounds(5);
   for (const Trial& t : result->trials) {
     rounds[static_cast<size_t>(t.round)].push_back(t.variant);
     EXPECT_TRUE(t.failed) << t.order;  // no report.json: even "ok" failed
@@ -564,7 +597,7 @@ TEST(ExperimentTest, FailuresCountAndTheExperimentGoesOnInterleaved) {
   const std::string json = testing::ReadAll(options.output);
   EXPECT_NE(json.find("\"schema_version\": 1"), std::string::npos) << json;
   EXPECT_NE(json.find("\"accepted\": null"), std::string::npos);
-  EXPECT_NE(json.find("crash failed every trial (3 of 3)"), std::string::npos);
+  EXPECT_NE(json.find("crash failed every trial (5 of 5)"), std::string::npos);
 }
 
 // GPU covariates through NVML, loaded at run time: a stand-in library with
@@ -574,9 +607,9 @@ TEST(ExperimentTest, FailuresCountAndTheExperimentGoesOnInterleaved) {
 TEST(ExperimentTest, GpuCovariatesAreSampledWhileEachTrialRuns) {
   ExperimentSpec spec;
   spec.hypothesis = "synthetic";
-  spec.command = {"/bin/sh", "-c", "sleep 1.2"};
+  spec.command = {"/bin/sh", "-c", "sleep 0.7"};  // sampled at its start and at 0.5 s
   spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
-  spec.repeats = 1;
+  spec.repeats = 4;
   for (const bool with_nvml : {true, false}) {
     testing::TempDir dir;
     setenv("TRAINSCOPE_NVML_PATH", with_nvml ? NVML_STUB_PATH : dir.File("missing.so").c_str(), 1);
@@ -586,7 +619,7 @@ TEST(ExperimentTest, GpuCovariatesAreSampledWhileEachTrialRuns) {
     absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
     unsetenv("TRAINSCOPE_NVML_PATH");
     ASSERT_TRUE(result.ok()) << result.status();
-    ASSERT_EQ(result->trials.size(), 2u);
+    ASSERT_EQ(result->trials.size(), 8u);
     const std::string json = testing::ReadAll(options.output);
     if (!with_nvml) {
       EXPECT_EQ(result->gpu_covariates.rfind(
@@ -612,7 +645,7 @@ TEST(ExperimentTest, GpuCovariatesAreSampledWhileEachTrialRuns) {
     EXPECT_NE(json.find("\"gpu_sm_clock_mhz_min\": 1410"), std::string::npos) << json;
     absl::StatusOr<std::vector<Trial>> read = ReadExperimentTrials(options.output, spec);
     ASSERT_TRUE(read.ok()) << read.status();
-    ASSERT_EQ(read->size(), 2u);
+    ASSERT_EQ(read->size(), 8u);
     EXPECT_EQ((*read)[1].gpu_temperature_c_max, 71);
     EXPECT_EQ((*read)[1].gpu_clock_events, "sw_thermal_slowdown");
   }
@@ -805,6 +838,28 @@ TEST(ExperimentJsonTest, AnEmptyFileAndNumbersTooBigAreNamed) {
   EXPECT_EQ(ParseSpec(" ", "spec.json").status().message(), "spec.json: the file is empty");
 }
 
+// A spec made in code with too few repeats is refused as a parsed one is,
+// before its program runs once.
+TEST(ExperimentTest, TooFewRepeatsAreRefusedBeforeAnyTrialRuns) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "underpowered";
+  spec.command = {"/bin/sh", "-c", "touch " + dir.File("ran")};
+  spec.variants = {{"a", {}, {}, {}}, {"b", {}, {}, {}}};
+  spec.repeats = 2;
+  RunOptions options;
+  options.output = dir.File("experiment.json");
+  options.progress = nullptr;
+  absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("repeats: 2 a variant can never be accepted"),
+            std::string::npos)
+      << result.status();
+  EXPECT_NE(result.status().message().find("at least 4 are needed"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("ran")));
+  EXPECT_FALSE(std::filesystem::exists(options.output));
+}
+
 // Ctrl-C: the running trial is killed and not counted; what was measured
 // is written, marked incomplete.
 TEST(ExperimentTest, AStoppedExperimentWritesWhatItHasMarkedIncomplete) {
@@ -840,7 +895,7 @@ TEST(ExperimentTest, AResumedExperimentContinuesTheSameSchedule) {
   spec.hypothesis = "resume";
   spec.command = {"/bin/sh", "-c", "exit $CODE"};
   spec.variants = {{"a", {}, {{"CODE", "0"}}}, {"b", {}, {{"CODE", "4"}}}};
-  spec.repeats = 3;
+  spec.repeats = 4;
   RunOptions options;
   options.output = dir.File("whole.json");
   options.progress = nullptr;
@@ -848,7 +903,7 @@ TEST(ExperimentTest, AResumedExperimentContinuesTheSameSchedule) {
   ASSERT_TRUE(whole.ok()) << whole.status();
   absl::StatusOr<std::vector<Trial>> read = ReadExperimentTrials(options.output, spec);
   ASSERT_TRUE(read.ok()) << read.status();
-  ASSERT_EQ(read->size(), 6u);
+  ASSERT_EQ(read->size(), 8u);
   EXPECT_EQ((*read)[3].exit_code, whole->trials[3].exit_code);
   EXPECT_EQ((*read)[3].failure, whole->trials[3].failure);
 
@@ -856,8 +911,8 @@ TEST(ExperimentTest, AResumedExperimentContinuesTheSameSchedule) {
   options.done.assign(read->begin(), read->begin() + 3);
   absl::StatusOr<ExperimentResult> resumed = RunExperiment(spec, options);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  ASSERT_EQ(resumed->trials.size(), 6u);
-  for (size_t k = 0; k < 6; ++k) {
+  ASSERT_EQ(resumed->trials.size(), 8u);
+  for (size_t k = 0; k < 8; ++k) {
     EXPECT_EQ(resumed->trials[k].order, static_cast<int>(k));
     EXPECT_EQ(resumed->trials[k].variant, whole->trials[k].variant) << k;
     EXPECT_EQ(resumed->trials[k].exit_code, whole->trials[k].exit_code) << k;
@@ -884,14 +939,14 @@ TEST(ExperimentTest, CurvesAreCheckedAgainstTheBaselinesBandAndRepeatIsTheRound)
                   "0.1 + exp(-s / (20 * (1 + k))) + 0.01 * r }' > {out}/loss.jsonl"};
   spec.variants = {
       {"base", {}, {{"SLOW", "0"}}}, {"same", {}, {{"SLOW", "0"}}}, {"slow", {}, {{"SLOW", "2"}}}};
-  spec.repeats = 3;
+  spec.repeats = 5;
   spec.curve.file = "loss.jsonl";
   RunOptions options;
   options.output = dir.File("experiment.json");
   options.progress = nullptr;
   absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
   ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->trials.size(), 9u);
+  ASSERT_EQ(result->trials.size(), 15u);
   for (const Trial& t : result->trials) {
     EXPECT_EQ(testing::ReadAll(t.output_dir + "/repeat"), std::to_string(t.round) + "\n");
     EXPECT_EQ(t.curve_points, 100) << t.output_dir;
@@ -915,7 +970,7 @@ TEST(ExperimentTest, CurvesAreCheckedAgainstTheBaselinesBandAndRepeatIsTheRound)
   ASSERT_EQ(record->spec.variants.size(), 3u);
   EXPECT_EQ(record->spec.variants[2].name, "slow");
   EXPECT_EQ(record->spec.curve.file, "loss.jsonl");
-  EXPECT_EQ(record->trials.size(), 9u);
+  EXPECT_EQ(record->trials.size(), 15u);
   EXPECT_TRUE(record->complete);
   EXPECT_FALSE(record->accepted.has_value());
   EXPECT_EQ(record->reason, result->verdict.reason);

@@ -308,6 +308,7 @@ std::vector<CurveCheck> CheckTrialCurves(const ExperimentSpec& spec, std::vector
 
 absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
                                                const RunOptions& options) {
+  if (absl::Status s = CheckSpec(spec, "the experiment's spec"); !s.ok()) return s;
   ExperimentResult result;
   const std::string trials_dir = TrialsDir(options);
   if (absl::Status s = ground::EnsureWritableDirectory(trials_dir); !s.ok()) return s;

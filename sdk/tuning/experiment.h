@@ -89,6 +89,15 @@ struct ExperimentSpec {
 // ("spec.json: variants[1].argz: unknown key"; "...: repeats: must be >= 1").
 absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view where);
 
+// Checks a spec made in code as ParseSpec checks a parsed one: a program
+// and two variants or more, each number in its range, and enough repeats
+// that the rank test can reach its level (statistics.h MinimumRepeats:
+// with fewer, no variant could ever be accepted). RunExperiment calls it
+// before any trial. Errors: InvalidArgument naming `where` and the key
+// ("spec.json: repeats: 3 a variant can never be accepted: ... at least 4
+// are needed"). Cost: O(repeats).
+absl::Status CheckSpec(const ExperimentSpec& spec, std::string_view where);
+
 // One trial. Optional metrics are empty when the report lacked them.
 struct Trial {
   int order = 0;      // its place in the run order, from 0
@@ -228,8 +237,9 @@ ProcessExit RunLogged(const std::vector<std::string>& argv,
                       const std::function<void()>& sample = nullptr);
 
 // Runs the experiment and writes OUTPUT (also when stopped: marked
-// incomplete). Errors: the first trial's output directory or OUTPUT cannot
-// be written (naming it); a trial's own failure is never an error.
+// incomplete). Errors: InvalidArgument from CheckSpec, before any trial;
+// the first trial's output directory or OUTPUT cannot be written (naming
+// it); a trial's own failure is never an error.
 absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
                                                const RunOptions& options);
 

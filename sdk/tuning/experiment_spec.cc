@@ -12,6 +12,7 @@
 #include "sdk/ground/json_fields.h"
 #include "sdk/tuning/experiment.h"
 #include "sdk/tuning/objectives.h"
+#include "sdk/tuning/statistics.h"
 
 namespace trainscope::tuning {
 namespace {
@@ -248,6 +249,15 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
     }
     if (c.max_outside >= 1) return Bad(where, "curve.max_outside", "must be below 1 (a share)");
   }
+  if (absl::Status s = CheckSpec(spec, where); !s.ok()) return s;
+  return spec;
+}
+
+absl::Status CheckSpec(const ExperimentSpec& spec, std::string_view where) {
+  if (spec.command.empty()) return Bad(where, "command", "must name a program");
+  if (spec.variants.size() < 2) {
+    return Bad(where, "variants", "needs a baseline and at least one variant");
+  }
   if (spec.repeats < 1) return Bad(where, "repeats", "must be >= 1");
   if (spec.min_repeats < 2 || spec.min_repeats > spec.repeats) {
     if (spec.sequential) return Bad(where, "min_repeats", "must be from 2 to repeats");
@@ -258,7 +268,24 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
   if (!(spec.trial_timeout_s > 0)) return Bad(where, "trial_timeout_s", "must be > 0");
   if (!(spec.level > 0.5 && spec.level < 1)) return Bad(where, "level", "must be in (0.5, 1)");
   if (spec.resamples < 100) return Bad(where, "resamples", "must be >= 100");
-  return spec;
+  // Refused before any trial runs: with too few repeats the rank test can
+  // never reach its level, and the experiment could accept nothing.
+  const int comparisons = static_cast<int>(spec.variants.size()) - 1;
+  const double alpha = VerdictOptionsOf(spec).alpha;
+  const int least = MinimumRepeats(comparisons, alpha);
+  if (spec.repeats < least) {
+    const double smallest = SmallestRankTestP(spec.repeats, spec.repeats);
+    return Bad(where, "repeats",
+               fmt::format("{} a variant can never be accepted: with {} trials a side the rank "
+                           "test's smallest p is {:.3g}{}, not below {:g}; at least {} are needed",
+                           spec.repeats, spec.repeats, smallest,
+                           comparisons > 1 ? fmt::format(", {:.3g} after Holm's adjustment for {} "
+                                                         "variants",
+                                                         smallest * comparisons, comparisons)
+                                           : std::string(),
+                           alpha, least));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace trainscope::tuning

@@ -126,6 +126,25 @@ double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b) 
   return std::min(1.0, 2 * NormalTail(std::max(z, 0.0)));
 }
 
+double SmallestRankTestP(int na, int nb) {
+  if (na <= 0 || nb <= 0) return 1;
+  // C(na + nb, na) as a product of ratios; a double holds it for any
+  // sample an experiment runs (it overflows to inf only past ~1000 a side,
+  // where 2 / inf is the right 0).
+  double arrangements = 1;
+  for (int k = 1; k <= na; ++k) {
+    arrangements = arrangements * static_cast<double>(nb + k) / static_cast<double>(k);
+  }
+  return std::min(1.0, 2 / arrangements);
+}
+
+int MinimumRepeats(int comparisons, double alpha) {
+  const int m = std::max(comparisons, 1);
+  int n = 1;
+  while (n < 1000 && !(m * SmallestRankTestP(n, n) < alpha)) ++n;
+  return n;
+}
+
 std::vector<double> HolmAdjust(const std::vector<double>& p) {
   const size_t m = p.size();
   std::vector<size_t> order(m);

@@ -49,6 +49,20 @@ Interval BootstrapRatioOfMedians(const std::vector<double>& a, const std::vector
 // O(n_a * (n_a + n_b)^3) at most about 10^7 steps; approximate, O(n log n).
 double MannWhitneyP(const std::vector<double>& a, const std::vector<double>& b);
 
+// The smallest two-sided p-value MannWhitneyP can give for samples of
+// sizes `na` and `nb`: 2 / C(na + nb, na), the two complete orderings, each
+// of its exact permutation distribution's C(na + nb, na) arrangements
+// (capped at 1; 1 when either is empty). Ties only raise it. Cost: O(na).
+double SmallestRankTestP(int na, int nb);
+
+// The fewest trials per variant with which one of `comparisons` variants,
+// each tested against the baseline, can reach p < `alpha` after Holm's
+// adjustment (whose smallest adjusted p is comparisons x the raw one): the
+// least n with comparisons x SmallestRankTestP(n, n) < alpha. With fewer,
+// no variant can be accepted whatever the trials measure. At 0.05: 4 for
+// one variant, 5 for two to six, 6 for seven to 23. Cost: O(n^2).
+int MinimumRepeats(int comparisons, double alpha);
+
 // Holm's step-down adjustment of `p` (family-wise error across variants):
 // adjusted values in the input's order, each capped at 1 and never below an
 // earlier (smaller) one's. Cost: O(m log m).
