@@ -355,10 +355,11 @@ std::string ExperimentJson() {
   tuning::ExperimentSpec spec;
   spec.hypothesis = "<script>document.body.setAttribute('data-pwned','5')</script>";
   spec.command = {"build/bin/train_mlp", "--out={out}"};
-  spec.variants = {{"fp32", {}, {}},
-                   {"bf16", {"--amp=bf16"}, {}},
+  spec.variants = {{"fp32", {}, {}, {}},
+                   {"bf16", {"--amp=bf16"}, {}, {}},
                    {"\"><img src=x onerror=\"document.body.setAttribute('data-pwned','6')\">",
                     {"--amp=fp16"},
+                    {},
                     {}}};
   tuning::ExperimentResult result;
   result.complete = true;

@@ -492,6 +492,32 @@ TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
             "rank test's smallest p is 0.0286, 0.0571 after Holm's adjustment for 2 variants, "
             "not below 0.05; at least 5 are needed");
   EXPECT_EQ(error(R"({"hypothesis": "h", "repeats": 4, )" + command + ", " + variants + "}"), "ok");
+  // A variant's own placeholders: names of lower-case letters, digits and
+  // _, never the engine's; values are strings.
+  EXPECT_EQ(error(R"({"hypothesis": "h", )" + command +
+                  R"(, "variants": [{"name": "a"}, {"name": "b", "values": {"out": "x"}}]})"),
+            "spec.json: variants[1].values.out: must be a placeholder's name: lower-case "
+            "letters, digits and _, not \"out\" or \"repeat\" (the engine's own)");
+  EXPECT_EQ(error(R"({"hypothesis": "h", )" + command +
+                  R"(, "variants": [{"name": "a"}, {"name": "b", "values": {"Workers": "4"}}]})"),
+            "spec.json: variants[1].values.Workers: must be a placeholder's name: lower-case "
+            "letters, digits and _, not \"out\" or \"repeat\" (the engine's own)");
+  EXPECT_EQ(error(R"({"hypothesis": "h", )" + command +
+                  R"(, "variants": [{"name": "a"}, {"name": "b", "values": {"workers": 4}}]})"),
+            "spec.json: variants[1].values.workers: must be a string");
+  {
+    absl::StatusOr<ExperimentSpec> spec = ParseSpec(
+        R"({"hypothesis": "h", "command": ["prog", "--workers={workers}", "--out={out}"],
+            "variants": [{"name": "w0", "values": {"workers": "0"}},
+                         {"name": "w4", "args": ["--seed={repeat}", "-w{workers}"],
+                          "values": {"workers": "4"}}]})",
+        "spec.json");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(TrialArgv(*spec, spec->variants[1], "/tmp/t", 2),
+              (std::vector<std::string>{"prog", "--workers=4", "--out=/tmp/t", "--seed=2", "-w4"}));
+    EXPECT_EQ(TrialArgv(*spec, spec->variants[0], "{out}", 0),
+              (std::vector<std::string>{"prog", "--workers=0", "--out={out}"}));
+  }
   EXPECT_EQ(error(R"({"hypothesis": "h", "objective": "loss", )" + command + ", " + variants + "}"),
             "spec.json: objective: must be \"time_to_target\", \"steady_samples_per_s\", "
             "\"median_step_ms\", \"latency_p50_ms\", \"latency_p90_ms\" or \"latency_p99_ms\"");
@@ -524,7 +550,7 @@ TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
 TEST(ExperimentTest, ServingObjectivesRollBackOnTheRequestsTailNotTheBatches) {
   ExperimentSpec spec;
   spec.objective = "latency_p50_ms";
-  spec.variants = {{"max1", {}, {}}, {"max8", {}, {}}};
+  spec.variants = {{"max1", {}, {}, {}}, {"max8", {}, {}, {}}};
   std::vector<Trial> trials;
   for (int k = 0; k < 6; ++k) {
     for (int v = 0; v < 2; ++v) {
@@ -559,8 +585,9 @@ TEST(ExperimentTest, FailuresCountAndTheExperimentGoesOnInterleaved) {
   spec.command = {"/bin/sh", "-c",
                   "echo \"$TRAINSCOPE_OUTPUT_DIR\" > {out}/seen; case \"$MODE\" in crash) exit 3;; "
                   "hang) sleep 30;; esac; exit 0"};
-  spec.variants = {
-      {"ok", {}, {}}, {"crash", {}, {{"MODE", "crash"}}}, {"hang", {}, {{"MODE", "hang"}}}};
+  spec.variants = {{"ok", {}, {}, {}},
+                   {"crash", {}, {{"MODE", "crash"}}, {}},
+                   {"hang", {}, {{"MODE", "hang"}}, {}}};
   spec.repeats = 5;  // the fewest with which two variants could be accepted
   spec.trial_timeout_s = 0.5;
   RunOptions options;
@@ -608,7 +635,7 @@ TEST(ExperimentTest, GpuCovariatesAreSampledWhileEachTrialRuns) {
   ExperimentSpec spec;
   spec.hypothesis = "synthetic";
   spec.command = {"/bin/sh", "-c", "sleep 0.7"};  // sampled at its start and at 0.5 s
-  spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
+  spec.variants = {{"a", {}, {}, {}}, {"b", {}, {}, {}}};
   spec.repeats = 4;
   for (const bool with_nvml : {true, false}) {
     testing::TempDir dir;
@@ -760,7 +787,7 @@ std::string TwoTrialExperimentJson(const std::string& hypothesis, bool latency) 
   ExperimentSpec spec;
   spec.hypothesis = hypothesis;
   spec.command = {"/bin/true"};
-  spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
+  spec.variants = {{"a", {}, {}, {}}, {"b", {}, {}, {}}};
   ExperimentResult result;
   for (int k = 0; k < 2; ++k) {
     Trial& t = result.trials.emplace_back();
@@ -867,7 +894,7 @@ TEST(ExperimentTest, AStoppedExperimentWritesWhatItHasMarkedIncomplete) {
   ExperimentSpec spec;
   spec.hypothesis = "stopped";
   spec.command = {"/bin/sh", "-c", "sleep 30"};
-  spec.variants = {{"a", {}, {}}, {"b", {}, {}}};
+  spec.variants = {{"a", {}, {}, {}}, {"b", {}, {}, {}}};
   std::atomic<bool> stop{false};
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -894,7 +921,7 @@ TEST(ExperimentTest, AResumedExperimentContinuesTheSameSchedule) {
   ExperimentSpec spec;
   spec.hypothesis = "resume";
   spec.command = {"/bin/sh", "-c", "exit $CODE"};
-  spec.variants = {{"a", {}, {{"CODE", "0"}}}, {"b", {}, {{"CODE", "4"}}}};
+  spec.variants = {{"a", {}, {{"CODE", "0"}}, {}}, {"b", {}, {{"CODE", "4"}}, {}}};
   spec.repeats = 4;
   RunOptions options;
   options.output = dir.File("whole.json");
@@ -937,8 +964,9 @@ TEST(ExperimentTest, CurvesAreCheckedAgainstTheBaselinesBandAndRepeatIsTheRound)
                   "echo {repeat} > {out}/repeat; awk -v r={repeat} -v k=\"$SLOW\" 'BEGIN { for "
                   "(s = 0; s < 100; s++) printf \"{\\\"step\\\": %d, \\\"loss\\\": %.6f}\\n\", s, "
                   "0.1 + exp(-s / (20 * (1 + k))) + 0.01 * r }' > {out}/loss.jsonl"};
-  spec.variants = {
-      {"base", {}, {{"SLOW", "0"}}}, {"same", {}, {{"SLOW", "0"}}}, {"slow", {}, {{"SLOW", "2"}}}};
+  spec.variants = {{"base", {}, {{"SLOW", "0"}}, {}},
+                   {"same", {}, {{"SLOW", "0"}}, {}},
+                   {"slow", {}, {{"SLOW", "2"}}, {}}};
   spec.repeats = 5;
   spec.curve.file = "loss.jsonl";
   RunOptions options;

@@ -80,11 +80,11 @@ int main(int argc, char** argv) {
                   "--hidden=1024",   "--batch_size=256",
                   "--eval_every=10", std::string("--target_mse=") + target,
                   "--loss_curve"};
-  spec.variants.push_back({"fp32", {"--amp=off"}, {}});
-  if (device == "cuda") spec.variants.push_back({"fp16", {"--amp=fp16"}, {}});
-  spec.variants.push_back({"bf16", {"--amp=bf16"}, {}});
+  spec.variants.push_back({"fp32", {"--amp=off"}, {}, {}});
+  if (device == "cuda") spec.variants.push_back({"fp16", {"--amp=fp16"}, {}, {}});
+  spec.variants.push_back({"bf16", {"--amp=bf16"}, {}, {}});
   if (absl::GetFlag(FLAGS_inject_bug)) {
-    spec.variants.push_back({"bf16_bug", {"--amp=bf16", "--corrupt_grad"}, {}});
+    spec.variants.push_back({"bf16_bug", {"--amp=bf16", "--corrupt_grad"}, {}, {}});
   }
   spec.repeats = absl::GetFlag(FLAGS_repeats);
   spec.trial_timeout_s = absl::GetFlag(FLAGS_trial_timeout_s);

@@ -445,7 +445,7 @@ int main(int argc, char** argv) {
                     "--serve_hidden=" + std::to_string(absl::GetFlag(FLAGS_serve_hidden))};
     for (int64_t n : sizes) {
       spec.variants.push_back(
-          {"max" + std::to_string(n), {"--serve_max_batch=" + std::to_string(n)}, {}});
+          {"max" + std::to_string(n), {"--serve_max_batch=" + std::to_string(n)}, {}, {}});
     }
     spec.objective = "latency_p99_ms";
     spec.notes = {{"arrivals", "Poisson at " + rate + " requests/s, seed = the trial's round"},
@@ -541,7 +541,8 @@ int main(int argc, char** argv) {
     if (hide_gpus) env.emplace_back("CUDA_VISIBLE_DEVICES", "");
     spec.variants.push_back({"b" + std::to_string(b),
                              {"--batch_size=" + std::to_string(b), "--lr=" + absl::StrCat(lr)},
-                             env});
+                             env,
+                             {}});
     absl::StrAppend(&sizes_note, sizes_note.empty() ? "" : ", ", b, " at lr ", lr);
   }
   if (spec.variants.size() < 2) {

@@ -187,6 +187,22 @@ void Substitute(std::string* arg, std::string_view placeholder, const std::strin
   }
 }
 
+}  // namespace
+
+std::vector<std::string> TrialArgv(const ExperimentSpec& spec, const VariantSpec& variant,
+                                   const std::string& out, int repeat) {
+  std::vector<std::string> argv = spec.command;
+  argv.insert(argv.end(), variant.args.begin(), variant.args.end());
+  for (std::string& a : argv) {
+    for (const auto& [name, value] : variant.values) Substitute(&a, "{" + name + "}", value);
+    Substitute(&a, "{out}", out);
+    Substitute(&a, "{repeat}", std::to_string(repeat));
+  }
+  return argv;
+}
+
+namespace {
+
 // Reads the trial's report and decides whether it failed.
 void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
   t->exit_code = exit.code;
@@ -351,12 +367,7 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       const VariantSpec& v = spec.variants[static_cast<size_t>(variant)];
       t.output_dir = fmt::format("{}/{:03d}-{}", trials_dir, t.order, v.name);
       if (absl::Status s = ground::EnsureWritableDirectory(t.output_dir); !s.ok()) return s;
-      std::vector<std::string> argv = spec.command;
-      argv.insert(argv.end(), v.args.begin(), v.args.end());
-      for (std::string& a : argv) {
-        Substitute(&a, "{out}", t.output_dir);
-        Substitute(&a, "{repeat}", std::to_string(round));
-      }
+      const std::vector<std::string> argv = TrialArgv(spec, v, t.output_dir, round);
       std::vector<std::pair<std::string, std::string>> env = v.env;
       env.emplace_back("TRAINSCOPE_OUTPUT_DIR", t.output_dir);
       t.cpu_mhz = ReadCpuMhz();

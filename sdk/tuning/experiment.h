@@ -8,7 +8,8 @@
 //   {"hypothesis": "bf16 autocast reaches eval_mse 0.1 sooner",
 //    "command": ["build/bin/train_mlp", "--out={out}"],
 //    "variants": [{"name": "fp32", "args": ["--amp=off"]},
-//                 {"name": "bf16", "args": ["--amp=bf16"], "env": {"K": "V"}}],
+//                 {"name": "bf16", "args": ["--amp=bf16"], "env": {"K": "V"}},
+//                 {"name": "w4", "values": {"workers": "4"}}],
 //    "repeats": 5, "objective": "time_to_target", "threshold": 0.02,
 //    "trial_timeout_s": 600, "seed": 1, "sequential": false, "min_repeats": 3,
 //    "level": 0.95, "resamples": 10000,
@@ -17,6 +18,8 @@
 //    "curve": {"file": "loss.jsonl", "value": "loss", "window_steps": 10,
 //              "widen": 0.5, "floor": 0.01, "max_outside": 0.2},
 //    "notes": {"lr_rule": "linear (Goyal et al. 2017)"}}
+// A variant's "values" fill placeholders of its own in the command and
+// args ("{workers}" above; TrialArgv).
 // `{out}` in the command or a variant's args becomes the trial's output
 // directory, which the engine also passes as TRAINSCOPE_OUTPUT_DIR (Session
 // honours it); `{repeat}` becomes the trial's round, from 0, the same for
@@ -62,6 +65,11 @@ struct VariantSpec {
   std::string name;
   std::vector<std::string> args;                         // appended to the command
   std::vector<std::pair<std::string, std::string>> env;  // added to the environment
+  // Placeholders of this variant: {"workers", "4"} puts 4 for every
+  // "{workers}" in the command and the args (`trainscope tune` builds its
+  // variants so). Names are identifiers; "out" and "repeat" are the
+  // engine's own.
+  std::vector<std::pair<std::string, std::string>> values;
 };
 
 struct ExperimentSpec {
@@ -83,6 +91,14 @@ struct ExperimentSpec {
 
   bool lower_is_better() const { return objective != "steady_samples_per_s"; }
 };
+
+// The trial's command line: spec.command, then the variant's args, each
+// "{name}" of the variant's values replaced, "{out}" by `out` and
+// "{repeat}" by `repeat` (a placeholder left unreplaced stays as written).
+// The engine runs it; the preset keeps "{out}" (pass "{out}") and the first
+// round's seed. Cost: O(length of the command line).
+std::vector<std::string> TrialArgv(const ExperimentSpec& spec, const VariantSpec& variant,
+                                   const std::string& out, int repeat);
 
 // Parses and checks a spec. `where` names it in errors ("spec.json").
 // Errors: InvalidArgument naming the key and what is wrong

@@ -61,6 +61,7 @@ void DescribeVariant(S& variant, bool baseline, V& v) {
   v.WriteOnly("baseline", baseline);
   v.List("args", variant.args, kAbsentOk);
   v.Strings("env", variant.env, kAbsentOk);
+  v.Strings("values", variant.values, kAbsentOk);  // absent before 2026-12-07
 }
 
 template <typename T, typename V>

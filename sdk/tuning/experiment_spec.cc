@@ -51,6 +51,33 @@ absl::StatusOr<std::vector<std::string>> Strings(element e, std::string_view whe
   return out;
 }
 
+// An object of strings, in file order ("env", "notes", "values").
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> StringPairs(
+    element e, std::string_view where, const std::string& key) {
+  simdjson::dom::object object;
+  if (e.get_object().get(object) != simdjson::SUCCESS) {
+    return Bad(where, key, "must be an object of strings");
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto field : object) {
+    std::string_view text;
+    if (field.value.get_string().get(text) != simdjson::SUCCESS) {
+      return Bad(where, key + "." + std::string(field.key), "must be a string");
+    }
+    out.emplace_back(std::string(field.key), std::string(text));
+  }
+  return out;
+}
+
+// A placeholder's name: a lower-case identifier.
+bool PlaceholderName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return !(name[0] >= '0' && name[0] <= '9');
+}
+
 template <typename T>
 absl::Status NumberField(simdjson::dom::object object, std::string_view key, std::string_view where,
                          const std::string& path, T* out) {
@@ -119,7 +146,10 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
     if (v.get_object().get(vo) != simdjson::SUCCESS) {
       return Bad(where, path.substr(0, path.size() - 1), "must be an object");
     }
-    if (absl::Status s = OnlyKnownKeys(vo, where, path, {"name", "args", "env"}); !s.ok()) return s;
+    if (absl::Status s = OnlyKnownKeys(vo, where, path, {"name", "args", "env", "values"});
+        !s.ok()) {
+      return s;
+    }
     VariantSpec variant;
     if (vo["name"].get_string().get(text) != simdjson::SUCCESS || text.empty()) {
       return Bad(where, path + "name", "required: a non-empty string");
@@ -133,17 +163,22 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
       if (!args.ok()) return args.status();
       variant.args = *std::move(args);
     }
-    simdjson::dom::object env;
     if (vo["env"].get(e) == simdjson::SUCCESS) {
-      if (e.get_object().get(env) != simdjson::SUCCESS) {
-        return Bad(where, path + "env", "must be an object of strings");
-      }
-      for (auto field : env) {
-        if (field.value.get_string().get(text) != simdjson::SUCCESS) {
-          return Bad(where, path + "env." + std::string(field.key), "must be a string");
+      auto env = StringPairs(e, where, path + "env");
+      if (!env.ok()) return env.status();
+      variant.env = *std::move(env);
+    }
+    if (vo["values"].get(e) == simdjson::SUCCESS) {
+      auto values = StringPairs(e, where, path + "values");
+      if (!values.ok()) return values.status();
+      for (const auto& [name, value] : *values) {
+        if (!PlaceholderName(name) || name == "out" || name == "repeat") {
+          return Bad(where, path + "values." + name,
+                     "must be a placeholder's name: lower-case letters, digits and _, not "
+                     "\"out\" or \"repeat\" (the engine's own)");
         }
-        variant.env.emplace_back(std::string(field.key), std::string(text));
       }
+      variant.values = *std::move(values);
     }
     spec.variants.push_back(std::move(variant));
   }
@@ -203,16 +238,9 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
     }
   }
   if (object["notes"].get(e) == simdjson::SUCCESS) {
-    simdjson::dom::object notes;
-    if (e.get_object().get(notes) != simdjson::SUCCESS) {
-      return Bad(where, "notes", "must be an object of strings");
-    }
-    for (auto field : notes) {
-      if (field.value.get_string().get(text) != simdjson::SUCCESS) {
-        return Bad(where, "notes." + std::string(field.key), "must be a string");
-      }
-      spec.notes.emplace_back(std::string(field.key), std::string(text));
-    }
+    auto notes = StringPairs(e, where, "notes");
+    if (!notes.ok()) return notes.status();
+    spec.notes = *std::move(notes);
   }
   if (object["curve"].get(e) == simdjson::SUCCESS) {
     simdjson::dom::object co;

@@ -66,10 +66,7 @@ Preset MakePreset(const ExperimentSpec& spec, const std::vector<Trial>& trials,
   p.variant = v.name;
   p.changed = chosen != 0;
   p.justified_by = verdict.reason;
-  p.argv = spec.command;
-  p.argv.insert(p.argv.end(), v.args.begin(), v.args.end());
-  for (std::string& a : p.argv)
-    a = absl::StrReplaceAll(a, {{"{repeat}", "0"}});  // a seed: the first round's
+  p.argv = TrialArgv(spec, v, "{out}", /*repeat=*/0);  // a seed: the first round's
   p.env = v.env;
   p.workload = WorkloadOf(trials, chosen);
   p.polyaxon = PolyaxonPreset(spec, p);
