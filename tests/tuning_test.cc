@@ -887,6 +887,70 @@ TEST(ExperimentTest, TooFewRepeatsAreRefusedBeforeAnyTrialRuns) {
   EXPECT_FALSE(std::filesystem::exists(options.output));
 }
 
+// A trial whose report says it ran out of memory fails for that reason,
+// whatever its exit code, and its record says so (the batch probe's input).
+TEST(ExperimentTest, AnOutOfMemoryRecordIsTheTrialsFailure) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "memory";
+  spec.command = {TRIAL_PROGRAM_PATH, "--out={out}", "--steps=3", "--memory_limit=64",
+                  "--batch={batch}"};
+  spec.variants = {{"b32", {}, {}, {{"batch", "32"}}}, {"b128", {}, {}, {{"batch", "128"}}}};
+  spec.repeats = 4;
+  RunOptions options;
+  options.output = dir.File("experiment.json");
+  options.progress = nullptr;
+  absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->trials.size(), 8u);
+  for (const Trial& t : result->trials) {
+    if (t.variant == 0) {
+      EXPECT_FALSE(t.failed) << t.failure;
+      EXPECT_FALSE(t.out_of_memory);
+    } else {
+      EXPECT_TRUE(t.out_of_memory);
+      EXPECT_EQ(t.exit_code, 3);
+      EXPECT_EQ(t.failure, "out of memory: batch 128 needs more than the memory limit 64");
+    }
+  }
+  absl::StatusOr<std::vector<Trial>> read = ReadExperimentTrials(options.output, spec);
+  ASSERT_TRUE(read.ok()) << read.status();
+  int oom = 0;
+  for (const Trial& t : *read) oom += t.out_of_memory;
+  EXPECT_EQ(oom, 4);
+  // The variant's values are in the record and in the preset's command.
+  const std::string json = testing::ReadAll(options.output);
+  EXPECT_NE(json.find("\"values\": {\n        \"batch\": \"128\"\n      }"), std::string::npos)
+      << json;
+  EXPECT_EQ(result->preset.variant, "b32");
+  EXPECT_EQ(result->preset.argv.back(), "--batch=32");
+  EXPECT_EQ(result->preset.argv[1], "--out={out}");
+}
+
+// A program that never declares its quality target is stopped after its
+// first trial, not after all of them, and the error names the call.
+TEST(ExperimentTest, AProgramWithoutAQualityTargetStopsAfterItsFirstTrial) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "no target";
+  spec.command = {TRIAL_PROGRAM_PATH, "--out={out}", "--steps=2", "--no_target"};
+  spec.variants = {{"a", {}, {}, {}}, {"b", {}, {}, {}}};
+  spec.repeats = 4;
+  RunOptions options;
+  options.output = dir.File("experiment.json");
+  options.progress = nullptr;
+  absl::StatusOr<ExperimentResult> result = RunExperiment(spec, options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(result.status().message().find("its report has no quality target"), std::string::npos)
+      << result.status();
+  EXPECT_NE(result.status().message().find("Session::SetQualityTarget(metric, target"),
+            std::string::npos);
+  absl::StatusOr<std::vector<Trial>> read = ReadExperimentTrials(options.output, spec);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->size(), 1u);
+  EXPECT_NE(testing::ReadAll(options.output).find("\"complete\": false"), std::string::npos);
+}
+
 // Ctrl-C: the running trial is killed and not counted; what was measured
 // is written, marked incomplete.
 TEST(ExperimentTest, AStoppedExperimentWritesWhatItHasMarkedIncomplete) {

@@ -203,6 +203,10 @@ std::vector<std::string> TrialArgv(const ExperimentSpec& spec, const VariantSpec
 
 namespace {
 
+constexpr char kNoQualityTarget[] =
+    "no quality target recorded (Session::SetQualityTarget before the first "
+    "Session::RecordQuality)";
+
 // Reads the trial's report and decides whether it failed.
 void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
   t->exit_code = exit.code;
@@ -227,9 +231,12 @@ void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
       t->requests_per_s = r.serving->requests_per_s;
     }
     t->p99_step_ms = StepP99(exporter::StepsFileForReport(report_path));
+    t->out_of_memory = r.failure && r.failure->kind == "out_of_memory";
   }
   if (!exit.error.empty()) {
     t->failure = exit.error;
+  } else if (t->out_of_memory) {
+    t->failure = fmt::format("out of memory: {}", report->failure->message);
   } else if (exit.timed_out) {
     t->failure = fmt::format("timed out after {:g} s", spec.trial_timeout_s);
   } else if (exit.code != 0) {
@@ -240,7 +247,7 @@ void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
   } else if (report->acceptance.passed == false ||
              (spec.objective == "time_to_target" && !t->time_to_target_s)) {
     t->failure = report->acceptance.metric.empty()
-                     ? std::string("no quality target recorded (Session::SetQualityTarget)")
+                     ? std::string(kNoQualityTarget)
                      : fmt::format("did not reach {} {} {:g}", report->acceptance.metric,
                                    report->acceptance.higher_is_better ? ">=" : "<=",
                                    report->acceptance.target.value_or(NAN));
@@ -391,6 +398,17 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       }
       Assess(spec, exit, &t);
       result.trials.push_back(t);
+      if (t.failure == kNoQualityTarget) {
+        // Every trial would fail the same way: say so now, not after all.
+        result.complete = false;
+        if (absl::Status s = write(); !s.ok()) return s;
+        return absl::FailedPreconditionError(fmt::format(
+            "{} ran, and its report has no quality target, so no trial can reach one: the "
+            "program must call Session::SetQualityTarget(metric, target, higher_is_better) and "
+            "then Session::RecordQuality(metric, value) at each evaluation (docs/experiments.md, "
+            "\"The trial contract\"; its log: {}/trial.log)",
+            t.output_dir, t.output_dir));
+      }
       if (options.progress != nullptr) {
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -36,7 +36,10 @@
 //
 // A trial fails (MLPerf's rule: infinite time to target) when it exits
 // non-zero, is killed by a signal or the per-trial timeout, writes no
-// readable report, or does not reach its quality target.
+// readable report, says in its report that it ran out of memory, or does
+// not reach its quality target. A program that records no quality target
+// under the time_to_target objective stops the experiment after its first
+// trial (RunExperiment's error says which call is missing).
 //
 // Memory: O(variants x repeats) trial records; a trial's steps file is
 // streamed through a quantile sketch (its p99 step time), never held; with
@@ -123,6 +126,9 @@ struct Trial {
   bool timed_out = false;
   bool failed = false;
   std::string failure;  // why it failed, a phrase; "" if it did not
+  // The program said it ran out of memory (its report's failure, from
+  // Session::RecordOutOfMemory): what `trainscope tune batch`'s probe reads.
+  bool out_of_memory = false;
   std::optional<double> time_to_target_s, steady_samples_per_s, median_step_ms, p99_step_ms,
       idle_share, resource_hours, peak_memory_bytes;
   // A serving run's request latencies (report serving) and their rate.
@@ -254,8 +260,11 @@ ProcessExit RunLogged(const std::vector<std::string>& argv,
 
 // Runs the experiment and writes OUTPUT (also when stopped: marked
 // incomplete). Errors: InvalidArgument from CheckSpec, before any trial;
+// FailedPrecondition after the first trial when its report has no quality
+// target and the objective is time_to_target (the program lacks
+// Session::SetQualityTarget; OUTPUT keeps that trial, marked incomplete);
 // the first trial's output directory or OUTPUT cannot be written (naming
-// it); a trial's own failure is never an error.
+// it). Otherwise a trial's own failure is never an error.
 absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
                                                const RunOptions& options);
 

@@ -70,6 +70,7 @@ void DescribeTrial(T& t, V& v) {
   v.Field("round", t.round, kAbsentOk);
   v.Field("failed", t.failed, kAbsentOk);
   v.Field("failure", t.failure, kAbsentOk);
+  v.Field("out_of_memory", t.out_of_memory, kAbsentOk);  // absent before 2026-12-07
   v.Field("exit_code", t.exit_code, kAbsentOk);
   v.Field("timed_out", t.timed_out, kAbsentOk);
   v.Field("time_to_target_s", t.time_to_target_s, kAbsentOk);
