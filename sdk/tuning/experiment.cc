@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,9 +127,10 @@ ProcessExit RunLogged(const std::vector<std::string>& argv,
   close(log_fd);
   setpgid(pid, pid);  // also here: no race with the kill below
   int status = 0;
+  struct rusage usage = {};
   double next_sample = 0;
   while (true) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
+    const pid_t done = wait4(pid, &status, WNOHANG, &usage);
     if (done == pid) break;
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -141,13 +143,15 @@ ProcessExit RunLogged(const std::vector<std::string>& argv,
       exit.timed_out = !stopping;
       exit.stopped = stopping;
       kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      wait4(pid, &status, 0, &usage);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   exit.code = WIFEXITED(status) ? WEXITSTATUS(status)
                                 : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255);
+  exit.cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+               static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   return exit;
 }
 
@@ -211,6 +215,7 @@ constexpr char kNoQualityTarget[] =
 void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
   t->exit_code = exit.code;
   t->timed_out = exit.timed_out;
+  t->cpu_s = exit.cpu_s;
   const std::string report_path = t->output_dir + "/report.json";
   absl::StatusOr<Report> report = exporter::ReadReportFile(report_path);
   if (report.ok()) {
@@ -222,6 +227,10 @@ void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
     }
     t->idle_share = r.idle.share;
     t->idle_top_cause = r.idle.top_cause;
+    for (const PhaseStat& p : r.phases) {
+      if (p.phase == "data_wait") t->data_wait_share = p.share_of_steps;
+    }
+    if (!t->data_wait_share && r.throughput.steady_steps > 0) t->data_wait_share = 0;
     t->resource_hours = r.resource_hours;
     if (r.memory.peak_bytes >= 0) t->peak_memory_bytes = static_cast<double>(r.memory.peak_bytes);
     if (r.serving) {
@@ -398,6 +407,16 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       }
       Assess(spec, exit, &t);
       result.trials.push_back(t);
+      if (!t.failed && !spec.curve.file.empty() &&
+          access((t.output_dir + "/" + spec.curve.file).c_str(), F_OK) != 0) {
+        result.complete = false;
+        if (absl::Status s = write(); !s.ok()) return s;
+        return absl::FailedPreconditionError(fmt::format(
+            "{} ran, and wrote no {}: the curve check needs the training curve, so the program "
+            "must call Session::RecordLoss(step, loss) at each step (docs/experiments.md, \"The "
+            "trial contract\"; its log: {}/trial.log)",
+            t.output_dir, spec.curve.file, t.output_dir));
+      }
       if (t.failure == kNoQualityTarget) {
         // Every trial would fail the same way: say so now, not after all.
         result.complete = false;

@@ -38,8 +38,9 @@
 // non-zero, is killed by a signal or the per-trial timeout, writes no
 // readable report, says in its report that it ran out of memory, or does
 // not reach its quality target. A program that records no quality target
-// under the time_to_target objective stops the experiment after its first
-// trial (RunExperiment's error says which call is missing).
+// under the time_to_target objective, or (with a curve check) writes no
+// curve file, stops the experiment after its first such trial
+// (RunExperiment's error says which call is missing).
 //
 // Memory: O(variants x repeats) trial records; a trial's steps file is
 // streamed through a quantile sketch (its p99 step time), never held; with
@@ -134,6 +135,10 @@ struct Trial {
   // A serving run's request latencies (report serving) and their rate.
   std::optional<double> latency_p50_ms, latency_p90_ms, latency_p99_ms, requests_per_s;
   std::string idle_top_cause;
+  // The share of step time spent waiting for input (the report's data_wait
+  // phase), and the CPU seconds the trial's process used (user + system,
+  // with the children it waited for): what the loader tuner weighs.
+  std::optional<double> data_wait_share, cpu_s;
   double wall_s = 0;
   // Covariates that explain noise: the CPU's, read just before the trial
   // started; the GPUs' through NVML (gpu_covariates.h), sampled at its start
@@ -240,7 +245,8 @@ absl::StatusOr<ExperimentRecord> ReadExperiment(const std::string& path);
 
 // How a process run by RunLogged ended.
 struct ProcessExit {
-  int code = 0;  // its exit status; 128 + N when killed by signal N
+  int code = 0;      // its exit status; 128 + N when killed by signal N
+  double cpu_s = 0;  // user + system CPU seconds, with the children it waited for
   bool timed_out = false;
   bool stopped = false;  // killed because `stop` was set
   std::string error;     // it could not start (the log, fork): why; "" otherwise
@@ -260,9 +266,11 @@ ProcessExit RunLogged(const std::vector<std::string>& argv,
 
 // Runs the experiment and writes OUTPUT (also when stopped: marked
 // incomplete). Errors: InvalidArgument from CheckSpec, before any trial;
-// FailedPrecondition after the first trial when its report has no quality
-// target and the objective is time_to_target (the program lacks
-// Session::SetQualityTarget; OUTPUT keeps that trial, marked incomplete);
+// FailedPrecondition after the first trial whose report has no quality
+// target when the objective is time_to_target (the program lacks
+// Session::SetQualityTarget), or after the first successful trial without
+// the spec's curve file (Session::RecordLoss); OUTPUT keeps the trials so
+// far, marked incomplete;
 // the first trial's output directory or OUTPUT cannot be written (naming
 // it). Otherwise a trial's own failure is never an error.
 absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,

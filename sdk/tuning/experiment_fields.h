@@ -79,6 +79,8 @@ void DescribeTrial(T& t, V& v) {
   v.Field("p99_step_ms", t.p99_step_ms, kAbsentOk);
   v.Field("idle_share", t.idle_share, kAbsentOk);
   v.Field("idle_top_cause", t.idle_top_cause, kAbsentOk);
+  v.Field("data_wait_share", t.data_wait_share, kAbsentOk);  // absent before 2026-12-07
+  v.Field("cpu_s", t.cpu_s, kAbsentOk);                      // absent before 2026-12-07
   v.Field("resource_hours", t.resource_hours, kAbsentOk);
   v.Field("peak_memory_bytes", t.peak_memory_bytes, kAbsentOk);
   // Absent before 2026-12-06.
