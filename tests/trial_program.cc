@@ -6,16 +6,21 @@
 // Session::RecordOutOfMemory.
 //
 //   trial_program [--out=DIR] [--steps=20] [--step_ms=1] [--seed=0]
-//                 [--no_target] [--batch=B --memory_limit=M] [--hang]
-//                 [--loss_offset=X] [--any_flag=value ...]
+//                 [--no_target] [--no_loss] [--batch=B --memory_limit=M]
+//                 [--hang] [--loss_offset=X]
+//                 [--workers=W --decode_ms=D] [--any_flag=value ...]
 //
 // Each step sleeps --step_ms, records its loss (exp(-step / 10) plus a
 // seeded wobble of 1% plus --loss_offset), and the run reaches the quality
-// target "score" >= 1 at its last step. --batch above --memory_limit records
+// target "score" >= 1 at its last step. With --decode_ms, a loader is
+// simulated: each step first waits for its batch (a data_wait phase) of
+// D ms with no workers, D / W - step_ms with W of them working ahead (none
+// once they keep up), so the knee is W = D / step_ms. --batch above --memory_limit records
 // an out-of-memory failure at step 0 and exits 3. --hang sleeps for good
 // before its first step. Unknown --flags are recorded as configuration
 // (so that a command can carry any placeholder). Exit codes: 0, 2 for a
 // bad flag, 3 out of memory.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -46,7 +51,8 @@ int main(int argc, char** argv) {
   options.sinks = trainscope::Sink::kReportJson;
   options.device_timeline = false;  // no CUPTI line in its log
   double steps = 20, step_ms = 1, seed = 0, batch = 0, memory_limit = -1, loss_offset = 0;
-  bool target = true, hang = false;
+  double workers = 0, decode_ms = 0;
+  bool target = true, hang = false, loss = true;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const size_t eq = arg.find('=');
@@ -58,6 +64,8 @@ int main(int argc, char** argv) {
                      : key == "--batch"        ? &batch
                      : key == "--memory_limit" ? &memory_limit
                      : key == "--loss_offset"  ? &loss_offset
+                     : key == "--workers"      ? &workers
+                     : key == "--decode_ms"    ? &decode_ms
                                                : nullptr;
     if (number != nullptr) {
       if (!Number(value, number)) {
@@ -68,6 +76,8 @@ int main(int argc, char** argv) {
       options.output_dir = std::string(value);
     } else if (key == "--no_target") {
       target = false;
+    } else if (key == "--no_loss") {
+      loss = false;
     } else if (key == "--hang") {
       hang = true;
     } else if (key.substr(0, 2) == "--" && key.size() > 2) {
@@ -95,14 +105,19 @@ int main(int argc, char** argv) {
                                  std::to_string(static_cast<int64_t>(memory_limit)));
       return 3;  // the Session finishes as it goes out of scope
     }
+    if (decode_ms > 0) {
+      const double wait_ms = workers < 1 ? decode_ms : std::max(0.0, decode_ms / workers - step_ms);
+      TRAINSCOPE_PHASE(kDataWait);
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wait_ms));
+    }
     {
       TRAINSCOPE_PHASE(kForward);
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(step_ms));
     }
     state = state * 6364136223846793005u + 1442695040888963407u;
     const double wobble = 0.01 * (static_cast<double>(state >> 11) / 9007199254740992.0 - 0.5);
-    const double loss = std::exp(-static_cast<double>(i) / 10) + wobble + loss_offset;
-    if (absl::Status s = session->RecordLoss(i, loss); !s.ok()) {
+    const double value = std::exp(-static_cast<double>(i) / 10) + wobble + loss_offset;
+    if (absl::Status s = loss ? session->RecordLoss(i, value) : absl::OkStatus(); !s.ok()) {
       std::fprintf(stderr, "trial_program: %s\n", s.ToString().c_str());
       return 1;
     }

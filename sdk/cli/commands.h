@@ -40,6 +40,14 @@ int RunCompare(const std::vector<std::string>& args);
 // report.html, report-rank3.html, trace.html; DIR/ranks.html).
 int RunHtml(const std::vector<std::string>& args);
 
+// `trainscope tune amp|batch|loader [flags] -- COMMAND`: an experiment on
+// the user's own program, whose placeholders each trial fills (`command`,
+// what followed "--"; `has_command`: a "--" was given). 2 for bad input,
+// nothing run (or, for a program that breaks the trial contract, after
+// its first trial); 130 when interrupted (--resume finishes it).
+int RunTune(const std::vector<std::string>& args, const std::vector<std::string>& command,
+            bool has_command);
+
 }  // namespace trainscope::cli
 
 #endif  // TRAINSCOPE_SDK_CLI_COMMANDS_H_

@@ -53,6 +53,12 @@ constexpr char kUsage[] =
     "                        trials\n"
     "  html TRACE.json[.gz]  a PyTorch-profiler trace (or ours) as one page:\n"
     "                        analyze's figures, HTA's breakdowns drawn\n"
+    "  tune amp|batch|loader [flags] -- COMMAND\n"
+    "                        tune your own program: fp32 against mixed precision\n"
+    "                        ({precision}), the batch size ({batch}, {lr}), the\n"
+    "                        loader's workers and prefetch ({workers}, {prefetch}):\n"
+    "                        experiment.json, a Polyaxon preset, a verdict beyond\n"
+    "                        the noise (docs/experiments.md)\n"
     "\n"
     "Exit codes: 0 ok, 1 bad input file, 2 bad usage.\n"
     "Run 'trainscope --help' for the flags.";
@@ -142,10 +148,31 @@ int main(int argc, char** argv) {
     return path.find("sdk/cli/") != absl::string_view::npos;
   };
   absl::SetFlagsUsageConfig(config);
-  // "-o FILE" is --output=FILE.
+  // What follows "--" is a program to run (`trainscope tune`), never read
+  // as trainscope's flags. "-o FILE" before it is --output=FILE.
+  int dashes = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      dashes = i;
+      break;
+    }
+  }
+  const std::vector<std::string> after_dashes(argv + std::min(dashes + 1, argc), argv + argc);
+  // `tune` without "--": its program's flags would be read as ours.
+  std::vector<std::string> words;  // the arguments that are not flags
+  for (int i = 1; i < dashes; ++i) {
+    if (argv[i][0] != '-') words.emplace_back(argv[i]);
+  }
+  if (dashes == argc && !words.empty() && words[0] == "tune") {
+    std::fprintf(stderr,
+                 "trainscope: tune%s: put the program to tune after -- (trainscope tune "
+                 "amp|batch|loader [flags] -- COMMAND [ARGS...])\n",
+                 words.size() > 1 ? (" " + words[1]).c_str() : "");
+    return trainscope::cli::kExitUsage;
+  }
   std::vector<std::string> rewritten;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+  for (int i = 0; i < dashes; ++i) {
+    if (std::strcmp(argv[i], "-o") == 0 && i + 1 < dashes) {
       rewritten.push_back(std::string("--output=") + argv[++i]);
     } else {
       rewritten.emplace_back(argv[i]);
@@ -167,6 +194,11 @@ int main(int argc, char** argv) {
   if (command == "experiment") return trainscope::cli::RunExperimentCommand(args);
   if (command == "compare") return trainscope::cli::RunCompare(args);
   if (command == "html") return trainscope::cli::RunHtml(args);
+  if (command == "tune") return trainscope::cli::RunTune(args, after_dashes, dashes < argc);
+  if (dashes < argc) {
+    std::fprintf(stderr, "trainscope %s: takes no command after --\n", command.c_str());
+    return trainscope::cli::kExitUsage;
+  }
   std::fprintf(stderr, "trainscope: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return trainscope::cli::kExitUsage;
 }
