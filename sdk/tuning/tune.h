@@ -170,9 +170,14 @@ LoaderKnee FindKnee(const ExperimentSpec& spec, const ExperimentResult& result,
 // The table and the knee's sentence.
 std::string LoaderTable(const ExperimentSpec& spec, const LoaderKnee& knee);
 
-// The sentence comparing the knee and the gains without co-load and with
-// it ("the knee moved from w2 to w1 under co-load; the best gain shrank
-// from 2.10x to 1.32x").
+// The sentence comparing the knee and the gain without co-load and with
+// it. The gain is what the best setting adds over the baseline in the
+// objective's units (samples/s, or seconds to target saved), since extra
+// workers on a shared host take their CPU from the other jobs: the ratio
+// to a baseline that is slowed too can grow while the work won shrinks.
+// ("the knee stays at w2 under co-load; the best gain shrank by 35%
+// (+7351 samples/s quiet, +4801 samples/s co-loaded; 1.96x and 2.17x each
+// sweep's own baseline): ...").
 std::string CoLoadVerdict(const LoaderKnee& quiet, const LoaderKnee& loaded, bool lower_is_better);
 
 // The loader's knee as JSON ("<output>-knee.json"): the objective, each
