@@ -79,8 +79,11 @@ struct LossCurve {
 struct RunFailure {
   std::string kind;     // "out_of_memory"
   std::string message;  // what the program said (LibTorch's error, without its backtrace)
-  int64_t step = -1;    // the step open when it was recorded; -1: none
-  double at_s = 0;      // seconds from process start
+  // The step open when it was recorded; -1: none
+  // (CatchOutOfMemory records after the step's scope unwound: timing.steps
+  // then says how many steps finished before it).
+  int64_t step = -1;
+  double at_s = 0;  // seconds from process start
 };
 
 struct Report {
