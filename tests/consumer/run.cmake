@@ -38,5 +38,10 @@ if(EXISTS "${BUILD_DIR}/integrations/torch")
     message(FATAL_ERROR "trainscope::torch was built but the consumer found no trainscope::torch")
   endif()
   step("${WORK_DIR}/build/consumer_torch" "${WORK_DIR}/out_torch")
+  # The trainer `trainscope tune` tunes (tests/tune_outside_test.cc), with
+  # find_package(trainscope COMPONENTS torch).
+  step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/consumer/tune" -B "${WORK_DIR}/tune"
+       "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_BUILD_TYPE=Release)
+  step(${CMAKE_COMMAND} --build "${WORK_DIR}/tune" -j 2)
 endif()
 message(STATUS "outside consumer built against ${prefix} (moved after install) and ran")
