@@ -53,7 +53,7 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINSCOPE_TORCH=ON \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr" >"$out/configure.log" 2>&1 ||
   { tail -40 "$out/configure.log"; exit 1; }
 grep -E "^-- trainscope:" "$out/configure.log" || true
-cmake --build build-gpu -j "$jobs" --target train_mlp tune_amp tune_batch trainscope_cli cupti_test torch_test >"$out/build.log" 2>&1 ||
+cmake --build build-gpu -j "$jobs" --target train_mlp trainscope_cli cupti_test torch_test >"$out/build.log" 2>&1 ||
   { tail -40 "$out/build.log"; exit 1; }
 echo "built in $((SECONDS - start)) s"
 
@@ -153,8 +153,10 @@ echo "exit code $dead_rc (3: a survivor wrote its report naming the missing rank
 grep -hE "missing|rank 0" "$out/dead.log" | tail -3 || true
 build-gpu/bin/trainscope ranks "$out/dead" | tail -3 || true
 
-say "AMP harness on CUDA: fp32 against fp16 (GradScaler) and bf16, loss curves (issue 17)"
-timeout 240 build-gpu/bin/tune_amp --device=cuda --repeats=3 --out="$out/tune_amp" 2>&1 |
+say "trainscope tune amp on CUDA: fp32 against fp16 (GradScaler) and bf16, loss curves"
+timeout 240 build-gpu/bin/trainscope tune amp --precisions=fp16,bf16 -o "$out/tune_amp/experiment.json" \
+  -- build-gpu/bin/train_mlp --amp={precision} --seed={repeat} --out={out} --steps=200 \
+  --hidden=1024 --batch_size=256 --eval_every=10 --target_mse=0.1 --loss_curve 2>&1 |
   tail -12 || true
 python3 - "$out/tune_amp/experiment.json" <<'PY' || true
 import json, sys
@@ -166,9 +168,13 @@ for v in e["variants"]:
           f"max {t.get('gpu_temperature_c_max')} C, events '{t.get('gpu_clock_events')}'")
 PY
 
-say "batch harness on CUDA: the largest batch under a 2 GiB cap (OOM typed), sizes ranked (issue 17)"
-timeout 240 build-gpu/bin/tune_batch --device=cuda --budget_mb=2048 --hidden=4096 --min_batch=1024 \
-  --base_batch=1024 --repeats=3 --out="$out/tune_batch" 2>&1 | grep -E "probe|largest|rank|  [0-9]+  b|GPU|wrote" || true
+say "trainscope tune batch on CUDA: the largest batch under a 2 GiB cap (the OOM record), sizes ranked"
+timeout 240 build-gpu/bin/trainscope tune batch --budget_mb=2048 --min_batch=1024 --base_batch=1024 \
+  --sizes=2 --lr_rule=linear --base_lr=0.003 --probe_args="--steps=2 --eval_every=1" \
+  -o "$out/tune_batch/experiment.json" -- build-gpu/bin/train_mlp --batch_size={batch} --lr={lr} \
+  --memory_budget_mb={memory_mb} --hidden=4096 --seed={repeat} --out={out} --steps=400 \
+  --eval_every=10 --stop_at_target --target_mse=0.1 2>&1 |
+  grep -E "probe|largest|rank|  [0-9]+  b|GPU|wrote" || true
 
 say "trainscope analyze on the PyTorch profiler's trace"
 build-gpu/bin/trainscope analyze "$out/torch_profiler_trace.json" | head -20

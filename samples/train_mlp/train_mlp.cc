@@ -22,7 +22,8 @@
 // --memory_budget_mb caps what LibTorch may allocate on the device
 // (trainscope::libtorch::LimitMemory; on CPU a budget for tensor memory
 // allocated after the data set is made): a batch that does not fit ends the
-// run with LibTorch's typed c10::OutOfMemoryError, reported and exit 4.
+// run with LibTorch's typed c10::OutOfMemoryError, recorded in the report
+// (trainscope::libtorch::CatchOutOfMemory) and exit 4.
 #include <signal.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -80,7 +81,7 @@ ABSL_FLAG(int, loader_workers, 0,
           "training thread loads each batch itself");
 ABSL_FLAG(int, queue_depth, 4, "with --loader_workers: batches prepared ahead, at most");
 ABSL_FLAG(std::string, amp, "off",
-          "mixed precision: off, bf16 (autocast, no scaler needed) or fp16 (autocast and "
+          "mixed precision: off (or fp32), bf16 (autocast, no scaler needed) or fp16 (autocast and "
           "trainscope::libtorch::GradScaler)");
 ABSL_FLAG(int, world_size, 1, "ranks (torch.distributed, Gloo on CPU); > 1 starts them all");
 ABSL_FLAG(int, rank, -1, "this process's rank (set by the launcher; -1: launch the ranks)");
@@ -101,7 +102,8 @@ ABSL_FLAG(bool, die_in_save, false,
           "after --die_at_step instead (while its files are being synced)");
 ABSL_FLAG(int64_t, memory_budget_mb, 0,
           "cap LibTorch's allocations on the device at this many MiB (0: none); past it the "
-          "run stops with c10::OutOfMemoryError and exit code 4 (samples/tune_batch's probe)");
+          "run stops with c10::OutOfMemoryError, recorded in report.failure, and exit code 4 "
+          "(what `trainscope tune batch`'s probe reads: {memory_mb})");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "save checkpoints here (with --world_size, every rank writes its shard and rank 0 "
           "commits once all have: CheckpointStore::SaveSharded)");
@@ -213,7 +215,8 @@ int Main(int argc, char** argv) {
   const int64_t steps = absl::GetFlag(FLAGS_steps);
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
   const int64_t delay_ms = absl::GetFlag(FLAGS_loader_delay_ms);
-  const std::string amp = absl::GetFlag(FLAGS_amp);
+  // "fp32" is "off": `trainscope tune amp -- train_mlp --amp={precision}`.
+  const std::string amp = absl::GetFlag(FLAGS_amp) == "fp32" ? "off" : absl::GetFlag(FLAGS_amp);
   const int world_size = absl::GetFlag(FLAGS_world_size);
   const int rank_flag = absl::GetFlag(FLAGS_rank);
   if (steps <= 0 || batch_size <= 0 || delay_ms < 0 || absl::GetFlag(FLAGS_hidden) <= 0 ||
@@ -224,7 +227,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (amp != "off" && amp != "bf16" && amp != "fp16") {
-    std::fprintf(stderr, "train_mlp: --amp=%s: expected off, bf16 or fp16\n", amp.c_str());
+    std::fprintf(stderr, "train_mlp: --amp=%s: expected off (or fp32), bf16 or fp16\n",
+                 amp.c_str());
     return 2;
   }
   if (world_size < 1 || world_size > 64 || rank_flag >= world_size ||
