@@ -182,14 +182,19 @@ TEST(HtmlRunPageTest, NextStepsNameTheExperimentAndDeviceRunsGetHtasBreakdowns) 
     return testing::ReadAll(Html(dir.path()));
   };
   std::string page = page_of(0.02, "");
-  EXPECT_NE(page.find("\"command\":\"build/bin/tune_amp\""), std::string::npos);
-  EXPECT_NE(page.find("\"command\":\"build/bin/tune_batch\""), std::string::npos);
+  EXPECT_NE(page.find("\"command\":\"trainscope tune amp -- YOUR_TRAINER "
+                      "--precision={precision} --seed={repeat}\""),
+            std::string::npos);
+  EXPECT_NE(page.find("\"command\":\"trainscope tune batch --lr_rule=linear"), std::string::npos);
   page = page_of(0.4, "data_wait");
-  EXPECT_NE(page.find("samples/experiments/loader_delay.json"), std::string::npos);
+  EXPECT_NE(page.find("\"command\":\"trainscope tune loader --coload=cpu=2 -- YOUR_TRAINER "
+                      "--workers={workers} --prefetch={prefetch}\""),
+            std::string::npos);
   EXPECT_NE(page.find("guide-map.md#input-pipeline"), std::string::npos);
-  EXPECT_EQ(page.find("build/bin/tune_amp"), std::string::npos);
+  EXPECT_EQ(page.find("trainscope tune amp"), std::string::npos);
   page = page_of(0.4, "launch");
-  EXPECT_NE(page.find("\"command\":\"build/bin/tune_batch\""), std::string::npos);
+  EXPECT_NE(page.find("\"command\":\"trainscope tune batch -- YOUR_TRAINER --batch={batch}\""),
+            std::string::npos);
   page = page_of(0.4, "sync");
   EXPECT_NE(page.find("\"doc\":\"gap-analysis.md\""), std::string::npos);
   // With device records, HTA's breakdowns of the run are drawn too.

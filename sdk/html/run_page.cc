@@ -189,26 +189,29 @@ std::vector<NextStep> NextSteps(const Report& r) {
     next.push_back(
         {"the compute is busy: test mixed precision (bf16/fp16 autocast) by time to "
          "the same result",
-         "guide-map.md#tune-the-application", "build/bin/tune_amp"});
+         "guide-map.md#tune-the-application",
+         "trainscope tune amp -- YOUR_TRAINER --precision={precision} --seed={repeat}"});
     next.push_back(
         {"test larger batches: the largest that fits, then sizes ranked by time to "
          "the same result",
-         "guide-map.md#tune-the-application", "build/bin/tune_batch"});
+         "guide-map.md#tune-the-application",
+         "trainscope tune batch --lr_rule=linear -- YOUR_TRAINER --batch={batch} --lr={lr}"});
     return next;
   }
   if (cause == "data_wait") {
     next.push_back(
-        {"test a faster input pipeline (workers, prefetch depth, pinned memory) "
-         "against this one by time to the same result: an experiment whose variants "
-         "are the loader's settings (docs/experiments.md), as this sample one",
+        {"tune the input pipeline: loader workers and prefetch depth, swept to the knee "
+         "(the fewest workers within the threshold of the best), quiet and beside "
+         "other jobs (--coload)",
          "guide-map.md#input-pipeline",
-         "build/bin/trainscope experiment run samples/experiments/loader_delay.json "
-         "-o out/loader.json"});
+         "trainscope tune loader --coload=cpu=2 -- YOUR_TRAINER --workers={workers} "
+         "--prefetch={prefetch}"});
   } else if (cause == "launch") {
     next.push_back(
         {"launch-bound: test larger batches (fewer, longer kernels) by time to the "
          "same result",
-         "guide-map.md#tune-the-application", "build/bin/tune_batch"});
+         "guide-map.md#tune-the-application",
+         "trainscope tune batch -- YOUR_TRAINER --batch={batch}"});
   } else if (cause == "eval") {
     next.push_back({"evaluate less often, or on other resources than the training's",
                     "guide-map.md#release-gpus-from-work-that-does-not-need-them", ""});
