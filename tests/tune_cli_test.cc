@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -307,6 +308,37 @@ TEST(TuneCliTest, TheBatchProbeReadsTheOutOfMemoryRecord) {
                            "(exit code 2, no report)"),
             std::string::npos)
       << crash.err;
+}
+
+// --coload: parsed strictly; its processes run while the object lives,
+// burning CPU and writing their scratch files, and are gone after.
+TEST(CoLoadTest, ProcessesRunForTheSweepAndAreGoneAfter) {
+  EXPECT_EQ(tuning::ParseCoLoad("cpu=2,io=1")->cpu, 2);
+  EXPECT_EQ(tuning::ParseCoLoad("io=3")->io, 3);
+  EXPECT_FALSE(tuning::ParseCoLoad("")->any());
+  EXPECT_EQ(tuning::ParseCoLoad("cpu=x").status().message(),
+            "--coload: \"cpu=x\": expected cpu=N or io=M (N, M from 0 to 256)");
+  EXPECT_EQ(tuning::ParseCoLoad("gpu=1").status().message(),
+            "--coload: \"gpu=1\": expected cpu=N or io=M");
+  TempDir dir;
+  const std::string scratch = dir.File("scratch");
+  {
+    tuning::CoLoadProcesses load({2, 1}, scratch);
+    ASSERT_TRUE(load.status().ok()) << load.status();
+    EXPECT_EQ(load.running(), 3);
+    // The I/O process writes its file; the busy ones burn CPU.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!std::filesystem::exists(scratch + "/coload-io-0") &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(std::filesystem::exists(scratch + "/coload-io-0"));
+  }
+  // All reaped: no child of this process is left.
+  errno = 0;
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_FALSE(std::filesystem::exists(scratch + "/coload-io-0"));
 }
 
 }  // namespace

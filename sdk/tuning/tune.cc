@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -730,6 +731,7 @@ CoLoadProcesses::CoLoadProcesses(const CoLoad& load, const std::string& scratch_
   std::vector<std::string> paths;
   for (int i = 0; i < load.io; ++i) paths.push_back(fmt::format("{}/coload-io-{}", scratch_dir, i));
   std::vector<char> buffer(load.io > 0 ? kIoBytes : 0, 'x');  // before fork: no malloc after
+  const pid_t parent = getpid();
   for (int i = 0; i < load.cpu + load.io; ++i) {
     const pid_t pid = fork();
     if (pid < 0) {
@@ -737,6 +739,9 @@ CoLoadProcesses::CoLoadProcesses(const CoLoad& load, const std::string& scratch_
       return;
     }
     if (pid == 0) {
+      // Never outlive the sweep: killed with trainscope, whatever kills it.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(0);
       setpgid(0, 0);
       if (i < load.cpu) BusyLoop();
       IoLoop(paths[static_cast<size_t>(i - load.cpu)].c_str(), buffer.data(), buffer.size());

@@ -199,7 +199,9 @@ struct CoLoad {
 absl::StatusOr<CoLoad> ParseCoLoad(std::string_view text);
 
 // Starts the processes at construction (in `scratch_dir`), kills them
-// (SIGKILL) and waits at destruction. `status()` says what could not start.
+// (SIGKILL) and waits at destruction; they die with this process too
+// (PR_SET_PDEATHSIG), however it ends. `status()` says what could not
+// start.
 class CoLoadProcesses {
  public:
   CoLoadProcesses(const CoLoad& load, const std::string& scratch_dir);
