@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
   }
   const std::string command = positional[1];
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
+  if (command != "tune" && dashes < argc) {
+    std::fprintf(stderr, "trainscope %s: takes no command after --\n", command.c_str());
+    return trainscope::cli::kExitUsage;
+  }
   if (command == "summary") return trainscope::cli::RunSummary(args);
   if (command == "analyze") return trainscope::cli::RunAnalyze(args, absl::GetFlag(FLAGS_format));
   if (command == "ranks") return trainscope::cli::RunRanks(args, absl::GetFlag(FLAGS_format));
@@ -195,10 +199,6 @@ int main(int argc, char** argv) {
   if (command == "compare") return trainscope::cli::RunCompare(args);
   if (command == "html") return trainscope::cli::RunHtml(args);
   if (command == "tune") return trainscope::cli::RunTune(args, after_dashes, dashes < argc);
-  if (dashes < argc) {
-    std::fprintf(stderr, "trainscope %s: takes no command after --\n", command.c_str());
-    return trainscope::cli::kExitUsage;
-  }
   std::fprintf(stderr, "trainscope: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
   return trainscope::cli::kExitUsage;
 }
