@@ -258,7 +258,13 @@ TEST(TuneCliTest, CtrlCLeavesARecordThatResumeFinishes) {
   for (size_t k = 0; k < kept; ++k) {
     EXPECT_EQ(done->trials[k].output_dir, stopped->trials[k].output_dir) << k;
   }
-  // A changed command is another experiment: refused, naming it.
+  // Another seed is another schedule: refused, as is a changed command.
+  std::vector<std::string> reseeded = resume_flags;
+  reseeded.emplace_back("--seed=2");
+  const ProcessResult other_seed = RunProcess(Tune("loader", out, reseeded, command));
+  EXPECT_EQ(other_seed.exit_code, 2);
+  EXPECT_NE(other_seed.err.find("an experiment of another spec"), std::string::npos)
+      << other_seed.err;
   std::vector<std::string> changed = command;
   changed[3] = "--decode_ms=5";
   const ProcessResult refused = RunProcess(Tune("loader", out, resume_flags, changed));

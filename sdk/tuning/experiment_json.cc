@@ -89,11 +89,30 @@ absl::StatusOr<std::vector<Trial>> ReadExperimentTrials(const std::string& path,
     std::string_view arg;
     if (c.get_string().get(arg) == simdjson::SUCCESS) recorded_command.emplace_back(arg);
   }
-  if (hypothesis != spec.hypothesis || recorded_command != spec.command ||
-      variants.size() != spec.variants.size()) {
+  // The schedule a resume goes on with is the seed's and the repeats':
+  // they must be the recorded ones, as must each variant's args, env and
+  // values (what its trials ran with).
+  int64_t seed = 0, repeats = 0;
+  const bool same_schedule =
+      root["spec"]["seed"].get_int64().get(seed) == simdjson::SUCCESS &&
+      root["spec"]["repeats"].get_int64().get(repeats) == simdjson::SUCCESS &&
+      static_cast<uint64_t>(seed) == spec.seed && repeats == spec.repeats;
+  bool same_variants = variants.size() == spec.variants.size();
+  for (size_t i = 0; same_variants && i < spec.variants.size(); ++i) {
+    simdjson::dom::object object;
+    if (variants.at(i).get_object().get(object) != simdjson::SUCCESS) break;
+    VariantSpec recorded;
+    absl::Status ignored;
+    ground::json_fields::Reader reader(object, "variants[]", path, &ignored);
+    experiment_fields::DescribeVariant(recorded, false, reader);
+    const VariantSpec& v = spec.variants[i];
+    same_variants = recorded.args == v.args && recorded.env == v.env && recorded.values == v.values;
+  }
+  if (hypothesis != spec.hypothesis || recorded_command != spec.command || !same_schedule ||
+      !same_variants) {
     return absl::InvalidArgumentError(fmt::format(
-        "{}: an experiment of another spec (hypothesis, command or variants differ); resume "
-        "needs the same spec, or start a new experiment with -o",
+        "{}: an experiment of another spec (hypothesis, command, seed, repeats or variants "
+        "differ); resume needs the same spec, or start a new experiment with -o",
         path));
   }
   absl::Status status;
