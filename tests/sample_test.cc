@@ -226,6 +226,15 @@ TEST(TuneSampleTest, BatchSearchGoesOnAfterAnOutOfMemoryAndTheSizesAreRanked) {
     EXPECT_GE(v["trials"].get_array().size(), 3u) << name;
   }
   EXPECT_EQ(lr, (std::map<std::string, std::string>{{"b256", "0.003"}, {"b512", "0.006"}}));
+  // {memory_mb} is filled in the trials as in the probes: no trial was
+  // refused by train_mlp's flag parser.
+  for (simdjson::dom::element v : root["variants"].get_array()) {
+    for (simdjson::dom::element t : v["trials"].get_array()) {
+      EXPECT_EQ(std::string_view(t["failure"].get_string()).find("exit code"),
+                std::string_view::npos)
+          << std::string_view(t["failure"].get_string());
+    }
+  }
   EXPECT_FALSE(std::string_view(root["verdict"]["reason"].get_string()).empty());
 }
 

@@ -297,12 +297,16 @@ TEST(TuneCliTest, TheBatchProbeReadsTheOutOfMemoryRecord) {
   ASSERT_TRUE(record.ok()) << record.status();
   ASSERT_EQ(record->spec.variants.size(), 2u);  // 256 and 512 fit; 1024 does not
   EXPECT_EQ(record->spec.variants[1].values,
-            (std::vector<std::pair<std::string, std::string>>{{"batch", "512"}, {"lr", "0.02"}}));
+            (std::vector<std::pair<std::string, std::string>>{
+                {"batch", "512"}, {"lr", "0.02"}, {"memory_mb", "1000"}}));
   std::string largest;
   for (const auto& [k, v] : record->spec.notes) {
     if (k == "largest_batch_that_fits") largest = v;
   }
   EXPECT_EQ(largest, "960");
+  // Every trial got all of its placeholders: none failed.
+  for (const tuning::Trial& t : record->trials) EXPECT_FALSE(t.failed) << t.failure;
+  EXPECT_GE(record->trials.size(), 6u);
 
   // A probe that fails without saying it ran out of memory says nothing
   // of the size: the search stops and names its log.

@@ -160,6 +160,11 @@ TEST(TuneOutsideTest, TheBatchProbeFindsTheLargestBatchUnderTheBudget) {
   EXPECT_NE(probes.find("does not fit"), std::string::npos) << probes;
   ASSERT_EQ(record->spec.variants.size(), 2u);
   EXPECT_EQ(record->spec.variants[1].name, "b512");
+  // Each trial ran with every placeholder filled ({memory_mb} too): none
+  // was refused by the trainer's flag parser (its exit code 2).
+  for (const tuning::Trial& t : record->trials) {
+    EXPECT_EQ(t.failure.find("exit code 2"), std::string::npos) << t.failure;
+  }
 }
 
 }  // namespace

@@ -280,7 +280,12 @@ absl::StatusOr<ExperimentSpec> BatchSpec(const TuneOptions& o, const BatchOption
   ExperimentSpec spec = BaseSpec(o);
   if (b.serve) {
     for (int64_t n : b.serve_sizes) {
-      spec.variants.push_back({"max" + std::to_string(n), {}, {}, {{"batch", std::to_string(n)}}});
+      spec.variants.push_back({"max" + std::to_string(n),
+                               {},
+                               {},
+                               {{"batch", std::to_string(n)},
+                                {"lr", Number(ScaledLr(b, n))},
+                                {"memory_mb", std::to_string(CapMb(b))}}});
     }
     spec.objective = "latency_p99_ms";
     spec.hypothesis = "batching requests up to a larger maximum lowers the p99 latency";
@@ -290,7 +295,10 @@ absl::StatusOr<ExperimentSpec> BatchSpec(const TuneOptions& o, const BatchOption
     for (int64_t size = b.base_batch, n = 0; size <= largest && n < b.sizes; size *= 2, ++n) {
       const std::string lr = Number(ScaledLr(b, size));
       spec.variants.push_back(
-          {"b" + std::to_string(size), {}, {}, {{"batch", std::to_string(size)}, {"lr", lr}}});
+          {"b" + std::to_string(size),
+           {},
+           {},
+           {{"batch", std::to_string(size)}, {"lr", lr}, {"memory_mb", std::to_string(CapMb(b))}}});
       sizes_note += fmt::format("{}{} at lr {}", sizes_note.empty() ? "" : ", ", size, lr);
     }
     if (spec.variants.size() < 2) {
