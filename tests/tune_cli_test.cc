@@ -102,6 +102,13 @@ TEST(TuneCliTest, BadInputIsOneLineAndExitTwoWithNothingRun) {
        "trainscope: tune amp: " + noexec + ": not an executable program", 0},
       {Tune("batch", out, {"--lr_rule=cubic"}, {kProgram, "--batch={batch}"}),
        "trainscope: tune batch: --lr_rule=cubic: expected none, linear or sqrt", 0},
+      // Refused before the probe, not after it.
+      {Tune("batch", out, {"--repeats=3", "--budget_mb=100"},
+            {kProgram, "--batch={batch}", "--memory_limit={memory_mb}"}),
+       "trainscope: tune batch: repeats: 3 a variant can never be accepted: with 3 trials a "
+       "side the rank test's smallest p is 0.1, 0.2 after Holm's adjustment for 2 variants, not "
+       "below 0.05; at least 5 are needed",
+       0},
       {Tune("loader", out, {"--coload=gpu=1"}, {kProgram, "--workers={workers}"}),
        "trainscope: --coload: \"gpu=1\": expected cpu=N or io=M", 0},
       {{kCli, "tune", "amp", "-o", out, kProgram, "--precision={precision}"},
@@ -129,6 +136,7 @@ TEST(TuneCliTest, BadInputIsOneLineAndExitTwoWithNothingRun) {
     if (c.trials_run == 0) {
       EXPECT_EQ(lines[0], c.says);
       EXPECT_FALSE(std::filesystem::exists(dir.File("t-trials"))) << c.says;
+      EXPECT_FALSE(std::filesystem::exists(dir.File("t-probes"))) << c.says;
     } else {
       EXPECT_NE(lines[0].find(c.says), std::string::npos) << lines[0];
       int trials = 0;

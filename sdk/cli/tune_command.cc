@@ -2,6 +2,7 @@
 // decisions as experiments on the user's own program (sdk/tuning/tune.h).
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <string>
@@ -246,6 +247,13 @@ int RunTune(const std::vector<std::string>& args, const std::vector<std::string>
     if (absl::Status s = tuning::CheckCommand(o, required, optional); !s.ok()) return BadInput(s);
     int64_t largest = 0;
     std::vector<tuning::BatchProbe> probes;
+    if (!b.serve) {
+      // The experiment's spec as it would be if every size fit: its
+      // repeats and flags are refused now, before any probe runs.
+      absl::StatusOr<tuning::ExperimentSpec> would_be =
+          tuning::BatchSpec(o, b, b.base_batch << std::min(b.sizes - 1, 20), {});
+      if (!would_be.ok()) return BadInput(would_be.status());
+    }
     if (b.serve) {
       absl::StatusOr<std::vector<int64_t>> sizes =
           Numbers("serve_sizes", absl::GetFlag(FLAGS_serve_sizes));

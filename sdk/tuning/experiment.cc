@@ -255,7 +255,7 @@ void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
     t->failure = fmt::format("no readable report: {}", std::string(report.status().message()));
   } else if (report->acceptance.passed == false ||
              (spec.objective == "time_to_target" && !t->time_to_target_s)) {
-    t->failure = report->acceptance.metric.empty()
+    t->failure = !report->acceptance.target
                      ? std::string(kNoQualityTarget)
                      : fmt::format("did not reach {} {} {:g}", report->acceptance.metric,
                                    report->acceptance.higher_is_better ? ">=" : "<=",

@@ -287,9 +287,6 @@ absl::Status CheckSpec(const ExperimentSpec& spec, std::string_view where) {
     return Bad(where, "variants", "needs a baseline and at least one variant");
   }
   if (spec.repeats < 1) return Bad(where, "repeats", "must be >= 1");
-  if (spec.min_repeats < 2 || spec.min_repeats > spec.repeats) {
-    if (spec.sequential) return Bad(where, "min_repeats", "must be from 2 to repeats");
-  }
   if (!(spec.threshold >= 0 && spec.threshold < 1)) {
     return Bad(where, "threshold", "must be from 0 to 1 (a relative difference)");
   }
@@ -312,6 +309,9 @@ absl::Status CheckSpec(const ExperimentSpec& spec, std::string_view where) {
                                                          smallest * comparisons, comparisons)
                                            : std::string(),
                            alpha, least));
+  }
+  if (spec.min_repeats < 2 || spec.min_repeats > spec.repeats) {
+    if (spec.sequential) return Bad(where, "min_repeats", "must be from 2 to repeats");
   }
   return absl::OkStatus();
 }
