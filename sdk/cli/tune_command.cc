@@ -319,13 +319,15 @@ int RunTune(const std::vector<std::string>& args, const std::vector<std::string>
   const tuning::LoaderKnee quiet_knee = tuning::FindKnee(*spec, *quiet.result, l);
   std::fputs(tuning::LoaderTable(*spec, quiet_knee).c_str(), stderr);
   int exit = Finish(output, quiet);
-  if (exit != kExitOk || !coload->any()) {
-    if (exit == kExitOk) {
-      (void)ground::WriteFileAtomically(WithoutJson(output) + "-knee.json",
-                                        tuning::KneeJson(*spec, quiet_knee, nullptr, ""));
-    }
-    return exit;
+  if (exit != kExitOk) return exit;
+  const std::string knee_path = WithoutJson(output) + "-knee.json";
+  if (absl::Status s =
+          ground::WriteFileAtomically(knee_path, tuning::KneeJson(*spec, quiet_knee, nullptr, ""));
+      !s.ok()) {
+    std::fprintf(stderr, "trainscope: %s\n", std::string(s.message()).c_str());
+    return kExitBadInput;
   }
+  if (!coload->any()) return exit;
   const std::string loaded_output = WithoutJson(output) + "-coload.json";
   std::fprintf(stderr, "\nthe same sweep with %d busy processes and %d I/O processes beside it\n",
                coload->cpu, coload->io);
@@ -341,11 +343,16 @@ int RunTune(const std::vector<std::string>& args, const std::vector<std::string>
   const tuning::LoaderKnee loaded_knee = tuning::FindKnee(loaded_spec, *loaded.result, l);
   std::fputs(tuning::LoaderTable(loaded_spec, loaded_knee).c_str(), stderr);
   exit = Finish(loaded_output, loaded);
+  if (exit != kExitOk) return exit;  // no verdict from a sweep cut short
   const std::string verdict =
       tuning::CoLoadVerdict(quiet_knee, loaded_knee, spec->lower_is_better());
   std::fprintf(stderr, "\nco-load: %s\n", verdict.c_str());
-  (void)ground::WriteFileAtomically(WithoutJson(output) + "-knee.json",
-                                    tuning::KneeJson(*spec, quiet_knee, &loaded_knee, verdict));
+  if (absl::Status s = ground::WriteFileAtomically(
+          knee_path, tuning::KneeJson(*spec, quiet_knee, &loaded_knee, verdict));
+      !s.ok()) {
+    std::fprintf(stderr, "trainscope: %s\n", std::string(s.message()).c_str());
+    return kExitBadInput;
+  }
   return exit;
 }
 

@@ -383,6 +383,12 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       const VariantSpec& v = spec.variants[static_cast<size_t>(variant)];
       t.output_dir = fmt::format("{}/{:03d}-{}", trials_dir, t.order, v.name);
       if (absl::Status s = ground::EnsureWritableDirectory(t.output_dir); !s.ok()) return s;
+      // A directory an earlier experiment left (the same -o, no --resume):
+      // its outputs must not stand in for this trial's.
+      for (const std::string& stale :
+           {std::string("report.json"), std::string("steps.jsonl"), spec.curve.file}) {
+        if (!stale.empty()) unlink((t.output_dir + "/" + stale).c_str());
+      }
       const std::vector<std::string> argv = TrialArgv(spec, v, t.output_dir, round);
       std::vector<std::pair<std::string, std::string>> env = v.env;
       env.emplace_back("TRAINSCOPE_OUTPUT_DIR", t.output_dir);

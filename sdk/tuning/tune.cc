@@ -49,7 +49,11 @@ std::string FindProgram(const std::string& program) {
   for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/usr/bin:/bin", ':')) {
     const std::string candidate =
         (dir.empty() ? std::string(".") : std::string(dir)) + "/" + program;
-    if (access(candidate.c_str(), F_OK) == 0) return candidate;
+    struct stat st = {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;  // as execvp chooses: the first executable file
+    }
   }
   return "";
 }
@@ -203,6 +207,7 @@ int64_t CapMb(const BatchOptions& b) {
 absl::StatusOr<BatchProbe> Probe(const TuneOptions& o, const BatchOptions& b, int64_t size,
                                  const std::string& dir, const std::atomic<bool>* stop) {
   if (absl::Status s = ground::EnsureWritableDirectory(dir); !s.ok()) return s;
+  unlink((dir + "/report.json").c_str());  // an earlier run's must not answer for this one
   VariantSpec v{"probe", b.probe_args, {}, {{"batch", std::to_string(size)}}};
   v.values.emplace_back("lr", Number(ScaledLr(b, size)));
   v.values.emplace_back("memory_mb", std::to_string(CapMb(b)));
@@ -254,8 +259,7 @@ absl::StatusOr<int64_t> ProbeLargestBatch(const TuneOptions& o, const BatchOptio
     return p->fits;
   };
   int64_t fit = 0, no_fit = 0;
-  for (int64_t size = b.min_batch; size <= b.max_batch;
-       size = size > b.max_batch / 2 ? b.max_batch + 1 : size * 2) {
+  for (int64_t size = b.min_batch;;) {
     absl::StatusOr<bool> fits = probe(size);
     if (!fits.ok()) return fits.status();
     if (!*fits) {
@@ -263,6 +267,8 @@ absl::StatusOr<int64_t> ProbeLargestBatch(const TuneOptions& o, const BatchOptio
       break;
     }
     fit = size;
+    if (size >= b.max_batch) break;
+    size = size > b.max_batch / 2 ? b.max_batch : size * 2;  // max_batch itself, last
   }
   if (fit == 0 || no_fit == 0) return fit;
   const int64_t resolution = std::max<int64_t>(1, fit / 8);
@@ -614,6 +620,11 @@ std::string CoLoadVerdict(const LoaderKnee& quiet, const LoaderKnee& loaded, boo
   const std::string& q = quiet.rows[static_cast<size_t>(quiet.knee)].variant;
   const std::string& c = loaded.rows[static_cast<size_t>(loaded.knee)].variant;
   const double aq = added(quiet), ac = added(loaded);
+  if (!std::isfinite(aq) || !std::isfinite(ac)) {
+    return fmt::format("{}; no gain to compare: a baseline never reached its result",
+                       q == c ? fmt::format("the knee stays at {} under co-load", q)
+                              : fmt::format("the knee moved from {} to {} under co-load", q, c));
+  }
   const std::string moved = q == c
                                 ? fmt::format("the knee stays at {} under co-load", q)
                                 : fmt::format("the knee moved from {} to {} under co-load", q, c);
