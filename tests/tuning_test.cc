@@ -945,9 +945,10 @@ TEST(ExperimentTest, AProgramWithoutAQualityTargetStopsAfterItsFirstTrial) {
       << result.status();
   EXPECT_NE(result.status().message().find("Session::SetQualityTarget(metric, target"),
             std::string::npos);
+  // That trial is not kept: a --resume after the fix runs it again.
   absl::StatusOr<std::vector<Trial>> read = ReadExperimentTrials(options.output, spec);
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->size(), 1u);
+  EXPECT_EQ(read->size(), 0u);
   EXPECT_NE(testing::ReadAll(options.output).find("\"complete\": false"), std::string::npos);
 }
 

@@ -412,7 +412,8 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
         break;
       }
       Assess(spec, exit, &t);
-      result.trials.push_back(t);
+      // A program that breaks the trial contract: said after this trial,
+      // which is not recorded (a --resume after the fix runs it again).
       if (!t.failed && !spec.curve.file.empty() &&
           access((t.output_dir + "/" + spec.curve.file).c_str(), F_OK) != 0) {
         result.complete = false;
@@ -434,6 +435,7 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
             "\"The trial contract\"; its log: {}/trial.log)",
             t.output_dir, t.output_dir));
       }
+      result.trials.push_back(t);
       if (options.progress != nullptr) {
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

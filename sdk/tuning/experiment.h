@@ -269,8 +269,9 @@ ProcessExit RunLogged(const std::vector<std::string>& argv,
 // FailedPrecondition after the first trial whose report has no quality
 // target when the objective is time_to_target (the program lacks
 // Session::SetQualityTarget), or after the first successful trial without
-// the spec's curve file (Session::RecordLoss); OUTPUT keeps the trials so
-// far, marked incomplete;
+// the spec's curve file (Session::RecordLoss); OUTPUT keeps the trials
+// before it (not that one, which a --resume after the fix runs again),
+// marked incomplete;
 // the first trial's output directory or OUTPUT cannot be written (naming
 // it). Otherwise a trial's own failure is never an error.
 absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
