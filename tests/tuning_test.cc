@@ -952,6 +952,39 @@ TEST(ExperimentTest, AProgramWithoutAQualityTargetStopsAfterItsFirstTrial) {
   EXPECT_NE(testing::ReadAll(options.output).find("\"complete\": false"), std::string::npos);
 }
 
+// A sequential experiment resumed in the middle of a round is judged only
+// after rounds it ran: the rounds read back also hold the later, partial
+// round's trials, and judged then they look unbalanced and decided.
+TEST(ExperimentTest, AResumedSequentialExperimentIsJudgedOnlyAfterRoundsItRan) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.hypothesis = "sequential resume";
+  spec.command = {"/bin/sh", "-c", "exit 0"};  // no report: every trial fails alike
+  spec.variants = {{"a", {}, {}, {}}, {"b", {}, {}, {}}};
+  spec.repeats = 6;
+  RunOptions options;
+  options.output = dir.File("whole.json");
+  options.progress = nullptr;
+  ASSERT_TRUE(RunExperiment(spec, options).ok());
+  absl::StatusOr<std::vector<Trial>> read = ReadExperimentTrials(options.output, spec);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 12u);
+  // Three whole rounds and one trial of the fourth, resumed sequentially:
+  // the answer (all fail alike) is clear at the end of round four, with
+  // four trials each; judged after round one it would stop at 4 and 3.
+  spec.sequential = true;
+  spec.min_repeats = 3;
+  options.output = dir.File("resumed.json");
+  options.done.assign(read->begin(), read->begin() + 7);
+  absl::StatusOr<ExperimentResult> resumed = RunExperiment(spec, options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_TRUE(resumed->complete);
+  ASSERT_EQ(resumed->trials.size(), 8u);
+  int a = 0;
+  for (const Trial& t : resumed->trials) a += t.variant == 0;
+  EXPECT_EQ(a, 4);
+}
+
 // Ctrl-C: the running trial is killed and not counted; what was measured
 // is written, marked incomplete.
 TEST(ExperimentTest, AStoppedExperimentWritesWhatItHasMarkedIncomplete) {

@@ -370,8 +370,10 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
             [](const Trial& a, const Trial& b) { return a.order < b.order; });
   size_t slot = 0;  // the schedule's position; resumed trials take the first
   for (int round = 0; round < spec.repeats && !stopped; ++round) {
+    bool ran = false;  // a trial of this round ran here, not only read back (--resume)
     for (int variant : RoundOrder(spec, round)) {
       if (slot++ < options.done.size()) continue;
+      ran = true;
       if (options.stop != nullptr && options.stop->load()) {
         stopped = true;
         break;
@@ -458,7 +460,9 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
       }
       if (absl::Status s = write(); !s.ok()) return s;
     }
-    if (!stopped && spec.sequential &&
+    // Only after a round this process ran: the rounds read back hold
+    // trials of later rounds too, and would be judged unbalanced.
+    if (!stopped && ran && spec.sequential &&
         ShouldContinue(Outcomes(spec, result.trials), verdict_options, sequential) ==
             Continue::kStopDecided) {
       if (options.progress != nullptr) {
