@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sdk/analysis/checkpoint_advice.h"
+#include "sdk/analysis/counter_series.h"
 #include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/interval_set.h"
 #include "sdk/analysis/launch_attribution.h"
@@ -85,6 +86,45 @@ Report::Checkpoint Saves(int64_t saves, double blocking_s, double interval_s) {
   c.blocking_s = blocking_s;
   c.interval_s = interval_s;
   return c;
+}
+
+// A week of samples, one every 10 ms (60 million), ends in at most 32
+// windows that still add up to every sample, with the right extremes.
+TEST(CounterSeriesTest, AnyLengthOfRunKeepsAtMostThirtyTwoWindowsAndEverySample) {
+  analysis::CounterSeries series;
+  const int64_t start_ns = 5'000'000'000;  // the first sample, 5 s after the origin
+  series.Add(start_ns, 7);
+  EXPECT_EQ(series.Windows(0).size(), 1u);
+  EXPECT_DOUBLE_EQ(series.Windows(0)[0].start_s, 5.0);
+  EXPECT_DOUBLE_EQ(series.Windows(0)[0].end_s, 5.25);
+  int64_t n = 1;
+  const int64_t step_ns = 10'000'000, week_ns = int64_t{7} * 24 * 3600 * 1'000'000'000;
+  for (int64_t t = start_ns + step_ns; t < start_ns + week_ns; t += step_ns * 997, ++n) {
+    series.Add(t, (n % 5 == 0) ? 100 : n % 3);
+  }
+  series.Add(start_ns - 1'000'000, -4);  // drained late from another thread: the first window
+  ++n;
+  const std::vector<Report::Counter::Window> w = series.Windows(0);
+  ASSERT_LE(w.size(), 32u);
+  EXPECT_GE(w.size(), 17u) << "the week fills more than half of the windows";
+  int64_t total = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    total += w[i].samples;
+    EXPECT_NEAR(w[i].end_s - w[i].start_s, series.width_ns() / 1e9, 1e-6);
+    if (i > 0) {
+      EXPECT_DOUBLE_EQ(w[i].start_s, w[i - 1].end_s) << "consecutive";
+    }
+    if (w[i].samples > 0) {
+      EXPECT_LE(w[i].min, w[i].mean);
+      EXPECT_LE(w[i].mean, w[i].max);
+      EXPECT_LE(w[i].max, 100);
+    }
+  }
+  EXPECT_EQ(total, n);
+  EXPECT_EQ(w[0].min, -4);
+  EXPECT_GE(w.back().end_s * 1e9, static_cast<double>(start_ns + week_ns - step_ns * 997));
+  EXPECT_GE(series.width_ns(), week_ns / 32) << "a week in 32 windows";
+  EXPECT_LT(series.width_ns(), week_ns / 8);
 }
 
 TEST(CheckpointAdviceTest, YoungDalyIntervalAndTheRunsOwnCost) {

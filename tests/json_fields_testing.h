@@ -46,7 +46,7 @@ class FieldPaths {
     Within(key, [&] { Within(placeholder, [&] { fn(s); }); });
   }
   template <typename S, typename Fn>
-  void Array(std::string_view key, std::vector<S>&, Fn&& fn) {
+  void Array(std::string_view key, std::vector<S>&, Fn&& fn, unsigned = 0) {
     S s;
     Within(std::string(key) + "[]", [&] { fn(s); });
   }
@@ -121,7 +121,7 @@ class FillEveryField {
     }
   }
   template <typename S, typename Fn>
-  void Array(std::string_view, std::vector<S>& items, Fn&& fn) {
+  void Array(std::string_view, std::vector<S>& items, Fn&& fn, unsigned = 0) {
     for (int i = 0; i < 2; ++i) fn(items.emplace_back());
   }
   void Strings(std::string_view, std::vector<std::pair<std::string, std::string>>& kv, unsigned) {

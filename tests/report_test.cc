@@ -185,7 +185,7 @@ TEST(ReportSchemaTest, EveryDocumentedKeyIsAFieldAndEveryFieldRoundTrips) {
 // section: plain, keyed by data, an array element, and one that may be null.
 TEST(ReportSchemaTest, AFieldMissingInAnySectionIsNamedByItsPath) {
   Report r = SampleReport();
-  r.counters.push_back({"loader.queue_depth", 3, 0, 4, 1.5});
+  r.counters.push_back({"loader.queue_depth", 3, 0, 4, 1.5, {}});
   r.trace.slowest.push_back({7, 12.5});
   const std::string json = exporter::ReportToJson(r);
   for (const auto& [field, path] : std::vector<std::pair<std::string, std::string>>{

@@ -644,6 +644,61 @@ TEST(SessionTest, RecordOutOfMemoryPutsTheFailureInTheReport) {
   EXPECT_FALSE(r->loss_curve.has_value());
 }
 
+// A program's own loader: its settings and its two counters, joined.
+TEST(SessionTest, RecordLoaderJoinsTheSettingsWithTheLoadersCounters) {
+  TempDir dir;
+  auto session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  LoaderSettings settings;
+  settings.name = "decode";
+  settings.kind = "own thread pool";
+  settings.workers = 3;
+  settings.prefetch = 2;
+  settings.batch_size = 32;
+  ASSERT_TRUE(session->RecordLoader(settings).ok());
+  settings.workers = 4;  // the same name again replaces it
+  ASSERT_TRUE(session->RecordLoader(settings).ok());
+  const NameId cpu = InternName("decode.cpu_us"), depth = InternName("decode.queue_depth");
+  for (int64_t i = 0; i < 10; ++i) {
+    RecordCounter(cpu, 1500 + 100 * (i % 2));  // 1.5 and 1.6 ms
+    RecordCounter(depth, i % 4);
+  }
+  LoaderSettings bad;
+  bad.name = "";
+  EXPECT_EQ(session->RecordLoader(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad.name = "neg";
+  bad.prefetch = -1;
+  const absl::Status negative = session->RecordLoader(bad);
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(negative.message().find("prefetch -1"), std::string_view::npos) << negative;
+  for (int i = 1; i < Report::kMaxLoaders; ++i) {
+    LoaderSettings more;
+    more.name = "more" + std::to_string(i);
+    ASSERT_TRUE(session->RecordLoader(more).ok()) << i;
+  }
+  LoaderSettings one_too_many;
+  one_too_many.name = "seventeenth";
+  EXPECT_EQ(session->RecordLoader(one_too_many).code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(session->Finish().ok());
+  const absl::StatusOr<Report> r = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->loaders.size(), static_cast<size_t>(Report::kMaxLoaders));
+  const Report::Loader& l = r->loaders[0];
+  EXPECT_EQ(l.name, "decode");
+  EXPECT_EQ(l.kind, "own thread pool");
+  EXPECT_EQ(l.workers, 4);
+  EXPECT_EQ(l.prefetch, 2);
+  EXPECT_EQ(l.batch_size, 32);
+  EXPECT_EQ(l.batches, 10);
+  EXPECT_NEAR(l.cpu_s, 0.0155, 1e-9);
+  EXPECT_NEAR(l.cpu_ms_per_batch, 1.55, 1e-9);
+  EXPECT_NEAR(l.cpu_cores, l.cpu_s / r->timing.total_s, 1e-9);
+  EXPECT_EQ(l.queue_samples, 10);
+  EXPECT_NEAR(l.queue_depth_mean, 1.3, 1e-9);
+  EXPECT_EQ(l.queue_depth_max, 3);
+  EXPECT_EQ(r->loaders[1].batches, 0) << "a loader without counters made nothing we saw";
+}
+
 TEST(SessionTest, ATargetNeverMetHasNoTimeToTarget) {
   TempDir dir;
   auto session = Session::Start(QuietOptions(dir.path()));

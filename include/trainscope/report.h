@@ -284,8 +284,42 @@ struct Report {
     int64_t min = 0;
     int64_t max = 0;
     double mean = 0;
+    // The samples over time: consecutive windows of equal width from the
+    // window holding the first sample, at most kCounterWindows; a run that
+    // outlasts them merges neighbours and doubles the width, so a run of
+    // any length keeps the same number (analysis/counter_series.h).
+    struct Window {
+      double start_s = 0;  // from process start
+      double end_s = 0;
+      int64_t samples = 0;  // 0: none fell in it (min, max and mean are then 0)
+      int64_t min = 0;
+      int64_t max = 0;
+      double mean = 0;
+    };
+    std::vector<Window> series;
   };
+  static constexpr int kCounterWindows = 32;
   std::vector<Counter> counters;
+  // Each input pipeline the program described (Session::RecordLoader):
+  // its settings, and what its counters "<name>.queue_depth" and
+  // "<name>.cpu_us" say it did.
+  struct Loader {
+    std::string name;  // the counters' prefix, "loader"
+    std::string kind;  // "torch::data::DataLoader", "PrefetchLoader", or the program's word
+    int64_t workers = 0;
+    int64_t prefetch = 0;     // batches in flight per worker (LibTorch: max_jobs / workers)
+    bool pin_memory = false;  // batches pinned on the workers for asynchronous copies
+    int64_t batch_size = 0;   // 0: not said
+    int64_t batches = 0;      // batches made (samples of "<name>.cpu_us")
+    double cpu_s = 0;         // CPU time making them, on whichever threads made them
+    double cpu_ms_per_batch = 0;
+    double cpu_cores = 0;         // cpu_s / timing.total_s: cores kept busy on average
+    int64_t queue_samples = 0;    // fetches that recorded the queue's depth
+    double queue_depth_mean = 0;  // batches ready when the consumer asked
+    int64_t queue_depth_max = 0;
+  };
+  static constexpr int kMaxLoaders = 16;
+  std::vector<Loader> loaders;
   // Checkpoint cost and recovery (Session::NoteCheckpointSave / NoteResume).
   struct Checkpoint {
     int64_t saves = 0;  // committed

@@ -168,6 +168,16 @@ struct Options {
   double checkpoint_mtbf_hours = 0;
 };
 
+// How an input pipeline is set up, for the report (Session::RecordLoader).
+struct LoaderSettings {
+  std::string name = "loader";  // the prefix of its counters ("loader.queue_depth")
+  std::string kind;             // "torch::data::DataLoader", "PrefetchLoader", ...
+  int workers = 0;              // threads (or processes) making batches; 0: the consumer's own
+  int prefetch = 0;             // batches in flight per worker
+  bool pin_memory = false;      // batches pinned where they are made
+  int64_t batch_size = 0;       // 0: not said
+};
+
 class Session;
 
 namespace internal {
@@ -265,6 +275,21 @@ class Session {
   // LibTorch's c10::OutOfMemoryError. A later call replaces an earlier
   // one's message. Cost: a lock.
   void RecordOutOfMemory(std::string_view message);
+
+  // Describes an input pipeline: report.loaders.<name> gets `settings`
+  // and, from the counters "<name>.cpu_us" (CPU microseconds each batch
+  // took to make, on the thread that made it) and "<name>.queue_depth"
+  // (batches ready when the consumer asked; 0: it waited), the batches
+  // made, their CPU time and the cores they kept busy, and the queue's
+  // mean and maximum depth; its depth over time is
+  // counters.<name>.queue_depth.series. trainscope::libtorch's
+  // PrefetchLoader (given PrefetchOptions::session) and MakeDataLoader
+  // call it and record both counters. A second call with the same name
+  // replaces the settings. Errors: InvalidArgument, nothing recorded, for
+  // an empty name or negative numbers; ResourceExhausted past
+  // Report::kMaxLoaders names. Cost: a lock. Memory: at most
+  // Report::kMaxLoaders settings.
+  absl::Status RecordLoader(const LoaderSettings& settings);
 
   // Records the memory in use at the end of step `step` and its peak during
   // the step (bytes; `source` says what was measured, e.g.

@@ -169,6 +169,33 @@ void DescribeReport(R& r, V& v) {
     v.Field("min", c.min, kRequired);
     v.Field("max", c.max, kRequired);
     v.Field("mean", c.mean, kRequired);
+    // Written since 2026-12-07.
+    v.Array(
+        "series", c.series,
+        [&](auto& w) {
+          v.Field("start_s", w.start_s, kRequired);
+          v.Field("end_s", w.end_s, kRequired);
+          v.Field("samples", w.samples, kRequired);
+          v.Field("min", w.min, kRequired);
+          v.Field("max", w.max, kRequired);
+          v.Field("mean", w.mean, kRequired);
+        },
+        kAbsentOk);
+  });
+  // Written since 2026-12-07.
+  v.Keyed("loaders", "<name>", kAbsentOk, r.loaders, &Report::Loader::name, [&](auto& l) {
+    v.Field("kind", l.kind, kRequired);
+    v.Field("workers", l.workers, kRequired);
+    v.Field("prefetch", l.prefetch, kRequired);
+    v.Field("pin_memory", l.pin_memory, kRequired);
+    v.Field("batch_size", l.batch_size, kRequired);
+    v.Field("batches", l.batches, kRequired);
+    v.Field("cpu_s", l.cpu_s, kRequired);
+    v.Field("cpu_ms_per_batch", l.cpu_ms_per_batch, kRequired);
+    v.Field("cpu_cores", l.cpu_cores, kRequired);
+    v.Field("queue_samples", l.queue_samples, kRequired);
+    v.Field("queue_depth_mean", l.queue_depth_mean, kRequired);
+    v.Field("queue_depth_max", l.queue_depth_max, kRequired);
   });
   v.Object("checkpoint", kAbsentOk, [&] {
     auto& c = r.checkpoint;

@@ -26,7 +26,7 @@
 //   Nullable(key, std::optional<S>&, fn(S&))   null when empty
 //   Keyed(key, placeholder, flags, std::vector<S>&, std::string S::*name,
 //         fn(S&))                    an object of objects keyed by S::*name
-//   Array(key, std::vector<S>&, fn(S&))        an array of objects
+//   Array(key, std::vector<S>&, fn(S&)[, flags]) an array of objects
 //   Strings / Numbers(key, pairs&, flags)      objects whose keys are data
 //   List(key, std::vector<std::string>&, flags) / Ints(key,
 //         std::vector<int>&, flags)  arrays of strings / integers
@@ -186,7 +186,7 @@ class Writer {
     j_.EndObject();
   }
   template <typename S, typename Fn>
-  void Array(std::string_view key, const std::vector<S>& items, Fn&& fn) {
+  void Array(std::string_view key, const std::vector<S>& items, Fn&& fn, unsigned = kRequired) {
     j_.Key(key).BeginArray();
     for (const S& item : items) {
       j_.BeginObject();
@@ -289,9 +289,9 @@ class Reader {
     }
   }
   template <typename S, typename Fn>
-  void Array(std::string_view key, std::vector<S>& items, Fn&& fn) {
+  void Array(std::string_view key, std::vector<S>& items, Fn&& fn, unsigned flags = kRequired) {
     simdjson::dom::array array;
-    if (!Elements(key, kRequired, &array)) return;
+    if (!Elements(key, flags, &array)) return;
     const std::string path = Path(key);
     size_t index = 0;
     for (simdjson::dom::element e : array) {

@@ -62,7 +62,8 @@ inline void Session::Impl::Fold(const Event& e, uint32_t track) {
   if (e.kind == EventKind::kCounter) {
     ++counter_events;
     auto [it, added] = counters.try_emplace(e.value);
-    Report::Counter& c = it->second;
+    Report::Counter& c = it->second.summary;
+    it->second.series.Add(e.start_ns, e.end_ns);
     if (added) {
       c.name = std::string(LookupName(e.value));
       c.min = c.max = e.end_ns;

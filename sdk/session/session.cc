@@ -322,9 +322,28 @@ void Session::Impl::SummarizeCountersAndCheckpoints() {
   }
   analysis::AdviseCheckpointInterval(options.checkpoint_mtbf_hours, &c);
   report.counters.clear();
-  for (const auto& [id, counter] : counters) report.counters.push_back(counter);
+  for (const auto& [id, counter] : counters) {
+    Report::Counter& c = report.counters.emplace_back(counter.summary);
+    c.series = counter.series.Windows(process_start.monotonic_ns);
+  }
   std::sort(report.counters.begin(), report.counters.end(),
             [](const Report::Counter& a, const Report::Counter& b) { return a.name < b.name; });
+  // Each loader: its settings, joined with its two counters.
+  report.loaders = loaders;
+  for (Report::Loader& l : report.loaders) {
+    for (const Report::Counter& c : report.counters) {
+      if (c.name == l.name + ".cpu_us") {
+        l.batches = c.samples;
+        l.cpu_s = c.mean * static_cast<double>(c.samples) / 1e6;
+        l.cpu_ms_per_batch = c.mean / 1e3;
+        l.cpu_cores = report.timing.total_s > 0 ? l.cpu_s / report.timing.total_s : 0;
+      } else if (c.name == l.name + ".queue_depth") {
+        l.queue_samples = c.samples;
+        l.queue_depth_mean = c.mean;
+        l.queue_depth_max = c.max;
+      }
+    }
+  }
 }
 
 const std::string& Session::output_dir() const { return impl_->options.output_dir; }

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "sdk/analysis/counter_series.h"
 #include "sdk/analysis/quantile_sketch.h"
 #include "sdk/analysis/run_fold.h"
 #include "sdk/cupti/collector.h"
@@ -92,7 +93,14 @@ struct Session::Impl {
     if (id >= names.size()) names.resize(id + 1, 0);
     return names[id];
   }
-  std::unordered_map<NameId, Report::Counter> counters;
+  // Per counter name: its summary and its windows over time (1 KiB).
+  struct CounterState {
+    Report::Counter summary;
+    analysis::CounterSeries series;
+  };
+  std::unordered_map<NameId, CounterState> counters;
+  // RecordLoader's settings, by name (at most Report::kMaxLoaders); under mu.
+  std::vector<Report::Loader> loaders;
   int64_t recorded = 0;
   int64_t counter_events = 0;    // of `recorded`: counters, which make no interval
   int64_t released_dropped = 0;  // events dropped by rings freed since

@@ -235,6 +235,34 @@ void Session::RecordOutOfMemory(std::string_view message) {
   f.at_s = (now - impl_->process_start.monotonic_ns) / 1e9;
 }
 
+absl::Status Session::RecordLoader(const LoaderSettings& settings) {
+  if (settings.name.empty()) return absl::InvalidArgumentError("RecordLoader: the name is empty");
+  if (settings.workers < 0 || settings.prefetch < 0 || settings.batch_size < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "RecordLoader({}): workers {}, prefetch {} and batch_size {} must not be negative",
+        settings.name, settings.workers, settings.prefetch, settings.batch_size));
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<Report::Loader>& loaders = impl_->loaders;
+  auto it = std::find_if(loaders.begin(), loaders.end(),
+                         [&](const Report::Loader& l) { return l.name == settings.name; });
+  if (it == loaders.end()) {
+    if (loaders.size() >= static_cast<size_t>(Report::kMaxLoaders)) {
+      return absl::ResourceExhaustedError(
+          fmt::format("RecordLoader({}): {} loaders are recorded already, the most a report keeps",
+                      settings.name, Report::kMaxLoaders));
+    }
+    it = loaders.emplace(loaders.end());
+  }
+  it->name = settings.name;
+  it->kind = settings.kind;
+  it->workers = settings.workers;
+  it->prefetch = settings.prefetch;
+  it->pin_memory = settings.pin_memory;
+  it->batch_size = settings.batch_size;
+  return absl::OkStatus();
+}
+
 void Session::SetAcceptance(std::string_view metric, double target, double value,
                             bool higher_is_better) {
   SetQualityTarget(metric, target, higher_is_better);
