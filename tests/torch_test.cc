@@ -4,19 +4,23 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
+#include <time.h>
 #include <torch/torch.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
+#include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "tests/test_util.h"
 #include "trainscope/checkpoint.h"
 #include "trainscope/torch/amp.h"
+#include "trainscope/torch/data.h"
 #include "trainscope/torch/device.h"
 #include "trainscope/torch/internal/device_timings.h"
 #include "trainscope/torch/loader.h"
@@ -242,6 +246,7 @@ TEST(LoaderTest, PrefetchLoaderKeepsOrderStaysBoundedAndNamesItsWorkers) {
   options.workers = 4;
   options.queue_depth = 3;
   options.name = "prefetch";
+  options.session = &*session;
   libtorch::PrefetchLoader<::torch::Tensor> loader(
       [&](int64_t i) -> std::optional<::torch::Tensor> {
         if (i >= 60) return std::nullopt;
@@ -269,9 +274,128 @@ TEST(LoaderTest, PrefetchLoaderKeepsOrderStaysBoundedAndNamesItsWorkers) {
   ASSERT_NE(depth, nullptr);
   EXPECT_GE(depth->samples, 60);
   EXPECT_LE(depth->max, options.queue_depth);
+  ASSERT_EQ(report->loaders.size(), 1u);
+  EXPECT_EQ(report->loaders[0].kind, "PrefetchLoader");
+  EXPECT_EQ(report->loaders[0].workers, 4);
+  EXPECT_EQ(report->loaders[0].prefetch, 1) << "a queue of 3 over 4 workers, rounded up";
+  EXPECT_EQ(report->loaders[0].batches, 60) << "one CPU sample per batch made";
+  EXPECT_EQ(report->loaders[0].queue_depth_max, depth->max);
   const std::string trace = testing::ReadAll(dir.File("trace.json"));
   EXPECT_NE(trace.find("prefetch/0"), std::string::npos) << "worker threads are named";
   EXPECT_NE(trace.find("prefetch/3"), std::string::npos);
+}
+
+// Burns `ms` of the calling thread's CPU time.
+void BurnThreadCpu(double ms) {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  const double until = t.tv_sec * 1e3 + t.tv_nsec / 1e6 + ms;
+  volatile uint64_t x = 1;
+  do {
+    for (int i = 0; i < 1000; ++i) x = x * 6364136223846793005u + 1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  } while (t.tv_sec * 1e3 + t.tv_nsec / 1e6 < until);
+}
+
+// A dataset whose every example costs 0.5 ms of CPU to "decode".
+class DecodingDataset : public ::torch::data::datasets::Dataset<DecodingDataset> {
+ public:
+  ::torch::data::Example<> get(size_t index) override {
+    BurnThreadCpu(0.5);
+    return {::torch::full({2}, static_cast<float>(index)), ::torch::tensor(1.0f)};
+  }
+  std::optional<size_t> size() const override { return 40; }
+};
+
+TEST(LoaderTest, MakeDataLoaderIsLibTorchsLoaderWithItsSettingsQueueAndCpuInTheReport) {
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  LoaderSettings settings;
+  settings.workers = 2;
+  settings.prefetch = 3;
+  settings.batch_size = 4;
+  settings.pin_memory = true;  // a CPU device: nothing to pin, and the report says so
+  EXPECT_EQ(libtorch::DataLoaderOptionsFor(settings).max_jobs(), 6u);
+  EXPECT_EQ(libtorch::DataLoaderOptionsFor(settings).workers(), 2u);
+  auto loader = libtorch::MakeDataLoader<::torch::data::samplers::SequentialSampler>(
+      *session, DecodingDataset().map(::torch::data::transforms::Stack<>()), settings);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int64_t n = 0;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (auto& [step, batch] : libtorch::Steps(*session, **loader, StepIndex(n))) {
+      step.set_samples(Samples(batch.data.size(0)));
+      EXPECT_EQ(batch.data[0][0].item<float>(), 4.0f * (n % 10)) << "LibTorch's own order";
+      ++n;
+      // Slower than the two workers (2 ms a batch each): the queue fills.
+      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    }
+  }
+  EXPECT_EQ(n, 20);
+  loader->reset();  // joins LibTorch's workers
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->loaders.size(), 1u);
+  const Report::Loader& l = report->loaders[0];
+  EXPECT_EQ(l.name, "loader");
+  EXPECT_EQ(l.kind, "torch::data::DataLoader");
+  EXPECT_EQ(l.workers, 2);
+  EXPECT_EQ(l.prefetch, 3);
+  EXPECT_FALSE(l.pin_memory) << "no CUDA device: nothing was pinned";
+  EXPECT_EQ(l.batch_size, 4);
+  EXPECT_EQ(l.batches, 20);
+  EXPECT_GE(l.cpu_ms_per_batch, 1.9) << "four examples at 0.5 ms of CPU each";
+  EXPECT_LT(l.cpu_ms_per_batch, 50);
+  EXPECT_NEAR(l.cpu_s, l.cpu_ms_per_batch * 20 / 1e3, 1e-6);
+  EXPECT_GT(l.cpu_cores, 0);
+  EXPECT_GE(l.queue_samples, 20);
+  EXPECT_GT(l.queue_depth_max, 0) << "the workers got ahead of a slow consumer";
+  EXPECT_LE(l.queue_depth_max, 6) << "never more than max_jobs";
+  const Report::Counter* depth = FindCounter(*report, "loader.queue_depth");
+  ASSERT_NE(depth, nullptr);
+  ASSERT_FALSE(depth->series.empty()) << "the depth over time";
+  int64_t in_windows = 0;
+  for (const Report::Counter::Window& w : depth->series) in_windows += w.samples;
+  EXPECT_EQ(in_windows, depth->samples);
+  const std::string trace = testing::ReadAll(dir.File("trace.json"));
+  EXPECT_NE(trace.find("\"loader/0\""), std::string::npos) << "LibTorch's workers are named";
+  EXPECT_NE(trace.find("\"loader/1\""), std::string::npos);
+  absl::StatusOr<Report> read = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->loaders.size(), 1u) << "report.json's loaders read back";
+  EXPECT_EQ(read->loaders[0].kind, l.kind);
+  EXPECT_EQ(read->loaders[0].queue_depth_max, l.queue_depth_max);
+  const Report::Counter* read_depth = testing::FindCounter(*read, "loader.queue_depth");
+  ASSERT_NE(read_depth, nullptr);
+  EXPECT_EQ(read_depth->series.size(), depth->series.size());
+}
+
+TEST(LoaderTest, MakeDataLoaderWithoutWorkersMakesBatchesOnTheCallerAndQueuesNone) {
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  LoaderSettings settings;
+  settings.name = "inline";
+  settings.batch_size = 8;
+  auto loader = libtorch::MakeDataLoader(
+      *session, DecodingDataset().map(::torch::data::transforms::Stack<>()), settings);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int64_t n = 0;
+  for (auto& batch : **loader) n += batch.data.size(0);
+  EXPECT_EQ(n, 40) << "every example once, in a random order";
+  settings.batch_size = 0;
+  EXPECT_EQ(libtorch::MakeDataLoader(*session, DecodingDataset(), settings).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  settings.batch_size = 1;
+  settings.workers = -1;
+  EXPECT_EQ(libtorch::MakeDataLoader(*session, DecodingDataset(), settings).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->loaders.size(), 1u) << "the refused settings recorded nothing";
+  EXPECT_EQ(report->loaders[0].batches, 5);
+  EXPECT_EQ(report->loaders[0].queue_depth_max, 0) << "nothing is made ahead without workers";
+  EXPECT_GE(report->loaders[0].cpu_ms_per_batch, 3.9);
 }
 
 TEST(LoaderTest, PrefetchLoaderRethrowsTheProducersErrorInOrder) {

@@ -38,6 +38,8 @@
 #ifndef TRAINSCOPE_TORCH_LOADER_H_
 #define TRAINSCOPE_TORCH_LOADER_H_
 
+#include <time.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -257,14 +259,37 @@ struct PrefetchOptions {
   // seeds produce from its sampler_seed and epoch), so the next batch is
   // the one the interrupted run would have had. Negative counts as 0.
   int64_t first_index = 0;
+  // When set, the loader describes itself to this session's report
+  // (Session::RecordLoader: report.loaders.<name>, kind "PrefetchLoader",
+  // prefetch = queue_depth / workers rounded up). Not kept past the
+  // constructor.
+  Session* session = nullptr;
+  // For the report only: the producer pins its batches (PinForDevice).
+  bool pin_memory = false;
+  int64_t batch_size = 0;  // for the report only; 0: not said
 };
+
+namespace internal {
+// This thread's CPU time in microseconds (CLOCK_THREAD_CPUTIME_ID; 0 if
+// the clock cannot be read). Cost: a system call.
+inline int64_t ThreadCpuUs() {
+  timespec t{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000 + t.tv_nsec / 1000;
+}
+}  // namespace internal
 
 // A loader of our own: `workers` threads call produce(i) for i = 0, 1, ...
 // (each index once, several at a time) and keep up to `queue_depth` batches
 // ready; Next() hands them out in index order. produce returns nullopt past
 // the end. Each Next() is a kDataWait range ("<name>.next") and records the
 // counter "<name>.queue_depth": the batches ready when it was called (0
-// means the consumer waited: input-bound). Next() and the destructor are
+// means the consumer waited: input-bound). Each batch made records
+// "<name>.cpu_us", the CPU time produce took on its worker (a clock read
+// before and after: two system calls per batch, on the worker). With
+// PrefetchOptions::session the report's loaders.<name> joins the two with
+// the settings. Memory: at most queue_depth + workers batches, and the
+// threads. Next() and the destructor are
 // for one consumer thread. An exception thrown by produce is rethrown from
 // the Next() that would have returned that batch.
 template <typename Batch>
@@ -281,6 +306,18 @@ class PrefetchLoader {
     next_ = taken_ = std::max<int64_t>(0, options_.first_index);
     next_name_ = InternName(options_.name + ".next");
     depth_name_ = InternName(options_.name + ".queue_depth");
+    cpu_name_ = InternName(options_.name + ".cpu_us");
+    if (options_.session != nullptr) {
+      LoaderSettings settings;
+      settings.name = options_.name;
+      settings.kind = "PrefetchLoader";
+      settings.workers = options_.workers;
+      settings.prefetch = (options_.queue_depth + options_.workers - 1) / options_.workers;
+      settings.pin_memory = options_.pin_memory;
+      settings.batch_size = options_.batch_size;
+      (void)options_.session->RecordLoader(settings);  // only a bad name fails: kept as it is
+      options_.session = nullptr;
+    }
     for (int k = 0; k < options_.workers; ++k) {
       workers_.emplace_back([this, k] { Work(k); });
     }
@@ -356,11 +393,13 @@ class PrefetchLoader {
       const int64_t index = taken_++;
       lock.unlock();
       Slot slot;
+      const int64_t cpu_before = internal::ThreadCpuUs();
       try {
         slot.batch = produce_(index);
       } catch (...) {
         slot.error = std::current_exception();
       }
+      if (slot.batch) RecordCounter(cpu_name_, internal::ThreadCpuUs() - cpu_before);
       lock.lock();
       if (!slot.batch && !slot.error) {
         if (index < end_) end_ = index;  // past the end: nothing from here on
@@ -376,6 +415,7 @@ class PrefetchLoader {
   PrefetchOptions options_;
   NameId next_name_ = 0;
   NameId depth_name_ = 0;
+  NameId cpu_name_ = 0;
   mutable std::mutex mu_;
   std::condition_variable ready_cv_;
   std::condition_variable can_work_;
