@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "sdk/ground/cuda_devices.h"
 #include "sdk/tuning/experiment.h"
 #include "sdk/tuning/tune.h"
 #include "tests/test_util.h"
@@ -88,8 +89,10 @@ TEST(TuneCliTest, BadInputIsOneLineAndExitTwoWithNothingRun) {
        0},
       {Tune("loader", out, {}, {kProgram, "--workers={workers}", "--seed={sed}"}),
        "trainscope: tune loader: the command has {sed}, which is not a placeholder of tune loader "
-       "(it knows {workers}, {prefetch}, {out} and {repeat})",
+       "(it knows {workers}, {prefetch}, {pin}, {out} and {repeat})",
        0},
+      {Tune("loader", out, {"--pin=0,2"}, {kProgram, "--workers={workers}", "--pin={pin}"}),
+       "trainscope: tune loader: --pin: 2 is not 0 (off) or 1 (on)", 0},
       {Tune("loader", out, {}, {}),
        "trainscope: tune loader: no command: give the program to tune after --, with {workers} "
        "where it takes the value (trainscope tune loader [flags] -- ./train --workers=...)",
@@ -210,6 +213,49 @@ TEST(TuneCliTest, TheLoaderKneeIsTheFewestWorkersWithinTheThresholdOfTheBest) {
     previous = wait;
     EXPECT_GT(double(s["cpu_s"]), 0) << knee;
   }
+}
+
+// {pin} is a sweep dimension where it can matter: by default only on a
+// machine with a CUDA device (this one says why it stays 0), always with
+// --pin=0,1; each pinned setting follows its unpinned twin.
+TEST(TuneCliTest, PinnedMemoryIsSweptWhereACudaDeviceIsOrWhenAskedFor) {
+  if (ground::ProbeCudaDevices().count > 0) GTEST_SKIP() << "a CUDA device: {pin} is swept";
+  TempDir dir;
+  const std::vector<std::string> command = {kProgram, "--workers={workers}", "--pin={pin}",
+                                            "--steps=3", "--out={out}"};
+  const std::string auto_out = dir.File("auto.json");
+  const ProcessResult by_default =
+      RunProcess(Tune("loader", auto_out, {"--workers=0,1", "--repeats=4"}, command));
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
+  EXPECT_NE(by_default.err.find("tune loader: {pin} stays 0: pinned memory speeds only copies "
+                                "to a CUDA device, and this machine has none ("),
+            std::string::npos)
+      << by_default.err;
+  absl::StatusOr<tuning::ExperimentRecord> unpinned = tuning::ReadExperiment(auto_out);
+  ASSERT_TRUE(unpinned.ok()) << unpinned.status();
+  ASSERT_EQ(unpinned->spec.variants.size(), 2u);
+  EXPECT_EQ(unpinned->spec.variants[1].name, "w1");
+  EXPECT_EQ(tuning::TrialArgv(unpinned->spec, unpinned->spec.variants[1], "d", 0)[2], "--pin=0");
+
+  const std::string out = dir.File("pin.json");
+  const ProcessResult asked =
+      RunProcess(Tune("loader", out, {"--workers=0,1", "--pin=1,0", "--repeats=5"}, command));
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  EXPECT_EQ(asked.err.find("{pin} stays 0"), std::string::npos) << asked.err;
+  absl::StatusOr<tuning::ExperimentRecord> swept = tuning::ReadExperiment(out);
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  std::vector<std::string> names;
+  for (const tuning::VariantSpec& v : swept->spec.variants) names.push_back(v.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"w0", "w0-pin", "w1", "w1-pin"}));
+  EXPECT_EQ(tuning::TrialArgv(swept->spec, swept->spec.variants[1], "d", 0)[2], "--pin=1");
+  const std::string knee = testing::ReadAll(dir.File("pin-knee.json"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  ASSERT_EQ(parser.parse(knee).get(root), simdjson::SUCCESS) << knee;
+  simdjson::dom::array settings = root["quiet"]["settings"].get_array();
+  ASSERT_EQ(settings.size(), 4u) << knee;
+  EXPECT_FALSE(bool(settings.at(0)["pin"])) << knee;
+  EXPECT_TRUE(bool(settings.at(1)["pin"])) << knee;
 }
 
 // Ctrl-C during a sweep: the trial running is killed and not counted,

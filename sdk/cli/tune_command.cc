@@ -54,6 +54,10 @@ ABSL_FLAG(std::string, serve_sizes, "1,8,64", "tune batch --serve: the {batch} v
 ABSL_FLAG(std::string, workers, "0,1,2,4", "tune loader: the {workers} values swept");
 ABSL_FLAG(std::string, prefetch, "2",
           "tune loader: the {prefetch} values swept (when the command has {prefetch})");
+ABSL_FLAG(std::string, pin, "",
+          "tune loader: the {pin} values swept, 0 (off) and 1 (on), when the command has {pin}; "
+          "default 0,1 where a CUDA device is present, else 0 (pinning speeds only copies to a "
+          "device)");
 ABSL_FLAG(std::string, objective, "time_to_target",
           "tune loader: time_to_target or steady_samples_per_s");
 ABSL_FLAG(std::string, coload, "",
@@ -74,7 +78,8 @@ constexpr char kTuneUsage[] =
     "  amp     fp32 against mixed precision: the command takes {precision}\n"
     "  batch   the largest batch that fits, then sizes by time to target: {batch}, {lr},\n"
     "          {memory_mb} (--serve: p99 latency per maximum {batch})\n"
-    "  loader  loader workers and prefetch depth, to the knee: {workers}, {prefetch}\n"
+    "  loader  loader workers, prefetch depth and pinning, to the knee: {workers},\n"
+    "          {prefetch}, {pin}\n"
     "{out} is the trial's output directory (also TRAINSCOPE_OUTPUT_DIR), {repeat} its round\n"
     "(a seed). docs/experiments.md, \"Tuning your own program\".";
 
@@ -308,6 +313,21 @@ int RunTune(const std::vector<std::string>& args, const std::vector<std::string>
   if (!prefetch.ok()) return BadInput(prefetch.status());
   l.workers.assign(workers->begin(), workers->end());
   l.prefetch.assign(prefetch->begin(), prefetch->end());
+  std::string pin = absl::GetFlag(FLAGS_pin);
+  if (pin.empty()) {
+    const ground::CudaDevices cuda = ground::ProbeCudaDevices();
+    pin = cuda.count > 0 ? "0,1" : "0";
+    const std::vector<std::string> found = tuning::Placeholders(o.command);
+    if (cuda.count == 0 && std::find(found.begin(), found.end(), "pin") != found.end()) {
+      std::fprintf(stderr,
+                   "tune loader: {pin} stays 0: pinned memory speeds only copies to a CUDA "
+                   "device, and this machine has none (%s); --pin=0,1 sweeps it anyway\n",
+                   cuda.status.c_str());
+    }
+  }
+  absl::StatusOr<std::vector<int64_t>> pins = Numbers("pin", pin);
+  if (!pins.ok()) return BadInput(pins.status());
+  l.pin.assign(pins->begin(), pins->end());
   l.objective = absl::GetFlag(FLAGS_objective);
   l.max_rss_mb = absl::GetFlag(FLAGS_max_rss_mb);
   absl::StatusOr<tuning::CoLoad> coload = tuning::ParseCoLoad(absl::GetFlag(FLAGS_coload));

@@ -24,6 +24,7 @@
 #include "fmt/format.h"
 #include "sdk/export/report_json.h"
 #include "sdk/ground/files.h"
+#include "sdk/ground/json_fields.h"
 #include "sdk/ground/json_writer.h"
 #include "sdk/tuning/objectives.h"
 #include "sdk/tuning/statistics.h"
@@ -436,41 +437,52 @@ std::string BatchTable(const ExperimentSpec& spec, const ExperimentResult& resul
 // ---- loader ----------------------------------------------------------
 
 absl::StatusOr<ExperimentSpec> LoaderSpec(const TuneOptions& o, const LoaderOptions& l) {
-  if (absl::Status s = CheckCommand(o, {"workers"}, {"prefetch"}); !s.ok()) return s;
+  if (absl::Status s = CheckCommand(o, {"workers"}, {"prefetch", "pin"}); !s.ok()) return s;
   const std::vector<std::string> found = Placeholders(o.command);
   const bool with_prefetch = std::find(found.begin(), found.end(), "prefetch") != found.end();
+  const bool with_pin = std::find(found.begin(), found.end(), "pin") != found.end();
   if (l.workers.empty()) return Bad(o, "--workers: give the worker counts to try");
   if (with_prefetch && l.prefetch.empty()) return Bad(o, "--prefetch: give the depths to try");
+  if (with_pin && l.pin.empty()) return Bad(o, "--pin: give 0, 1 or 0,1");
   for (int w : l.workers) {
     if (w < 0) return Bad(o, fmt::format("--workers: {} is negative", w));
   }
   for (int p : l.prefetch) {
     if (p < 1) return Bad(o, fmt::format("--prefetch: {} is below 1", p));
   }
+  for (int p : l.pin) {
+    if (p != 0 && p != 1) return Bad(o, fmt::format("--pin: {} is not 0 (off) or 1 (on)", p));
+  }
   if (l.objective != "time_to_target" && l.objective != "steady_samples_per_s") {
     return Bad(o, fmt::format("--objective={}: expected time_to_target or steady_samples_per_s",
                               l.objective));
   }
-  std::vector<int> workers = l.workers, prefetch = with_prefetch ? l.prefetch : std::vector<int>{0};
-  std::sort(workers.begin(), workers.end());
-  workers.erase(std::unique(workers.begin(), workers.end()), workers.end());
-  std::sort(prefetch.begin(), prefetch.end());
-  prefetch.erase(std::unique(prefetch.begin(), prefetch.end()), prefetch.end());
+  std::vector<int> workers = l.workers, prefetch = with_prefetch ? l.prefetch : std::vector<int>{0},
+                   pin = with_pin ? l.pin : std::vector<int>{0};
+  for (std::vector<int>* list : {&workers, &prefetch, &pin}) {
+    std::sort(list->begin(), list->end());
+    list->erase(std::unique(list->begin(), list->end()), list->end());
+  }
   ExperimentSpec spec = BaseSpec(o);
   for (int w : workers) {
     for (int p : prefetch) {
-      VariantSpec v;
-      v.name = with_prefetch ? fmt::format("w{}p{}", w, p) : fmt::format("w{}", w);
-      v.values.emplace_back("workers", std::to_string(w));
-      if (with_prefetch) v.values.emplace_back("prefetch", std::to_string(p));
-      spec.variants.push_back(std::move(v));
+      for (int pinned : pin) {
+        VariantSpec v;
+        v.name = with_prefetch ? fmt::format("w{}p{}", w, p) : fmt::format("w{}", w);
+        if (pinned == 1 && pin.size() > 1) v.name += "-pin";
+        v.values.emplace_back("workers", std::to_string(w));
+        if (with_prefetch) v.values.emplace_back("prefetch", std::to_string(p));
+        if (with_pin) v.values.emplace_back("pin", std::to_string(pinned));
+        spec.variants.push_back(std::move(v));
+      }
     }
   }
   if (spec.variants.size() < 2) return Bad(o, "--workers/--prefetch: give two settings or more");
   spec.objective = l.objective;
   spec.hypothesis =
-      fmt::format("more loader workers{} {} than {}, up to a knee past which they do not pay",
+      fmt::format("more loader workers{}{} {} than {}, up to a knee past which they do not pay",
                   with_prefetch ? " or a deeper prefetch" : "",
+                  with_pin && pin.size() > 1 ? " or pinned batches" : "",
                   l.objective == "time_to_target" ? "reach the quality target sooner"
                                                   : "give a higher steady throughput",
                   spec.variants[0].name);
@@ -504,6 +516,7 @@ LoaderKnee FindKnee(const ExperimentSpec& spec, const ExperimentResult& result,
       if (!absl::SimpleAtoi(value, &n)) continue;
       if (name == "workers") r.workers = n;
       if (name == "prefetch") r.prefetch = n;
+      if (name == "pin") r.pin = n == 1;
     }
     const int vi = static_cast<int>(v);
     for (const Trial& t : result.trials) {
@@ -655,6 +668,7 @@ std::string KneeJson(const ExperimentSpec& spec, const LoaderKnee& quiet, const 
       j.Key("variant").String(r.variant);
       j.Key("workers").Int(r.workers);
       j.Key("prefetch").Int(r.prefetch);
+      j.Key("pin").Bool(r.pin);
       j.Key("trials").Int(r.trials);
       j.Key("failures").Int(r.failures);
       j.Key("objective")

@@ -129,20 +129,23 @@ std::string BatchTable(const ExperimentSpec& spec, const ExperimentResult& resul
 struct LoaderOptions {
   std::vector<int> workers = {0, 1, 2, 4};   // {workers}
   std::vector<int> prefetch = {2};           // {prefetch}, when the command has it
+  std::vector<int> pin = {0};                // {pin} (0: off, 1: on), when the command has it
   std::string objective = "time_to_target";  // or steady_samples_per_s
   int64_t max_rss_mb = 0;                    // a setting past it is rejected; 0: no limit
 };
 
-// Every worker count x prefetch depth ({prefetch} only when the command
-// has it) as a variant "w<W>p<P>" (or "w<W>"), the least first: the
+// Every worker count x prefetch depth x pinning ({prefetch} and {pin}
+// only when the command has them) as a variant "w<W>p<P>" (or "w<W>"),
+// "-pin" added where {pin} is 1 among several, the least first: the
 // baseline. Errors: CheckCommand's, or InvalidArgument for an empty or
-// negative list, or from CheckSpec.
+// negative list, a {pin} other than 0 or 1, or from CheckSpec.
 absl::StatusOr<ExperimentSpec> LoaderSpec(const TuneOptions& options, const LoaderOptions& loader);
 
 // A setting's row in the loader's table.
 struct LoaderRow {
   std::string variant;
   int workers = 0, prefetch = 0;
+  bool pin = false;
   int trials = 0, failures = 0;
   double objective = 0;        // median over trials (failures the worst)
   double data_wait_share = 0;  // median
@@ -153,7 +156,7 @@ struct LoaderRow {
 };
 
 // The knee: the smallest setting (fewest workers, then shallowest
-// prefetch) whose median objective is within the threshold of the best
+// prefetch, then unpinned) whose median objective is within the threshold of the best
 // eligible setting's; not the largest that helps. Eligible: the baseline,
 // and each setting the verdict accepted whose failures are no more than
 // the baseline's, whose peak memory is within max_rss_mb, and whose
