@@ -654,33 +654,38 @@ std::string CoLoadVerdict(const LoaderKnee& quiet, const LoaderKnee& loaded, boo
   return moved + "; " + gains;
 }
 
+namespace {
+
+// A loader row's fields in "<output>-knee.json", named once.
+template <typename R, typename V>
+void DescribeLoaderRow(R& r, V& v) {
+  using ground::json_fields::kRequired;
+  v.Field("variant", r.variant, kRequired);
+  v.Field("workers", r.workers, kRequired);
+  v.Field("prefetch", r.prefetch, kRequired);
+  v.Field("pin", r.pin, kRequired);
+  v.Field("trials", r.trials, kRequired);
+  v.Field("failures", r.failures, kRequired);
+  v.Field("objective", r.objective, kRequired);  // null: never reached the result
+  v.Field("data_wait_share", r.data_wait_share, kRequired);
+  v.Field("cpu_s", r.cpu_s, kRequired);
+  v.Field("peak_rss_mb", r.peak_rss_mb, kRequired);
+  v.Field("accepted", r.accepted, kRequired);
+  v.Field("rejected", r.rejected, kRequired);
+}
+
+}  // namespace
+
 std::string KneeJson(const ExperimentSpec& spec, const LoaderKnee& quiet, const LoaderKnee* loaded,
                      const std::string& verdict) {
   ground::JsonWriter j(ground::JsonWriter::kPretty);
+  ground::json_fields::Writer writer(&j);
   auto knee = [&](const LoaderKnee& k) {
     j.BeginObject();
     j.Key("knee").String(k.rows[static_cast<size_t>(k.knee)].variant);
     j.Key("best").String(k.rows[static_cast<size_t>(k.best)].variant);
     j.Key("reason").String(k.reason);
-    j.Key("settings").BeginArray();
-    for (const LoaderRow& r : k.rows) {
-      j.BeginObject();
-      j.Key("variant").String(r.variant);
-      j.Key("workers").Int(r.workers);
-      j.Key("prefetch").Int(r.prefetch);
-      j.Key("pin").Bool(r.pin);
-      j.Key("trials").Int(r.trials);
-      j.Key("failures").Int(r.failures);
-      j.Key("objective")
-          .Number(std::isfinite(r.objective) ? std::optional<double>(r.objective) : std::nullopt);
-      j.Key("data_wait_share").Number(r.data_wait_share);
-      j.Key("cpu_s").Number(r.cpu_s);
-      j.Key("peak_rss_mb").Number(r.peak_rss_mb);
-      j.Key("accepted").Bool(r.accepted);
-      j.Key("rejected").String(r.rejected);
-      j.EndObject();
-    }
-    j.EndArray();
+    writer.Array("settings", k.rows, [&](const LoaderRow& r) { DescribeLoaderRow(r, writer); });
     j.EndObject();
   };
   j.BeginObject();
