@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "sdk/export/report_json.h"
+#include "sdk/ground/cuda_devices.h"
 #include "sdk/tuning/experiment.h"
 #include "tests/test_util.h"
 
@@ -46,7 +48,8 @@ std::vector<std::string> Tune(const std::string& sub, const std::string& output,
   return argv;
 }
 
-// The loader: each batch costs 6 ms of CPU to decode and each step 2 ms on
+// The loader (LibTorch's DataLoader, made by MakeDataLoader from the
+// swept flags): each batch costs 6 ms of CPU to decode and each step 2 ms on
 // the training thread, on 2 cores. Per step: no workers 8 ms; one worker
 // max(2, 6) = 6; two workers max(2, 6/2, (6 + 2)/2 cores) = 4, the bound of
 // the cores; four workers the same 4. The analytic optimum is 2 workers,
@@ -61,9 +64,36 @@ TEST(TuneOutsideTest, TheLoaderKneeIsNearTheAnalyticOptimumAndShrinksUnderCoLoad
   const std::string out = dir.File("loader.json");
   const ProcessResult run = RunProcess(Tune(
       "loader", out, {"--workers=0,1,2,4", "--objective=steady_samples_per_s", "--coload=cpu=2"},
-      {"--num-workers={workers}", "--prefetch-depth=4", "--decode-ms=6", "--compute-ms=2",
-       "--max-steps=60", "--eval-every=1000", "--seed={repeat}"}));
+      {"--num-workers={workers}", "--prefetch-depth=4", "--pin-memory={pin}", "--decode-ms=6",
+       "--compute-ms=2", "--max-steps=60", "--eval-every=1000", "--seed={repeat}"}));
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  if (ground::ProbeCudaDevices().count == 0) {
+    EXPECT_NE(run.err.find("{pin} stays 0"), std::string::npos) << run.err;
+  }
+  // Each trial's report has the loader as the program set it up
+  // (LibTorch's DataLoader through MakeDataLoader) and what it did.
+  absl::StatusOr<tuning::ExperimentRecord> record = tuning::ReadExperiment(out);
+  ASSERT_TRUE(record.ok()) << record.status();
+  std::map<std::string, Report::Loader> loader;
+  for (const tuning::Trial& t : record->trials) {
+    absl::StatusOr<Report> report = exporter::ReadReportFile(t.output_dir + "/report.json");
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_EQ(report->loaders.size(), 1u) << t.output_dir;
+    loader[record->spec.variants[static_cast<size_t>(t.variant)].name] = report->loaders[0];
+  }
+  const Report::Loader& w2 = loader["w2"];
+  EXPECT_EQ(w2.kind, "torch::data::DataLoader");
+  EXPECT_EQ(w2.workers, 2);
+  EXPECT_EQ(w2.prefetch, 4);
+  EXPECT_FALSE(w2.pin_memory) << "a CPU device: nothing to pin";
+  EXPECT_EQ(w2.batch_size, 64);
+  EXPECT_GE(w2.batches, 60);
+  EXPECT_GE(w2.cpu_ms_per_batch, 5.9) << "the known decode cost, 6 ms of CPU a batch";
+  EXPECT_LT(w2.cpu_ms_per_batch, 30);
+  EXPECT_GT(w2.cpu_cores, 0.2) << "two workers decoding most of the run";
+  EXPECT_GE(w2.queue_samples, 60);
+  EXPECT_EQ(loader["w0"].queue_depth_max, 0) << "no workers: nothing made ahead";
+  EXPECT_GT(loader["w4"].queue_depth_max, 0) << "four workers get ahead of the step";
   const std::string json = testing::ReadAll(dir.File("loader-knee.json"));
   simdjson::dom::parser parser;
   simdjson::dom::element root;

@@ -11,8 +11,10 @@
 //                                          where it should be averaged; it
 //                                          trains faster, and differently)
 //   --batch-size=N --learning-rate=X       SGD with momentum
-//   --num-workers=W --prefetch-depth=P     W = 0 decodes on the training
-//                                          thread; else a PrefetchLoader
+//   --num-workers=W --prefetch-depth=P     LibTorch's DataLoader
+//   --pin-memory=0|1                       (trainscope::libtorch::
+//                                          MakeDataLoader); W = 0 decodes
+//                                          on the training thread
 //   --decode-ms=D                          CPU time to decode one batch
 //   --compute-ms=C                         CPU time added to each step
 //   --mem-limit-mb=M                       LimitMemory (0: none); out of
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "trainscope/torch/amp.h"
+#include "trainscope/torch/data.h"
 #include "trainscope/torch/device.h"
 #include "trainscope/torch/loader.h"
 #include "trainscope/trainscope.h"
@@ -40,7 +43,7 @@ namespace {
 struct Flags {
   std::string precision = "fp32", device = "cpu";
   int64_t batch_size = 64, workers = 0, prefetch = 2, max_steps = 400, eval_every = 10, seed = 0,
-          hidden = 64, mem_limit_mb = 0;
+          hidden = 64, mem_limit_mb = 0, pin_memory = 0;
   double learning_rate = 0.05, decode_ms = 0, compute_ms = 0, target_mse = 0.05;
 };
 
@@ -80,6 +83,8 @@ bool Parse(int argc, char** argv, Flags* f) {
       f->learning_rate = n;
     } else if (key == "num-workers") {
       f->workers = static_cast<int64_t>(n);
+    } else if (key == "pin-memory") {
+      f->pin_memory = static_cast<int64_t>(n);
     } else if (key == "prefetch-depth") {
       f->prefetch = static_cast<int64_t>(n);
     } else if (key == "decode-ms") {
@@ -102,8 +107,36 @@ bool Parse(int argc, char** argv, Flags* f) {
       return false;
     }
   }
-  return f->batch_size > 0 && f->workers >= 0 && f->prefetch > 0 && f->eval_every > 0;
+  return f->batch_size > 0 && f->workers >= 0 && f->prefetch > 0 && f->eval_every > 0 &&
+         (f->pin_memory == 0 || f->pin_memory == 1);
 }
+
+// The training data, a batch at a time (LibTorch's BatchDataset): the
+// batch of examples [k x B, (k + 1) x B) is B rows of 16 normals drawn from
+// batch k's own seed and the teacher's answers; decoding it costs
+// decode_ms of CPU, on whichever thread makes it (a loader worker, or the
+// training thread with no workers).
+class DecodeDataset
+    : public torch::data::datasets::BatchDataset<DecodeDataset, torch::data::Example<>> {
+ public:
+  DecodeDataset(torch::Tensor teacher, int64_t seed, size_t size, double decode_ms)
+      : teacher_(std::move(teacher)), seed_(seed), size_(size), decode_ms_(decode_ms) {}
+  torch::data::Example<> get_batch(c10::ArrayRef<size_t> indices) override {
+    BurnCpu(decode_ms_);
+    const uint64_t batch = indices.empty() ? 0 : indices[0] / indices.size();
+    torch::Generator gen =
+        at::detail::createCPUGenerator(static_cast<uint64_t>(seed_) * 1000003 + batch);
+    torch::Tensor x = torch::randn({static_cast<int64_t>(indices.size()), 16}, gen);
+    return {x, torch::tanh(x.matmul(teacher_))};
+  }
+  std::optional<size_t> size() const override { return size_; }
+
+ private:
+  torch::Tensor teacher_;
+  int64_t seed_;
+  size_t size_;
+  double decode_ms_;
+};
 
 }  // namespace
 
@@ -162,46 +195,34 @@ int main(int argc, char** argv) {
     model->to(device);
     torch::optim::SGD sgd(model->parameters(),
                           torch::optim::SGDOptions(f.learning_rate).momentum(0.9));
-    // One batch: decoding costs decode_ms of CPU, then its tensors.
-    auto decode = [&](int64_t index) -> std::vector<torch::Tensor> {
-      BurnCpu(f.decode_ms);
-      torch::Generator gen =
-          at::detail::createCPUGenerator(static_cast<uint64_t>(f.seed * 1000003 + index));
-      torch::Tensor x = torch::randn({f.batch_size, 16}, gen);
-      return {x, torch::tanh(x.matmul(teacher))};
-    };
-    std::optional<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>> loader;
-    if (f.workers > 0) {
-      trainscope::libtorch::PrefetchOptions prefetch;
-      prefetch.workers = static_cast<int>(f.workers);
-      prefetch.queue_depth = static_cast<int>(f.prefetch);
-      loader.emplace(
-          [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
-            if (i >= f.max_steps) return std::nullopt;
-            return decode(i);
-          },
-          prefetch);
+    // LibTorch's own loader, from the tuned settings: {workers},
+    // {prefetch}, {pin}. One epoch is the run's max_steps batches, in order.
+    trainscope::LoaderSettings settings;
+    settings.workers = static_cast<int>(f.workers);
+    settings.prefetch = static_cast<int>(f.prefetch);
+    settings.pin_memory = f.pin_memory == 1;
+    settings.batch_size = f.batch_size;
+    auto loader = trainscope::libtorch::MakeDataLoader<torch::data::samplers::SequentialSampler>(
+        *session,
+        DecodeDataset(teacher, f.seed, static_cast<size_t>(f.max_steps * f.batch_size),
+                      f.decode_ms),
+        settings, device);
+    if (!loader.ok()) {
+      std::fprintf(stderr, "tune_trainer: %s\n", loader.status().ToString().c_str());
+      exit_code = 2;
+      return;
     }
-    for (int64_t step = 0; step < f.max_steps; ++step) {
-      trainscope::StepScope scope(*session, trainscope::StepIndex(step),
-                                  trainscope::Samples(f.batch_size));
-      std::vector<torch::Tensor> batch;
-      if (loader) {
-        std::optional<std::vector<torch::Tensor>> next = loader->Next();
-        if (!next) break;
-        batch = std::move(*next);
-      } else {
-        TRAINSCOPE_PHASE(kDataWait);
-        batch = decode(step);
-      }
+    for (auto& [scope, batch] : trainscope::libtorch::Steps(*session, **loader)) {
+      const int64_t step = scope.index();
+      scope.set_samples(trainscope::Samples(batch.data.size(0)));
       torch::Tensor loss;
       {
         TRAINSCOPE_PHASE(kForward);
         BurnCpu(f.compute_ms);
         std::optional<trainscope::libtorch::AutocastGuard> cast;
         if (autocast) cast.emplace(device.type(), dtype);
-        loss = torch::mse_loss(model->forward(batch[0].to(device)).to(torch::kFloat),
-                               batch[1].to(device));
+        loss = torch::mse_loss(model->forward(batch.data.to(device)).to(torch::kFloat),
+                               batch.target.to(device));
       }
       {
         TRAINSCOPE_PHASE(kBackward);
