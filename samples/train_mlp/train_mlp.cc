@@ -345,6 +345,9 @@ int Main(int argc, char** argv) {
         trainscope::libtorch::PrefetchOptions prefetch;
         prefetch.workers = absl::GetFlag(FLAGS_loader_workers);
         prefetch.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+        prefetch.session = &*session;  // report.loaders.loader: settings, CPU, queue
+        prefetch.pin_memory = device.is_cuda();
+        prefetch.batch_size = batch_size;
         workers =
             std::make_unique<trainscope::libtorch::PrefetchLoader<std::vector<torch::Tensor>>>(
                 [&](int64_t i) -> std::optional<std::vector<torch::Tensor>> {
