@@ -107,12 +107,6 @@ absl::StatusOr<std::vector<int64_t>> Numbers(const std::string& flag, const std:
   return out;
 }
 
-std::string WithoutJson(const std::string& path) {
-  return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0
-             ? path.substr(0, path.size() - 5)
-             : path;
-}
-
 // Runs `spec` into `output` (resuming it when asked), printing the
 // engine's progress. Bad input (a contract the program does not keep) is
 // exit 2; an error writing is 1.
@@ -136,7 +130,7 @@ Ran Run(const tuning::ExperimentSpec& spec, const std::string& output) {
   }
   std::fprintf(stderr, "tune: %s\n  %zu settings x %s%d repeats, trials in %s-trials\n",
                spec.hypothesis.c_str(), spec.variants.size(), spec.sequential ? "up to " : "",
-               spec.repeats, WithoutJson(output).c_str());
+               spec.repeats, tuning::OutputStem(output).c_str());
   absl::StatusOr<tuning::ExperimentResult> result = tuning::RunExperiment(spec, options);
   if (!result.ok()) {
     const absl::StatusCode code = result.status().code();
@@ -157,7 +151,7 @@ Ran Run(const tuning::ExperimentSpec& spec, const std::string& output) {
 // The preset beside experiment.json, and the closing lines.
 int Finish(const std::string& output, const Ran& ran) {
   if (!ran.result) return ran.exit;
-  const std::string preset = WithoutJson(output) + ".polyaxon.yaml";
+  const std::string preset = tuning::OutputStem(output) + ".polyaxon.yaml";
   if (absl::Status s = ground::WriteFileAtomically(preset, ran.result->preset.polyaxon); !s.ok()) {
     std::fprintf(stderr, "trainscope: %s\n", std::string(s.message()).c_str());
     return kExitBadInput;
@@ -283,8 +277,8 @@ int RunTune(const std::vector<std::string>& args, const std::vector<std::string>
                                                  b.budget_mb, 100 * b.margin)
                                          .c_str()
                                    : "");
-      absl::StatusOr<int64_t> found =
-          tuning::ProbeLargestBatch(o, b, WithoutJson(output) + "-probes", &probes, &g_tune_stop);
+      absl::StatusOr<int64_t> found = tuning::ProbeLargestBatch(
+          o, b, tuning::OutputStem(output) + "-probes", &probes, &g_tune_stop);
       if (!found.ok()) {
         if (found.status().code() == absl::StatusCode::kCancelled) return 130;
         return BadInput(found.status());
@@ -340,7 +334,7 @@ int RunTune(const std::vector<std::string>& args, const std::vector<std::string>
   std::fputs(tuning::LoaderTable(*spec, quiet_knee).c_str(), stderr);
   int exit = Finish(output, quiet);
   if (exit != kExitOk) return exit;
-  const std::string knee_path = WithoutJson(output) + "-knee.json";
+  const std::string knee_path = tuning::OutputStem(output) + "-knee.json";
   if (absl::Status s =
           ground::WriteFileAtomically(knee_path, tuning::KneeJson(*spec, quiet_knee, nullptr, ""));
       !s.ok()) {
@@ -348,14 +342,14 @@ int RunTune(const std::vector<std::string>& args, const std::vector<std::string>
     return kExitBadInput;
   }
   if (!coload->any()) return exit;
-  const std::string loaded_output = WithoutJson(output) + "-coload.json";
+  const std::string loaded_output = tuning::OutputStem(output) + "-coload.json";
   std::fprintf(stderr, "\nthe same sweep with %d busy processes and %d I/O processes beside it\n",
                coload->cpu, coload->io);
   tuning::ExperimentSpec loaded_spec = *spec;
   loaded_spec.hypothesis += fmt::format(" (co-loaded: cpu={}, io={})", coload->cpu, coload->io);
   Ran loaded;
   {
-    tuning::CoLoadProcesses processes(*coload, WithoutJson(output) + "-scratch");
+    tuning::CoLoadProcesses processes(*coload, tuning::OutputStem(output) + "-scratch");
     if (!processes.status().ok()) return BadInput(processes.status());
     loaded = Run(loaded_spec, loaded_output);
   }

@@ -37,10 +37,7 @@ namespace {
 
 std::string TrialsDir(const RunOptions& options) {
   if (!options.trials_dir.empty()) return options.trials_dir;
-  std::string base = options.output;
-  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0)
-    base.resize(base.size() - 5);
-  return base + "-trials";
+  return OutputStem(options.output) + "-trials";
 }
 
 // The randomised blocks: round r runs every variant once, in an order
@@ -176,11 +173,6 @@ std::optional<double> StepP99(const std::string& steps_path) {
 // p99, not the batches' (a larger batch takes longer by design).
 bool ServingObjective(const ExperimentSpec& spec) {
   return spec.objective.rfind("latency_", 0) == 0;
-}
-
-std::optional<double> ObjectiveOf(const ExperimentSpec& spec, const Trial& t) {
-  const Objective* o = FindObjective(spec.objective);
-  return o != nullptr ? t.*(o->field) : t.median_step_ms;
 }
 
 // Replaces every `placeholder` in `arg` with `value`.
@@ -524,6 +516,11 @@ std::string ExperimentTable(const ExperimentSpec& spec, const ExperimentResult& 
   out += fmt::format("\n{}{}\n",
                      result.complete ? "" : "INCOMPLETE (interrupted): ", result.verdict.reason);
   return out;
+}
+
+std::string OutputStem(const std::string& output) {
+  const bool json = output.size() > 5 && output.compare(output.size() - 5, 5, ".json") == 0;
+  return json ? output.substr(0, output.size() - 5) : output;
 }
 
 }  // namespace trainscope::tuning

@@ -205,9 +205,14 @@ Preset MakePreset(const ExperimentSpec& spec, const std::vector<Trial>& trials,
 // {{ globals.run_outputs_path }}).
 std::string PolyaxonPreset(const ExperimentSpec& spec, const Preset& preset);
 
+// `output` without its ".json": the stem of the files beside it
+// ("<stem>-trials/", and `trainscope tune`'s "<stem>-knee.json",
+// "<stem>-coload.json"). Cost: a copy.
+std::string OutputStem(const std::string& output);
+
 struct RunOptions {
   std::string output = "experiment.json";
-  std::string trials_dir;   // "" -> OUTPUT without ".json" + "-trials"
+  std::string trials_dir;   // "" -> OutputStem(output) + "-trials"
   FILE* progress = stderr;  // a line per trial and the final table; nullptr: quiet
   // Checked between trials and while one runs (then it is killed): set it
   // from a SIGINT/SIGTERM handler.

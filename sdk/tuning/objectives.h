@@ -33,6 +33,14 @@ inline const Objective* FindObjective(std::string_view name) {
   return nullptr;
 }
 
+// A trial's value of the spec's objective; empty when the trial has none
+// (it failed, or never reached the target). A spec whose objective is not
+// one of kObjectives (ParseSpec refuses it) reads the median step time.
+inline std::optional<double> ObjectiveOf(const ExperimentSpec& spec, const Trial& trial) {
+  const Objective* o = FindObjective(spec.objective);
+  return o != nullptr ? trial.*(o->field) : trial.median_step_ms;
+}
+
 }  // namespace trainscope::tuning
 
 #endif  // TRAINSCOPE_SDK_TUNING_OBJECTIVES_H_

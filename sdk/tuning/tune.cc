@@ -344,11 +344,6 @@ absl::StatusOr<ExperimentSpec> BatchSpec(const TuneOptions& o, const BatchOption
 
 namespace {
 
-std::optional<double> ObjectiveValue(const ExperimentSpec& spec, const Trial& t) {
-  const Objective* o = FindObjective(spec.objective);
-  return o != nullptr ? t.*(o->field) : std::nullopt;
-}
-
 double MedianOf(const std::vector<Trial>& trials, int variant,
                 const std::function<std::optional<double>(const Trial&)>& field, bool failed_too,
                 double failed_value) {
@@ -388,7 +383,7 @@ std::string BatchTable(const ExperimentSpec& spec, const ExperimentResult& resul
     }
     // MLPerf's rule, as the verdict reads it: a failed trial is infinite.
     r.median = MedianOf(
-        result.trials, vi, [&](const Trial& t) { return ObjectiveValue(spec, t); }, true, kInf);
+        result.trials, vi, [&](const Trial& t) { return ObjectiveOf(spec, t); }, true, kInf);
     r.rh_per_accepted = r.trials > r.failed ? hours / (r.trials - r.failed) : kInf;
     r.samples_per_s = MedianOf(
         result.trials, vi, [](const Trial& t) { return t.steady_samples_per_s; }, false, 0);
@@ -525,7 +520,7 @@ LoaderKnee FindKnee(const ExperimentSpec& spec, const ExperimentResult& result,
       r.failures += t.failed;
     }
     r.objective = MedianOf(
-        result.trials, vi, [&](const Trial& t) { return ObjectiveValue(spec, t); }, true, worst);
+        result.trials, vi, [&](const Trial& t) { return ObjectiveOf(spec, t); }, true, worst);
     r.data_wait_share = MedianOf(
         result.trials, vi, [](const Trial& t) { return t.data_wait_share; }, false, 0);
     r.cpu_s = MedianOf(
