@@ -411,6 +411,43 @@ TrialCurve SyntheticCurve(std::mt19937_64& rng, int steps, double rate, int dive
   return c;
 }
 
+// A run checks its curves after every trial: with a cache each file is
+// read once (here, the second check still sees a file since removed), and
+// a trial without a readable curve stays without one.
+TEST(CurveTest, TheCacheReadsEachTrialsCurveOnce) {
+  testing::TempDir dir;
+  ExperimentSpec spec;
+  spec.curve.file = "loss.jsonl";
+  spec.curve.window_steps = 1;
+  spec.variants.resize(2);
+  spec.variants[0].name = "a";
+  spec.variants[1].name = "b";
+  std::vector<Trial> trials(3);
+  for (int i = 0; i < 3; ++i) {
+    trials[i].variant = i % 2;
+    trials[i].output_dir = dir.File("t" + std::to_string(i));
+    std::filesystem::create_directories(trials[i].output_dir);
+  }
+  WriteLines(trials[0].output_dir + "/loss.jsonl", "{\"step\": 0, \"loss\": 1}\n");
+  WriteLines(trials[1].output_dir + "/loss.jsonl",
+             "{\"step\": 0, \"loss\": 1}\n{\"step\": 1, \"loss\": 0.5}\n");
+  CurveCache cache;
+  std::vector<VariantOutcomes> outcomes(2);
+  CheckTrialCurves(spec, &trials, &outcomes, &cache);
+  EXPECT_EQ(trials[1].curve_points, 2);
+  EXPECT_EQ(trials[2].curve_points, -1) << "no file";
+  EXPECT_EQ(cache.size(), 3u);
+  std::filesystem::remove(trials[1].output_dir + "/loss.jsonl");
+  WriteLines(trials[2].output_dir + "/loss.jsonl", "{\"step\": 0, \"loss\": 1}\n");
+  trials[1].curve_points = 0;
+  CheckTrialCurves(spec, &trials, &outcomes, &cache);
+  EXPECT_EQ(trials[1].curve_points, 2) << "read once, from the cache";
+  EXPECT_EQ(trials[2].curve_points, -1) << "its first look is what counts";
+  CheckTrialCurves(spec, &trials, &outcomes);  // without a cache: the files as they are now
+  EXPECT_EQ(trials[1].curve_points, -1);
+  EXPECT_EQ(trials[2].curve_points, 1);
+}
+
 TEST(CurveTest, SeedNoiseStaysInsideTheBandAndABrokenCurveIsFlagged) {
   CurveSpec spec;
   spec.file = "loss.jsonl";

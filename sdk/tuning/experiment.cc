@@ -307,19 +307,29 @@ std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec,
 }
 
 std::vector<CurveCheck> CheckTrialCurves(const ExperimentSpec& spec, std::vector<Trial>* trials,
-                                         std::vector<VariantOutcomes>* outcomes) {
+                                         std::vector<VariantOutcomes>* outcomes,
+                                         CurveCache* cache) {
   if (spec.curve.file.empty()) return {};
   std::vector<std::vector<TrialCurve>> curves(spec.variants.size());
   for (Trial& t : *trials) {
-    absl::StatusOr<TrialCurve> curve = ReadCurve(t.output_dir + "/" + spec.curve.file, spec.curve);
-    if (!curve.ok()) {
+    std::optional<TrialCurve> read;
+    auto cached = cache != nullptr ? cache->find(t.output_dir) : CurveCache::iterator();
+    if (cache != nullptr && cached != cache->end()) {
+      read = cached->second;
+    } else {
+      absl::StatusOr<TrialCurve> curve =
+          ReadCurve(t.output_dir + "/" + spec.curve.file, spec.curve);
+      if (curve.ok()) read = *std::move(curve);
+      if (cache != nullptr) cache->emplace(t.output_dir, read);
+    }
+    if (!read) {
       t.curve_points = -1;
       continue;
     }
-    t.curve_points = curve->points;
-    t.curve_nonfinite = curve->nonfinite;
-    t.curve_skipped = curve->skipped;
-    curves[static_cast<size_t>(t.variant)].push_back(*std::move(curve));
+    t.curve_points = read->points;
+    t.curve_nonfinite = read->nonfinite;
+    t.curve_skipped = read->skipped;
+    curves[static_cast<size_t>(t.variant)].push_back(*std::move(read));
   }
   std::vector<std::string> names;
   for (const VariantSpec& v : spec.variants) names.push_back(v.name);
@@ -348,9 +358,10 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
   sequential.min_repeats = spec.min_repeats;
   sequential.max_repeats = spec.repeats;
   const auto started = std::chrono::steady_clock::now();
+  CurveCache curve_cache;  // each finished trial's curve, read once
   auto write = [&]() -> absl::Status {
     std::vector<VariantOutcomes> outcomes = Outcomes(spec, result.trials);
-    result.curves = CheckTrialCurves(spec, &result.trials, &outcomes);
+    result.curves = CheckTrialCurves(spec, &result.trials, &outcomes, &curve_cache);
     result.verdict = Decide(outcomes, verdict_options);
     if (!result.baseline) result.baseline = WorkloadOf(result.trials, 0);
     result.preset = MakePreset(spec, result.trials, result.verdict);

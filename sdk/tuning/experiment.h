@@ -56,6 +56,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -285,13 +286,19 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
 // The trials' outcomes as the verdict reads them, per variant.
 std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec, const std::vector<Trial>& trials);
 
+// Each trial's curve as read, by its output directory (nullopt: none
+// readable), so that a run checking after every trial reads each file
+// once. Memory: the window means, O(trials x steps / window_steps).
+using CurveCache = std::unordered_map<std::string, std::optional<TrialCurve>>;
+
 // Reads every trial's curve file (spec.curve), sets the trials' curve
 // counts, checks the variants against the baseline's band and adds a veto
 // to each flagged variant's outcomes. A trial without a readable curve is
 // left out of the check (its curve_points stay -1). Cost: one pass over
-// each curve file.
+// each curve file not yet in `cache` (when given; it keeps what was read).
 std::vector<CurveCheck> CheckTrialCurves(const ExperimentSpec& spec, std::vector<Trial>* trials,
-                                         std::vector<VariantOutcomes>* outcomes);
+                                         std::vector<VariantOutcomes>* outcomes,
+                                         CurveCache* cache = nullptr);
 // The verdict's options from the spec.
 VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec);
 
