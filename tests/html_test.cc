@@ -211,6 +211,51 @@ TEST(HtmlRunPageTest, NextStepsNameTheExperimentAndDeviceRunsGetHtasBreakdowns) 
   EXPECT_EQ(Attribute(dom, "data-streams"), "2");
 }
 
+// A run that described its loader gets the input-pipeline section: the
+// settings and figures in a table (a hostile loader name as text) and the
+// queue's depth over time drawn, a gap where a window had no sample.
+TEST(HtmlRunPageTest, ALoaderGetsItsSettingsAndItsQueueOverTime) {
+  if (access(kChromium, X_OK) != 0)
+    GTEST_SKIP() << kChromium << " not installed (apt-get install chromium)";
+  TempDir dir;
+  {
+    Options options = testing::QuietOptions(dir.path(), "loader-run");
+    auto session = Session::Start(options);
+    ASSERT_TRUE(session.ok()) << session.status();
+    LoaderSettings settings;
+    settings.name = "<b>decode</b>";
+    settings.kind = "torch::data::DataLoader";
+    settings.workers = 2;
+    settings.prefetch = 4;
+    ASSERT_TRUE(session->RecordLoader(settings).ok());
+    const NameId depth = InternName(settings.name + ".queue_depth");
+    const NameId cpu = InternName(settings.name + ".cpu_us");
+    for (int64_t i = 0; i < 12; ++i) {
+      StepScope step(*session, i, Samples(8));
+      RecordCounter(depth, i % 5);
+      RecordCounter(cpu, 6000);
+      // A pause past a window's width: a window with no sample.
+      std::this_thread::sleep_for(std::chrono::milliseconds(i == 5 ? 600 : 20));
+    }
+    ASSERT_TRUE(session->Finish().ok());
+  }
+  const std::string page = Html(dir.path());
+  const std::string text = testing::ReadAll(page);
+  const size_t queue = text.find("\"queue\":{");
+  ASSERT_NE(queue, std::string::npos);
+  const std::string series = text.substr(queue, text.find('}', queue) - queue);
+  EXPECT_NE(series.find(",null,"), std::string::npos)
+      << "a window without samples is a gap: " << series;
+  const std::string dom = DrawnDom(page, dir, 5);
+  EXPECT_NE(dom.find("id=\"loaders\""), std::string::npos);
+  EXPECT_NE(dom.find("<td>&lt;b&gt;decode&lt;/b&gt;</td><td>torch::data::DataLoader</td>"
+                     "<td class=\"num\">2</td><td class=\"num\">4</td><td>no</td>"
+                     "<td class=\"num\">12</td><td class=\"num\">6.00</td>"),
+            std::string::npos)
+      << dom.substr(dom.find("loader-table"), 600);
+  EXPECT_EQ(dom.find("<b>decode"), std::string::npos);
+}
+
 // 5000 steps: at most 2 x 1000 bars of consecutive steps, each with its
 // slowest step kept, so that one slow step still shows.
 TEST(HtmlRunPageTest, ManyStepsAreBarsOfConsecutiveStepsThatKeepTheSlowest) {

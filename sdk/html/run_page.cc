@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -336,6 +337,32 @@ if (h.rows > 0) {
                            kernel_wait: x.kernel_wait_s, other: x.other_s})), 's');
 }
 
+if (d.loaders.length) {
+  const input = TS.section('Input pipeline',
+      'Each loader the program described (report.loaders): its settings, the CPU spent ' +
+      'making its batches, and the batches ready when a step asked for one. A queue near 0 ' +
+      'with a large data_wait share: the workers do not keep up; full all along: fewer would ' +
+      'do (trainscope tune loader finds the knee).');
+  input.id = 'loaders';
+  TS.table(input, ['loader', 'kind', 'workers', 'prefetch', 'pinned', 'batches',
+                   'CPU ms a batch', 'cores busy', 'queue mean', 'queue max'],
+      d.loaders.map(l => [l.name, l.kind, l.workers, l.prefetch, l.pin_memory ? 'yes' : 'no',
+                          l.batches, TS.ms(l.cpu_ms_per_batch), l.cpu_cores.toFixed(2),
+                          l.queue_depth_mean.toFixed(2), l.queue_depth_max]),
+      [false, false, true, true, false, true, true, true, true, true]).id = 'loader-table';
+  d.loaders.forEach((l, k) => {
+    if (!l.queue.start_s.length) return;
+    TS.chart(input, {type: 'line', data: {labels: l.queue.start_s.map(x => x.toFixed(1)),
+        datasets: [{label: l.name + ': batches ready, mean', data: l.queue.mean,
+                    borderColor: '#4e79a7', pointRadius: 0, spanGaps: false},
+                   {label: l.name + ': most ready', data: l.queue.max,
+                    borderColor: '#8c959f', borderWidth: 1, pointRadius: 0}]},
+        options: {scales: {x: {title: {display: true, text: 'seconds from process start'}},
+                           y: {beginAtZero: true, title: {display: true, text: 'batches'}}}}},
+        'chart-queue-' + k);
+  });
+}
+
 const phases = TS.section('Phases', 'Per-step time in each phase, over every step.');
 TS.table(phases, ['phase', 'steps', 'median ms', 'p90 ms', 'max ms', 'of step time'],
     d.phase_table, [false, true, true, true, true, true]).id = 'phase-table';
@@ -456,6 +483,38 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
     j.BeginArray().String(p.phase).Int(p.steps);
     j.String(fmt::format("{:.3f}", p.median_ms)).String(fmt::format("{:.3f}", p.p90_ms));
     j.String(fmt::format("{:.3f}", p.max_ms)).String(Percent(p.share_of_steps)).EndArray();
+  }
+  j.EndArray();
+  // Each loader, with its queue depth over time (counters.<name>.queue_depth).
+  j.Key("loaders").BeginArray();
+  for (const Report::Loader& l : r.loaders) {
+    j.BeginObject().Key("name").String(l.name).Key("kind").String(l.kind);
+    j.Key("workers").Int(l.workers).Key("prefetch").Int(l.prefetch);
+    j.Key("pin_memory").Bool(l.pin_memory).Key("batches").Int(l.batches);
+    j.Key("cpu_ms_per_batch").Number(l.cpu_ms_per_batch).Key("cpu_cores").Number(l.cpu_cores);
+    j.Key("queue_depth_mean").Number(l.queue_depth_mean);
+    j.Key("queue_depth_max").Int(l.queue_depth_max);
+    const Report::Counter* depth = nullptr;
+    for (const Report::Counter& c : r.counters) {
+      if (c.name == l.name + ".queue_depth") depth = &c;
+    }
+    j.Key("queue").BeginObject();
+    auto series = [&](std::string_view key, auto value) {
+      j.Key(key).BeginArray();
+      if (depth != nullptr) {
+        for (const Report::Counter::Window& w : depth->series) value(w);
+      }
+      j.EndArray();
+    };
+    series("start_s", [&](const Report::Counter::Window& w) { j.Number(w.start_s); });
+    // A window without a sample is a gap in the line, not a zero.
+    series("mean", [&](const Report::Counter::Window& w) {
+      j.Number(w.samples > 0 ? std::optional<double>(w.mean) : std::nullopt);
+    });
+    series("max", [&](const Report::Counter::Window& w) {
+      j.Number(w.samples > 0 ? std::optional<double>(static_cast<double>(w.max)) : std::nullopt);
+    });
+    j.EndObject().EndObject();
   }
   j.EndArray();
   j.Key("timeline_note").String(timeline_note);
