@@ -151,6 +151,71 @@ TEST(TraceReaderTest, EscapedKeysAndArgsBeforeCatAreRead) {
   EXPECT_EQ(streams, (std::set<int64_t>{7, 9}));
 }
 
+// PyTorch 1.x's profiler wrote capitalised categories ("Kernel", "Memcpy",
+// "Memset", "Runtime", "Driver", "Operator"), flows in "async_gpu", and
+// "displayTimeUnit": "ms" beside "baseTimeNanoseconds". Device work and
+// launches are read from it exactly as from today's dialect (ts stays in
+// microseconds whatever displayTimeUnit says, as HTA reads it).
+TEST(TraceReaderTest, PyTorch1xCategoriesReadAsTodaysInAnyCase) {
+  TempDir dir;
+  auto trace_of = [&](const std::string& name, const std::string& header,
+                      const std::vector<std::string>& cats) {
+    std::string json = "{" + header + "\"traceEvents\": [\n";
+    json += fmt::format(R"({{"ph": "X", "cat": "{}", "name": "aten::mm", "pid": 9, "tid": 9, )"
+                        R"("ts": 0, "dur": 30}},)",
+                        cats[0]);
+    json += Launch(1, 1).replace(Launch(1, 1).find("cuda_runtime"), 12, cats[1]) + ",\n";
+    json += fmt::format(R"({{"ph": "X", "cat": "{}", "name": "cuLaunchKernel", "pid": 9, )"
+                        R"("tid": 9, "ts": 3, "dur": 1, "args": {{"correlation": 2}}}},)",
+                        cats[2]);
+    json += Kernel("gemm", 10, 5, 7, 1, cats[3]) + ",\n" + Kernel("copy", 16, 2, 7, 2, cats[4]) +
+            ",\n" + Kernel("fill", 19, 1, 7, 3, cats[5]) + ",\n";
+    json += fmt::format(R"({{"ph": "s", "cat": "{}", "name": "{}", "id": 1, "pid": 9, "tid": 9, )"
+                        R"("ts": 1}},)",
+                        cats[6], cats[6]);
+    json += fmt::format(R"({{"ph": "f", "cat": "{}", "name": "{}", "id": 1, "pid": 0, "tid": 7, )"
+                        R"("ts": 10, "bp": "e"}})",
+                        cats[6], cats[6]);
+    json += "]}\n";
+    testing::WriteAll(dir.File(name), json);
+    absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(dir.File(name));
+    EXPECT_TRUE(trace.ok()) << trace.status();
+    return trace.ok() ? *std::move(trace) : kineto::ImportedTrace();
+  };
+  const kineto::ImportedTrace today = trace_of(
+      "today.json", "\"schemaVersion\": 1, ",
+      {"cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset", "ac2g"});
+  const kineto::ImportedTrace v1 =
+      trace_of("v1.json",
+               "\"schemaVersion\": 1, \"displayTimeUnit\": \"ms\", "
+               "\"baseTimeNanoseconds\": 1700000000000000000, ",
+               {"Operator", "Runtime", "Driver", "Kernel", "Memcpy", "Memset", "async_gpu"});
+  const kineto::ImportedTrace shouting = trace_of(
+      "upper.json", "",
+      {"OPERATOR", "CUDA_RUNTIME", "DRIVER", "KERNEL", "GPU_MEMCPY", "MEMSET", "async_gpu"});
+  for (const kineto::ImportedTrace* t : {&today, &v1, &shouting}) {
+    EXPECT_EQ(t->kernels, 1) << t->path;
+    EXPECT_EQ(t->memcpys, 1) << t->path;
+    EXPECT_EQ(t->memsets, 1) << t->path;
+    EXPECT_EQ(t->runtime_calls, 2) << t->path;
+    ASSERT_EQ(t->timeline.intervals().size(), today.timeline.intervals().size()) << t->path;
+    for (size_t i = 0; i < t->timeline.intervals().size(); ++i) {
+      const ground::Interval& a = t->timeline.intervals()[i];
+      const ground::Interval& b = today.timeline.intervals()[i];
+      EXPECT_EQ(a.start_ns, b.start_ns) << t->path << " " << i;
+      EXPECT_EQ(a.end_ns, b.end_ns) << t->path << " " << i;
+      EXPECT_EQ(a.kind, b.kind) << t->path << " " << i;
+      EXPECT_EQ(a.value, b.value) << t->path << " " << i;
+    }
+  }
+  const analysis::HtaBreakdown a = analysis::ComputeHtaBreakdown(v1.timeline, v1.hta);
+  const analysis::HtaBreakdown b = analysis::ComputeHtaBreakdown(today.timeline, today.hta);
+  EXPECT_EQ(a.temporal.kernel_us, b.temporal.kernel_us);
+  EXPECT_EQ(a.temporal.idle_us, b.temporal.idle_us);
+  EXPECT_EQ(a.temporal.kernel_us, 10) << "from the kernel's start at 10 us to the fill's end";
+  EXPECT_EQ(a.idle_by_stream.size(), b.idle_by_stream.size());
+}
+
 // Batches are cut at guessed element starts without a pass over their bytes,
 // so escapes are found string by string, and a guess inside an element
 // (nested objects written like elements) must be caught and cut again: every

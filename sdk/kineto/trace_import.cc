@@ -20,6 +20,69 @@ using ground::TrackKind;
 
 constexpr std::string_view kStepPrefix = "ProfilerStep#";
 
+// What an event's category says it is, in every dialect Kineto has written
+// that HTA reads: today's lower-case names and PyTorch 1.x's capitalised
+// ones ("Kernel", "Memcpy", "Memset", "Runtime", "Driver"), in any case.
+enum class Category : uint8_t {
+  kOther,
+  kKernel,
+  kMemcpy,
+  kMemset,
+  kSync,
+  kRuntime,
+  kTrainscope,
+  kGpuUserAnnotation,
+};
+
+// `cat` equals `lower` (lower-case ASCII, the same size) in any case.
+inline bool SameIgnoringCase(std::string_view cat, std::string_view lower) {
+  for (size_t i = 0; i < lower.size(); ++i) {
+    char c = cat[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+// By length, then first letter: most events (cpu_op, ac2g, python_function)
+// are told apart in a few instructions, and only a candidate is compared.
+Category Classify(std::string_view cat) {
+  if (cat.empty()) return Category::kOther;
+  auto is = [&](std::string_view lower) { return SameIgnoringCase(cat, lower); };
+  const char first = static_cast<char>(cat[0] | 0x20);  // a letter in lower case
+  switch (cat.size()) {
+    case 6:
+      if (first == 'k') return is("kernel") ? Category::kKernel : Category::kOther;
+      if (first == 'm') {
+        return is("memcpy")   ? Category::kMemcpy
+               : is("memset") ? Category::kMemset
+                              : Category::kOther;
+      }
+      if (first == 'd') return is("driver") ? Category::kRuntime : Category::kOther;
+      return Category::kOther;
+    case 7:
+      return first == 'r' && is("runtime") ? Category::kRuntime : Category::kOther;
+    case 9:
+      return first == 'c' && is("cuda_sync") ? Category::kSync : Category::kOther;
+    case 10:
+      if (first == 'g') {
+        return is("gpu_memcpy")   ? Category::kMemcpy
+               : is("gpu_memset") ? Category::kMemset
+                                  : Category::kOther;
+      }
+      return first == 't' && is("trainscope") ? Category::kTrainscope : Category::kOther;
+    case 11:
+      return first == 'c' && is("cuda_driver") ? Category::kRuntime : Category::kOther;
+    case 12:
+      return first == 'c' && is("cuda_runtime") ? Category::kRuntime : Category::kOther;
+    case 19:
+      return first == 'g' && is("gpu_user_annotation") ? Category::kGpuUserAnnotation
+                                                       : Category::kOther;
+    default:
+      return Category::kOther;
+  }
+}
+
 struct PairHash {
   size_t operator()(const std::pair<int64_t, int64_t>& p) const {
     return std::hash<int64_t>()(p.first * 1000003 ^ p.second);
@@ -40,9 +103,8 @@ class Importer : public ParallelSink {
   // correlation). The rest, most of a trace, skip them.
   bool WantsArgs(const RawEvent& e) override {
     if (!first_seen_) return true;
-    const std::string_view cat = e.cat;
-    return cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "cuda_sync" ||
-           cat == "cuda_runtime" || cat == "cuda_driver" || cat == "trainscope" ||
+    const Category cat = Classify(e.cat);
+    return (cat != Category::kOther && cat != Category::kGpuUserAnnotation) ||
            e.name.substr(0, kStepPrefix.size()) == kStepPrefix;
   }
 
@@ -56,16 +118,18 @@ class Importer : public ParallelSink {
     interval.start_ns = e.ts_ns;
     interval.end_ns = e.ts_ns + (e.has_dur ? e.dur_ns : 0);
     interval.value = e.correlation;
-    const std::string_view cat = e.cat;
-    if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
-      interval.kind = cat == "kernel"       ? IntervalKind::kKernel
-                      : cat == "gpu_memcpy" ? IntervalKind::kMemcpy
-                                            : IntervalKind::kMemset;
-      ++(cat == "kernel" ? out_->kernels : cat == "gpu_memcpy" ? out_->memcpys : out_->memsets);
+    const Category cat = Classify(e.cat);
+    if (cat == Category::kKernel || cat == Category::kMemcpy || cat == Category::kMemset) {
+      interval.kind = cat == Category::kKernel   ? IntervalKind::kKernel
+                      : cat == Category::kMemcpy ? IntervalKind::kMemcpy
+                                                 : IntervalKind::kMemset;
+      ++(cat == Category::kKernel   ? out_->kernels
+         : cat == Category::kMemcpy ? out_->memcpys
+                                    : out_->memsets);
       const int64_t device = e.device >= 0 ? e.device : e.pid;
       const int64_t stream = e.stream >= 0 ? e.stream : e.tid;
       interval.track = Track(TrackKind::kDeviceStream, device, stream);
-    } else if (cat == "cuda_sync") {
+    } else if (cat == Category::kSync) {
       // CUPTI synchronisation records: Kineto puts them on the stream (or
       // context) waited on.
       interval.kind = IntervalKind::kSyncCall;
@@ -73,11 +137,11 @@ class Importer : public ParallelSink {
       ++out_->sync_calls;
       const int64_t device = e.device >= 0 ? e.device : e.pid;
       interval.track = Track(TrackKind::kDeviceStream, device, e.stream);
-    } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
+    } else if (cat == Category::kRuntime) {
       interval.kind = IntervalKind::kRuntimeCall;
       ++out_->runtime_calls;
       interval.track = Track(TrackKind::kHostThread, e.pid, e.tid);
-    } else if (cat != "gpu_user_annotation" &&
+    } else if (cat != Category::kGpuUserAnnotation &&
                e.name.substr(0, kStepPrefix.size()) == kStepPrefix) {
       int64_t index = 0;
       if (!absl::SimpleAtoi(std::string(e.name.substr(kStepPrefix.size())), &index)) {
@@ -89,7 +153,7 @@ class Importer : public ParallelSink {
       interval.value = e.samples > 0 ? e.samples : 0;
       ++out_->steps;
       interval.track = Track(TrackKind::kHostThread, e.pid, e.tid);
-    } else if (cat == "trainscope") {
+    } else if (cat == Category::kTrainscope) {
       Phase phase = Phase::kOther;
       ParsePhase(e.phase, &phase);
       interval.kind = IntervalKind::kHostRange;

@@ -7,7 +7,9 @@ temporal and idle-time breakdowns with `trainscope analyze --format=json`.
 The same again on nanosecond-resolution copies of those traces (ns_trace.py:
 "displayTimeUnit": "ns", every ts and dur with a fraction of a microsecond,
 epoch-sized timestamps), where HTA's float64 reading and rounding of ts and
-ts + dur decide the answer.
+ts + dur decide the answer; and on copies in PyTorch 1.x's dialect
+(v1_trace.py: capitalised categories, async_gpu flows, relative times
+beside baseTimeNanoseconds), which must read as the originals do.
 
 Exit 0: every value agrees within 0.5% (or 1 us near zero), and on the
 nanosecond copies idle time, kernel time and every idle row within 2 us; 1:
@@ -28,6 +30,7 @@ import warnings
 try:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import ns_trace
+    import v1_trace
     warnings.filterwarnings("ignore")
     logging.disable(logging.CRITICAL)
     from hta.trace_analysis import TraceAnalysis
@@ -138,6 +141,21 @@ def main():
         mismatches += bad
         compute_differs |= any("compute_time" in line for line in notes)
         label = f"{name} with ns timestamps ({style})"
+        print(f"{label}: {'agrees' if bad == 0 else f'{bad} MISMATCH(ES)'} with the installed HTA")
+        for line in notes:
+            print(line)
+    # PyTorch 1.x's dialect: the same device work under the old names.
+    for name in expected:
+        with tempfile.TemporaryDirectory(prefix="trainscope-v1-") as directory:
+            path = os.path.join(directory, f"v1-{name}")
+            v1_trace.make(os.path.join(kineto_dir, name), path)
+            hta = run_hta(path)
+            ours = run_trainscope(cli, path)
+        notes = []
+        bad = compare("installed HTA vs trainscope", hta, ours, notes)
+        mismatches += bad
+        compute_differs |= any("compute_time" in line for line in notes)
+        label = f"{name} in PyTorch 1.x's dialect"
         print(f"{label}: {'agrees' if bad == 0 else f'{bad} MISMATCH(ES)'} with the installed HTA")
         for line in notes:
             print(line)
