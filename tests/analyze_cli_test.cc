@@ -122,11 +122,47 @@ TEST(AnalyzeCliTest, ATraceWithoutDeviceWorkSaysSo) {
       testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("cpu.json")});
   EXPECT_EQ(kineto.exit_code, 1) << kineto.out;
   EXPECT_NE(kineto.err.find(dir.File("cpu.json") +
-                            ": no GPU kernels, memory copies or sets, and no trainscope "
-                            "phases: nothing to analyse"),
+                            ": a CPU-only trace: no kernels, memory copies or sets, nothing on "
+                            "a device stream and no trainscope phases, so nothing to analyse (3 "
+                            "events read: user_annotation 2, cpu_op 1); a PyTorch-profiler trace "
+                            "has its device work only with ProfilerActivity.CUDA"),
             std::string::npos)
       << kineto.err;
   EXPECT_EQ(kineto.out, "");
+
+  // CUPTI's range profiler: counter ranges, no activity records (HTA stops
+  // on this one with an IndexError).
+  testing::WriteAll(dir.File("ranges.json"),
+                    R"({"traceEvents": [
+    {"ph": "X", "cat": "cuda_profiler_range", "name": "range 0", "pid": 1, "tid": 1, "ts": 10,
+     "dur": 40, "args": {"smsp__sass_thread_inst_executed_op_dadd_pred_on.sum": 0}},
+    {"ph": "X", "cat": "cuda_profiler_range", "name": "range 1", "pid": 1, "tid": 1, "ts": 60,
+     "dur": 40, "args": {}}]})");
+  const testing::ProcessResult ranges =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("ranges.json")});
+  EXPECT_EQ(ranges.exit_code, 1);
+  EXPECT_NE(ranges.err.find(dir.File("ranges.json") +
+                            ": a CUPTI range-profiler trace (2 cuda_profiler_range events): it "
+                            "holds counter ranges, not the activity records"),
+            std::string::npos)
+      << ranges.err;
+
+  // Device work, but in a category this reader does not know.
+  testing::WriteAll(dir.File("unknown.json"),
+                    R"({"traceEvents": [
+    {"ph": "X", "cat": "gpu_op", "name": "gemm", "pid": 0, "tid": 7, "ts": 10, "dur": 40,
+     "args": {"stream": 7, "correlation": 3, "device": 0}},
+    {"ph": "X", "cat": "gpu_op", "name": "gemm", "pid": 0, "tid": 7, "ts": 60, "dur": 40,
+     "args": {"stream": 7, "correlation": 4, "device": 0}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 4}]})");
+  const testing::ProcessResult unknown =
+      testing::RunProcess({TRAINSCOPE_CLI_PATH, "analyze", dir.File("unknown.json")});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find(dir.File("unknown.json") +
+                             ": 2 events carry a stream and a correlation (device work) but in "
+                             "categories this reader does not know (gpu_op 2); none is a kernel"),
+            std::string::npos)
+      << unknown.err;
 
   Options options;
   options.output_dir = dir.File("run");

@@ -38,14 +38,15 @@ absl::StatusOr<AnalyzedTrace> AnalyzeFile(const std::string& path, int threads,
   out.analysis = analysis::AnalyzeTimeline(trace->timeline, trace->hta, threads);
   if (view != nullptr) out.view = analysis::CutTimelineView(trace->timeline, *view);
   // Without device work the gaps are measured against trainscope's phases;
-  // a trace with neither (a PyTorch-profiler trace recorded without
-  // ProfilerActivity.CUDA) would read as 100% idle, which says nothing.
+  // a trace with neither would read as 100% idle, which says nothing. The
+  // error says what the trace holds instead (a second read, on this path
+  // only): range-profiler events, device work in categories not read, or
+  // none (ProfilerActivity.CUDA off).
   if (!out.has_device_work() && trace->host_ranges == 0) {
-    return absl::FailedPreconditionError(fmt::format(
-        "{}: no GPU kernels, memory copies or sets, and no trainscope phases: nothing to "
-        "analyse ({} events read; a PyTorch-profiler trace needs ProfilerActivity.CUDA for its "
-        "device work)",
-        out.path, out.read.events));
+    absl::StatusOr<kineto::TraceSurvey> survey = kineto::SurveyTrace(trace->path);
+    if (!survey.ok()) return survey.status();
+    return absl::FailedPreconditionError(
+        kineto::NothingToAnalyse(out.path, *survey, out.read.events));
   }
   return out;
 }

@@ -284,4 +284,89 @@ absl::StatusOr<ImportedTrace> ImportTrace(const std::string& path, int threads) 
   return trace;
 }
 
+namespace {
+
+// Counts every event by category (TraceSurvey).
+class Surveyor {
+ public:
+  explicit Surveyor(TraceSurvey* out) : out_(out) {}
+  void Visit(const RawEvent& e) {
+    const bool device = e.stream >= 0 && e.correlation >= 0;
+    out_->profiler_ranges += e.cat == "cuda_profiler_range" ? 1 : 0;
+    const std::string cat(e.cat);
+    auto it = index_.find(cat);
+    if (it == index_.end()) {
+      if (out_->categories.size() >= TraceSurvey::kMaxCategories) {
+        ++out_->other_events;
+        return;
+      }
+      out_->categories.push_back({cat, 0, 0});
+      it = index_.emplace(cat, out_->categories.size() - 1).first;
+    }
+    TraceSurvey::Category& c = out_->categories[it->second];
+    ++c.events;
+    c.device += device ? 1 : 0;
+  }
+
+ private:
+  TraceSurvey* out_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+}  // namespace
+
+absl::StatusOr<TraceSurvey> SurveyTrace(const std::string& path) {
+  TraceSurvey survey;
+  Surveyor surveyor(&survey);
+  TraceReader reader;
+  reader.set_max_threads(1);
+  absl::Status s = reader.Read(path, [&](const RawEvent& e) { surveyor.Visit(e); });
+  if (!s.ok()) return s;
+  return survey;
+}
+
+std::string NothingToAnalyse(const std::string& path, const TraceSurvey& survey,
+                             uint64_t events_read) {
+  std::vector<const TraceSurvey::Category*> by_count;
+  for (const TraceSurvey::Category& c : survey.categories) by_count.push_back(&c);
+  std::stable_sort(by_count.begin(), by_count.end(),
+                   [](const auto* a, const auto* b) { return a->events > b->events; });
+  auto list = [&](bool device_only) {
+    std::string out;
+    int shown = 0;
+    for (const TraceSurvey::Category* c : by_count) {
+      const int64_t n = device_only ? c->device : c->events;
+      if (n == 0) continue;
+      if (shown++ == 8) {
+        out += ", ...";
+        break;
+      }
+      out += fmt::format("{}{} {}", out.empty() ? "" : ", ",
+                         c->name.empty() ? "(no category)" : c->name, n);
+    }
+    return out;
+  };
+  if (survey.profiler_ranges > 0) {
+    return fmt::format(
+        "{}: a CUPTI range-profiler trace ({} cuda_profiler_range events): it holds counter "
+        "ranges, not the activity records (kernels, copies, launches) an idle analysis needs; "
+        "record with torch.profiler and ProfilerActivity.CUDA for those",
+        path, survey.profiler_ranges);
+  }
+  int64_t device = 0;
+  for (const TraceSurvey::Category& c : survey.categories) device += c.device;
+  if (device > 0) {
+    return fmt::format(
+        "{}: {} events carry a stream and a correlation (device work) but in categories this "
+        "reader does not know ({}); none is a kernel, memcpy or memset category it reads "
+        "(kernel, gpu_memcpy, gpu_memset, or PyTorch 1.x's Kernel, Memcpy, Memset)",
+        path, device, list(true));
+  }
+  return fmt::format(
+      "{}: a CPU-only trace: no kernels, memory copies or sets, nothing on a device stream and "
+      "no trainscope phases, so nothing to analyse ({} events read: {}); a PyTorch-profiler "
+      "trace has its device work only with ProfilerActivity.CUDA",
+      path, events_read, list(false));
+}
+
 }  // namespace trainscope::kineto
