@@ -39,12 +39,21 @@ if [[ "${TRAINSCOPE_SKIP_TORCH:-0}" != 1 ]] &&
     python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "$spec"
 fi
 # Holistic Trace Analysis: the reference our trace analysis is tested against.
+# From 0.6.0 it is published on PyPI as traceinsight (same `hta` package);
+# an older HolisticTraceAnalysis is removed first, as both install hta/.
 if [[ "${TRAINSCOPE_SKIP_HTA:-0}" != 1 ]] &&
-   ! python3 -c "import hta, psutil" >/dev/null 2>&1; then
-  echo "deps: pip install HolisticTraceAnalysis==0.5.0 (the reference for trainscope analyze)"
-  python3 -m pip install --quiet --disable-pip-version-check HolisticTraceAnalysis==0.5.0 psutil ||
-    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
-      HolisticTraceAnalysis==0.5.0 psutil ||
+   ! python3 -c "import importlib.metadata as m, hta, psutil
+assert m.version('traceinsight') == '0.6.0'" >/dev/null 2>&1; then
+  echo "deps: pip install traceinsight==0.6.0 (HTA 0.6.0, the reference for trainscope analyze)"
+  pip_hta() {
+    python3 -m pip "$@" --quiet --disable-pip-version-check ||
+      python3 -m pip "$@" --quiet --disable-pip-version-check --break-system-packages
+  }
+  if python3 -c "import importlib.metadata as m; m.version('HolisticTraceAnalysis')" \
+      >/dev/null 2>&1; then
+    pip_hta uninstall -y HolisticTraceAnalysis || true
+  fi
+  pip_hta install traceinsight==0.6.0 psutil ||
     echo "deps: WARNING: could not install HTA; its reference test will be skipped"
 fi
 # libcupti of CUDA 12 and 13 from their PyPI wheels, unpacked into
