@@ -219,8 +219,8 @@ class MeasuredLoader {
 // LibTorch's DataLoader for `dataset` with `settings`
 // (DataLoaderOptionsFor), measured, with its settings in `session`'s
 // report (Session::RecordLoader, kind "torch::data::DataLoader";
-// pin_memory as it applies: a CUDA `device` and a batch type PinBatch
-// knows). Batches are drawn by `Sampler` (LibTorch's default, random)
+// pin_memory as it applies: a CUDA `device`, a build with the CUDA paths
+// and a batch type PinBatch knows). Batches are drawn by `Sampler` (LibTorch's default, random)
 // sized from the dataset. Errors: InvalidArgument for negative settings
 // or a batch_size below 1, ResourceExhausted past Report::kMaxLoaders;
 // LibTorch's own exceptions (a dataset without a size) pass through.
@@ -234,7 +234,7 @@ absl::StatusOr<std::unique_ptr<MeasuredLoader<Dataset, Sampler>>> MakeDataLoader
                                       std::to_string(settings.batch_size) + " is below 1");
   }
   settings.kind = "torch::data::DataLoader";
-  settings.pin_memory = settings.pin_memory && device.is_cuda() &&
+  settings.pin_memory = settings.pin_memory && device.is_cuda() && BuiltWithCuda() &&
                         internal::Pinnable<typename Dataset::BatchType>::value;
   if (absl::Status s = session.RecordLoader(settings); !s.ok()) return s;
   auto gauge = std::make_shared<internal::LoaderGauge>();
