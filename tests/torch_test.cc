@@ -22,6 +22,7 @@
 #include "trainscope/torch/amp.h"
 #include "trainscope/torch/data.h"
 #include "trainscope/torch/device.h"
+#include "trainscope/torch/internal/device_index.h"
 #include "trainscope/torch/internal/device_timings.h"
 #include "trainscope/torch/loader.h"
 #include "trainscope/torch/state.h"
@@ -521,6 +522,18 @@ TEST(DeviceTimingsTest, CompletePairsAreHandedBackInOrderWithoutWaiting) {
   got.clear();
   EXPECT_EQ(timings.Poll(elapsed, sink), 3u);
   EXPECT_EQ(got.front().first, 13);
+}
+
+TEST(MemoryTest, ACudaDeviceWithoutAnIndexResolvesToTheCurrentOne) {
+  int asked = 0;
+  auto current = [&] {
+    ++asked;
+    return 3;
+  };
+  EXPECT_EQ(libtorch::internal::ResolveDeviceIndex(::torch::Device(::torch::kCUDA), current), 3);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(libtorch::internal::ResolveDeviceIndex(::torch::Device(::torch::kCUDA, 1), current), 1);
+  EXPECT_EQ(asked, 1) << "an explicit index needs no current device";
 }
 
 TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "trainscope/torch/internal/device_index.h"
 
 #if TRAINSCOPE_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -27,6 +28,15 @@
 #endif
 
 namespace trainscope::libtorch {
+
+#if TRAINSCOPE_TORCH_CUDA
+namespace {
+// The CUDA device `device` names ("cuda" alone: the current one).
+c10::DeviceIndex CudaIndex(const at::Device& device) {
+  return internal::ResolveDeviceIndex(device, [] { return c10::cuda::current_device(); });
+}
+}  // namespace
+#endif
 
 bool BuiltWithCuda() { return TRAINSCOPE_TORCH_CUDA != 0; }
 
@@ -145,11 +155,12 @@ void RecordStepMemory(Session& session, int64_t step, const at::Device& device) 
 #if TRAINSCOPE_TORCH_CUDA
   if (device.is_cuda()) {
     namespace alloc = c10::cuda::CUDACachingAllocator;
-    const auto stats = alloc::getDeviceStats(device.index());
+    const c10::DeviceIndex index = CudaIndex(device);
+    const auto stats = alloc::getDeviceStats(index);
     const auto& bytes =
         stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
     session.RecordStepMemory(step, bytes.current, bytes.peak, "cuda_caching_allocator");
-    alloc::resetPeakStats(device.index());
+    alloc::resetPeakStats(index);
     return;
   }
 #endif
@@ -281,8 +292,7 @@ absl::Status LimitMemory(const at::Device& device, int64_t bytes) {
     }
     const double fraction =
         bytes == 0 ? 1.0 : static_cast<double>(bytes) / static_cast<double>(total);
-    const c10::DeviceIndex index =
-        device.has_index() ? device.index() : c10::cuda::current_device();
+    const c10::DeviceIndex index = CudaIndex(device);
     // The caching allocator exists only once CUDA is initialised (PyTorch's
     // set_per_process_memory_fraction initialises it first too).
     at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
@@ -306,9 +316,7 @@ int64_t DeviceMemoryBytes(const at::Device& device) {
 #if TRAINSCOPE_TORCH_CUDA
   if (device.is_cuda()) {
     try {
-      const c10::DeviceIndex index =
-          device.has_index() ? device.index() : c10::cuda::current_device();
-      return static_cast<int64_t>(at::cuda::getDeviceProperties(index)->totalGlobalMem);
+      return static_cast<int64_t>(at::cuda::getDeviceProperties(CudaIndex(device))->totalGlobalMem);
     } catch (const std::exception&) {
       return 0;
     }

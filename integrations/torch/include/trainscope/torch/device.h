@@ -90,9 +90,10 @@ class DevicePrefetcher {
   std::unique_ptr<Impl> impl_;
 };
 
-// Records the memory of step `step` in `session`: on a CUDA device the
-// caching allocator's allocated bytes now and their peak since the last
-// call (which resets the peak); on CPU the process's resident set now and
+// Records the memory of step `step` in `session`: on a CUDA device (the
+// current one for `torch::kCUDA` without an index) the caching allocator's
+// allocated bytes now and their peak since the last call (which resets the
+// peak); on CPU the process's resident set now and
 // its peak (VmHWM, reset through /proc/self/clear_refs where the kernel
 // allows). Shown per step and as a peak in the report. Cost: a few reads
 // of /proc or an allocator query; call it once a step, after the step.
