@@ -22,6 +22,8 @@
 #include "trainscope/torch/amp.h"
 #include "trainscope/torch/data.h"
 #include "trainscope/torch/device.h"
+#include "trainscope/torch/distributed.h"
+#include "trainscope/torch/internal/collectives.h"
 #include "trainscope/torch/internal/device_index.h"
 #include "trainscope/torch/internal/device_timings.h"
 #include "trainscope/torch/loader.h"
@@ -522,6 +524,77 @@ TEST(DeviceTimingsTest, CompletePairsAreHandedBackInOrderWithoutWaiting) {
   got.clear();
   EXPECT_EQ(timings.Poll(elapsed, sink), 3u);
   EXPECT_EQ(got.front().first, 13);
+}
+
+// Runs `body(group)` on each of `world` ranks of one Gloo group, a thread
+// each, meeting through a FileStore in `dir`.
+template <typename Body>
+void OnGlooRanks(const TempDir& dir, int world, Body body) {
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&, r] {
+      libtorch::DistributedOptions d;
+      d.rank = r;
+      d.world_size = world;
+      d.store_path = dir.File("c10d.store");
+      d.backend = "gloo";
+      d.timeout = std::chrono::seconds(30);
+      absl::StatusOr<std::unique_ptr<libtorch::ProcessGroup>> group =
+          libtorch::ProcessGroup::Create(d, nullptr);
+      ASSERT_TRUE(group.ok()) << group.status();
+      body(**group);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+}
+
+// c10d reduces one tensor a call: a list of several, of different shapes
+// (one flattened collective) or dtypes (one each), is summed tensor by
+// tensor on every rank.
+TEST(ProcessGroupTest, AllReduceSumsEachOfSeveralTensorsOnEveryRank) {
+  TempDir dir;
+  OnGlooRanks(dir, 2, [](libtorch::ProcessGroup& group) {
+    const double k = group.rank() + 1;  // rank 0 holds 1x, rank 1 2x: the sum is 3x
+    std::vector<::torch::Tensor> shapes = {::torch::full({2, 3}, k), ::torch::arange(5) * k,
+                                           ::torch::full({1}, 10 * k)};
+    const absl::Status same_dtype = group.AllReduce(shapes);
+    ASSERT_TRUE(same_dtype.ok()) << same_dtype;
+    EXPECT_TRUE(::torch::equal(shapes[0], ::torch::full({2, 3}, 3.0))) << shapes[0];
+    EXPECT_TRUE(::torch::equal(shapes[1], ::torch::arange(5) * 3.0)) << shapes[1];
+    EXPECT_TRUE(::torch::equal(shapes[2], ::torch::full({1}, 30.0))) << shapes[2];
+
+    std::vector<::torch::Tensor> dtypes = {
+        ::torch::full({3}, k), ::torch::full({2, 2}, k, ::torch::kDouble),
+        ::torch::full({4}, 7 * group.rank() + 1, ::torch::kLong)};
+    const absl::Status mixed = group.AllReduce(dtypes);
+    ASSERT_TRUE(mixed.ok()) << mixed;
+    EXPECT_TRUE(::torch::equal(dtypes[0], ::torch::full({3}, 3.0)));
+    EXPECT_TRUE(::torch::equal(dtypes[1], ::torch::full({2, 2}, 3.0, ::torch::kDouble)));
+    EXPECT_TRUE(::torch::equal(dtypes[2], ::torch::full({4}, 9, ::torch::kLong))) << dtypes[2];
+  });
+}
+
+// A call c10d refuses is the caller's error, reported at once; only c10d's
+// distributed errors and the transport's are blamed on missing ranks.
+TEST(ProcessGroupTest, UsageErrorsAreNotPeerFailures) {
+  auto thrown = [](auto&& fn) -> bool {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      return libtorch::internal::IsPeerFailure(e);
+    }
+    ADD_FAILURE() << "nothing thrown";
+    return false;
+  };
+  EXPECT_FALSE(
+      thrown([] { TORCH_CHECK(false, "ProcessGroupGloo::allreduce: invalid tensor size"); }));
+  EXPECT_FALSE(thrown([] { TORCH_CHECK_VALUE(false, "bad dtype"); }));
+  EXPECT_TRUE(
+      thrown([] { C10_THROW_ERROR(DistBackendError, "NCCL error: remote process exited"); }));
+  EXPECT_TRUE(thrown([] { C10_THROW_ERROR(DistNetworkError, "Connection reset by peer"); }));
+  EXPECT_TRUE(thrown([] { C10_THROW_ERROR(DistStoreError, "Timeout waiting for key"); }));
+  EXPECT_TRUE(thrown(
+      [] { throw std::runtime_error("[gloo/transport/tcp/pair.cc] Connection closed by peer"); }));
 }
 
 TEST(MemoryTest, ACudaDeviceWithoutAnIndexResolvesToTheCurrentOne) {

@@ -30,9 +30,19 @@
 #include <utility>
 
 #include "trainscope/scope.h"
+#include "trainscope/torch/internal/collectives.h"
 #include "trainscope/torch/internal/device_timings.h"
 
 namespace trainscope::libtorch {
+
+namespace internal {
+
+bool IsPeerFailure(const std::exception& error) {
+  if (dynamic_cast<const c10::DistError*>(&error) != nullptr) return true;
+  return dynamic_cast<const c10::Error*>(&error) == nullptr;
+}
+
+}  // namespace internal
 
 struct ProcessGroup::Impl {
   DistributedOptions options;
@@ -204,6 +214,11 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
 absl::Status ProcessGroup::Failed(const char* what, const std::exception& error) {
   std::string message = error.what();
   if (const size_t eol = message.find('\n'); eol != std::string::npos) message.resize(eol);
+  if (!internal::IsPeerFailure(error)) {  // c10d refused the call: no rank is to blame
+    return absl::InvalidArgumentError(std::string("c10d ") + what + " #" +
+                                      std::to_string(impl_->collectives) + " on rank " +
+                                      std::to_string(impl_->options.rank) + ": " + message);
+  }
   const std::vector<int> missing =
       FindMissingRanks(std::min(impl_->options.timeout, std::chrono::milliseconds(5000)));
   std::string names;
@@ -241,18 +256,48 @@ std::vector<int> ProcessGroup::FindMissingRanks(std::chrono::milliseconds wait) 
   return missing;
 }
 
+void ProcessGroup::AllReduceOne(at::Tensor& tensor) {
+  std::vector<at::Tensor> one = {tensor};
+#if TRAINSCOPE_TORCH_NCCL
+  auto timed = impl_->BeginTimed();
+  impl_->backend->allreduce(one)->wait();
+  impl_->EndTimed(std::move(timed));
+#else
+  impl_->backend->allreduce(one)->wait();
+#endif
+}
+
 absl::Status ProcessGroup::AllReduce(std::vector<at::Tensor>& tensors) {
   static const NameId name = InternName("c10d.allreduce");
   PhaseScope sync(Phase::kSync, name);
   ++impl_->collectives;
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined() || t.is_sparse()) {
+      return absl::InvalidArgumentError("c10d allreduce #" + std::to_string(impl_->collectives) +
+                                        ": every tensor must be defined and dense");
+    }
+  }
+  // c10d all-reduces one tensor per call (NCCL checks it; Gloo would add a
+  // list together): several of one dtype and device go as one flat tensor,
+  // others one at a time.
+  const bool flat =
+      tensors.size() > 1 && std::all_of(tensors.begin(), tensors.end(), [&](const at::Tensor& t) {
+        return t.scalar_type() == tensors[0].scalar_type() && t.device() == tensors[0].device();
+      });
   try {
-#if TRAINSCOPE_TORCH_NCCL
-    auto timed = impl_->BeginTimed();
-    impl_->backend->allreduce(tensors)->wait();
-    impl_->EndTimed(std::move(timed));
-#else
-    impl_->backend->allreduce(tensors)->wait();
-#endif
+    if (flat) {
+      std::vector<at::Tensor> views;
+      for (const at::Tensor& t : tensors) views.push_back(t.reshape({-1}));
+      at::Tensor all = at::cat(views);
+      AllReduceOne(all);
+      int64_t offset = 0;
+      for (at::Tensor& t : tensors) {
+        t.copy_(all.narrow(0, offset, t.numel()).view(t.sizes()));
+        offset += t.numel();
+      }
+    } else {
+      for (at::Tensor& t : tensors) AllReduceOne(t);
+    }
   } catch (const std::exception& e) {
     return Failed("allreduce", e);
   }
@@ -265,17 +310,8 @@ absl::Status ProcessGroup::AverageGradients(::torch::nn::Module& module) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
   if (grads.empty()) return absl::OkStatus();
-  std::vector<at::Tensor> views;
-  for (const at::Tensor& g : grads) views.push_back(g.reshape({-1}));
-  std::vector<at::Tensor> flat = {at::cat(views)};
-  if (absl::Status status = AllReduce(flat); !status.ok()) return status;
-  flat[0].div_(impl_->options.world_size);
-  int64_t offset = 0;
-  for (at::Tensor& g : grads) {
-    const int64_t n = g.numel();
-    g.copy_(flat[0].narrow(0, offset, n).view_as(g));
-    offset += n;
-  }
+  if (absl::Status status = AllReduce(grads); !status.ok()) return status;
+  at::_foreach_div_(grads, at::Scalar(static_cast<int64_t>(impl_->options.world_size)));
   return absl::OkStatus();
 }
 

@@ -74,8 +74,13 @@ class ProcessGroup {
   // without blocking at the next collective (and at Session::Finish or the
   // group's end), added to the step's sync_ms (Session::AddStepSyncTime),
   // which the straggler report reads. Gloo blocks the host: its range is
-  // the time. Errors: Unavailable with the rank's view of who is missing
-  // when a peer died or timed out.
+  // the time. Several tensors of one dtype and device are reduced as one
+  // flattened tensor (a copy of them all, then copied back); tensors of
+  // mixed dtypes or devices go one collective each. Errors: Unavailable
+  // with the rank's view of who is missing when a peer died or timed out
+  // (c10d's distributed errors, the transport's); InvalidArgument, at once,
+  // for a call c10d refuses (an undefined or sparse tensor, a dtype or
+  // device the backend does not take).
   absl::Status AllReduce(std::vector<at::Tensor>& tensors);
   // Averages the gradients of `module` across ranks: one flattened
   // all-reduce per call. Errors as AllReduce.
@@ -101,6 +106,11 @@ class ProcessGroup {
  private:
   struct Impl;
   explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  // One tensor, one collective (timed on the device under NCCL). Throws
+  // what c10d throws.
+  void AllReduceOne(at::Tensor& tensor);
+  // The Status for a collective's exception: InvalidArgument for a usage
+  // error, else Unavailable naming the missing ranks (noted in the session).
   absl::Status Failed(const char* what, const std::exception& error);
   std::unique_ptr<Impl> impl_;
 };

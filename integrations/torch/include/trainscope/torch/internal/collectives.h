@@ -1,0 +1,22 @@
+// trainscope/torch/internal/collectives.h: what libtorch::ProcessGroup
+// decides from an error and from the environment, apart from c10d, so that
+// it can be tested without peers.
+#ifndef TRAINSCOPE_TORCH_INTERNAL_COLLECTIVES_H_
+#define TRAINSCOPE_TORCH_INTERNAL_COLLECTIVES_H_
+
+#include <exception>
+
+namespace trainscope::libtorch::internal {
+
+// Whether a collective's error means a peer or the transport failed (a
+// rank died, timed out, or the store is gone), rather than a call c10d
+// refused. c10d's distributed errors (c10::DistError and its kinds:
+// DistBackendError, DistStoreError, DistNetworkError) and errors from
+// outside c10 (Gloo's transport, the system) are failures; any other
+// c10::Error (TORCH_CHECK on a tensor list, a dtype, a device) is a usage
+// error, which no peer can explain.
+bool IsPeerFailure(const std::exception& error);
+
+}  // namespace trainscope::libtorch::internal
+
+#endif  // TRAINSCOPE_TORCH_INTERNAL_COLLECTIVES_H_
