@@ -609,6 +609,28 @@ TEST(MemoryTest, ACudaDeviceWithoutAnIndexResolvesToTheCurrentOne) {
   EXPECT_EQ(asked, 1) << "an explicit index needs no current device";
 }
 
+// A caching allocator's reserved bytes (what a memory cap limits) go to the
+// report next to the allocated ones, and through report.json and back.
+TEST(MemoryTest, ReservedBytesAndTheirPeakReachTheReport) {
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int i = 0; i < 3; ++i) {
+    { StepScope step(*session, StepIndex(i), Samples(1)); }
+    session->RecordStepMemory(i, 100 + i, 150 + i, "cuda_caching_allocator", 1000 + i,
+                              i == 1 ? 4000 : 1000 + i);
+  }
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->memory.reserved_peak_bytes, 4000);
+  EXPECT_EQ(report->memory.reserved_last_bytes, 1002);
+  EXPECT_EQ(report->memory.peak_bytes, 152);
+  absl::StatusOr<Report> read = exporter::ReadReportFile(dir.File("report.json"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->memory.reserved_peak_bytes, 4000);
+  EXPECT_EQ(read->memory.reserved_last_bytes, 1002);
+}
+
 TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {
   TempDir dir;
   absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
@@ -637,6 +659,7 @@ TEST(MemoryTest, CpuStepsRecordResidentSetAndItsPeak) {
   EXPECT_GE((*steps)[1].peak_memory_bytes, (*steps)[1].memory_bytes + (48 << 20))
       << "the freed 64 MiB shows in step 1's peak";
   EXPECT_GE(report->memory.peak_bytes, (*steps)[1].peak_memory_bytes);
+  EXPECT_EQ(report->memory.reserved_peak_bytes, -1) << "no reserved bytes on CPU";
 }
 
 // The CPU budget stands in for a device's memory: Adam's first step, which

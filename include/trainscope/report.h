@@ -276,6 +276,11 @@ struct Report {
     std::string source;  // "cuda_caching_allocator", "process_rss", "" if never sampled
     int64_t peak_bytes = -1;
     int64_t last_bytes = -1;
+    // Reserved from the device by the allocator (cuda_caching_allocator
+    // only; -1: not sampled): the largest per-step peak, and at the end of
+    // the last sampled step.
+    int64_t reserved_peak_bytes = -1;
+    int64_t reserved_last_bytes = -1;
   } memory;
   // RecordCounter's values, by name.
   struct Counter {

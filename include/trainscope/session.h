@@ -293,12 +293,16 @@ class Session {
 
   // Records the memory in use at the end of step `step` and its peak during
   // the step (bytes; `source` says what was measured, e.g.
-  // "cuda_caching_allocator" or "process_rss"). trainscope::libtorch's
-  // RecordStepMemory fills these from LibTorch. A peak (-1: not sampled) below `current_bytes`
-  // (two readings a moment apart: /proc's VmHWM lags VmRSS) is taken as
-  // `current_bytes`. Cost: a lock; once a step.
+  // "cuda_caching_allocator" or "process_rss"), and, where the source has
+  // them, the bytes it holds reserved from the device (a caching
+  // allocator's segments, what a memory cap limits) and their peak (-1: not
+  // sampled). trainscope::libtorch's RecordStepMemory fills these from
+  // LibTorch. A peak (-1: not sampled) below its current value (two
+  // readings a moment apart: /proc's VmHWM lags VmRSS) is taken as the
+  // current value. Cost: a lock; once a step.
   void RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak_bytes,
-                        std::string_view source);
+                        std::string_view source, int64_t reserved_bytes = -1,
+                        int64_t reserved_peak_bytes = -1);
   // Notes the torch.distributed backend in the report ("gloo", "nccl").
   void SetDistributedBackend(std::string_view backend);
   // Notes ranks that this one saw fail or vanish, and the error it got.

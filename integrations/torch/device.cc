@@ -157,9 +157,11 @@ void RecordStepMemory(Session& session, int64_t step, const at::Device& device) 
     namespace alloc = c10::cuda::CUDACachingAllocator;
     const c10::DeviceIndex index = CudaIndex(device);
     const auto stats = alloc::getDeviceStats(index);
-    const auto& bytes =
-        stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-    session.RecordStepMemory(step, bytes.current, bytes.peak, "cuda_caching_allocator");
+    constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    const auto& allocated = stats.allocated_bytes[kAll];
+    const auto& reserved = stats.reserved_bytes[kAll];
+    session.RecordStepMemory(step, allocated.current, allocated.peak, "cuda_caching_allocator",
+                             reserved.current, reserved.peak);
     alloc::resetPeakStats(index);
     return;
   }

@@ -163,6 +163,8 @@ void DescribeReport(R& r, V& v) {
     v.Field("source", r.memory.source, kRequired);
     v.Field("peak_bytes", r.memory.peak_bytes, kRequired);
     v.Field("last_bytes", r.memory.last_bytes, kRequired);
+    v.Field("reserved_peak_bytes", r.memory.reserved_peak_bytes, kAbsentOk);  // since 2026-12-07
+    v.Field("reserved_last_bytes", r.memory.reserved_last_bytes, kAbsentOk);
   });
   v.Keyed("counters", "<name>", kAbsentOk, r.counters, &Report::Counter::name, [&](auto& c) {
     v.Field("samples", c.samples, kRequired);

@@ -107,6 +107,9 @@ void Session::Impl::WriteStepRow(Report::Step& row) {
       row.peak_memory_bytes = it->second.peak;
       report.memory.peak_bytes = std::max(report.memory.peak_bytes, it->second.peak);
       report.memory.last_bytes = it->second.current;
+      report.memory.reserved_peak_bytes =
+          std::max(report.memory.reserved_peak_bytes, it->second.reserved_peak);
+      report.memory.reserved_last_bytes = it->second.reserved;
       memory.erase(it);
     }
   }

@@ -132,6 +132,7 @@ struct Session::Impl {
                   // report.distributed, report.checkpoint, stop, latency_ms and its span
   struct MemorySample {
     int64_t current = -1, peak = -1;
+    int64_t reserved = -1, reserved_peak = -1;
   };
   // By step, until the step's row is written (bounded: the oldest are
   // dropped past kMemoryKept).

@@ -13,15 +13,19 @@
 namespace trainscope {
 
 void Session::RecordStepMemory(int64_t step, int64_t current_bytes, int64_t peak_bytes,
-                               std::string_view source) {
+                               std::string_view source, int64_t reserved_bytes,
+                               int64_t reserved_peak_bytes) {
   // A peak, when sampled (-1: not), is never below the present.
   if (peak_bytes >= 0) peak_bytes = std::max(peak_bytes, current_bytes);
+  if (reserved_peak_bytes >= 0) reserved_peak_bytes = std::max(reserved_peak_bytes, reserved_bytes);
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto& memory = impl_->memory;
-  memory[step] = {current_bytes, peak_bytes};
+  memory[step] = {current_bytes, peak_bytes, reserved_bytes, reserved_peak_bytes};
   // Here too, not only with the step's row: a sample that came after its
   // row (the first, or after fold_delay_ms) still counts in the peak.
-  impl_->report.memory.peak_bytes = std::max(impl_->report.memory.peak_bytes, peak_bytes);
+  Report::Memory& totals = impl_->report.memory;
+  totals.peak_bytes = std::max(totals.peak_bytes, peak_bytes);
+  totals.reserved_peak_bytes = std::max(totals.reserved_peak_bytes, reserved_peak_bytes);
   impl_->last_memory_ns.store(NowNs(), std::memory_order_release);
   impl_->memory_sampled.store(true, std::memory_order_release);
   if (memory.size() > Impl::kMemoryKept) {  // samples of steps that never came

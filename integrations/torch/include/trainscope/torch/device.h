@@ -92,8 +92,13 @@ class DevicePrefetcher {
 
 // Records the memory of step `step` in `session`: on a CUDA device (the
 // current one for `torch::kCUDA` without an index) the caching allocator's
-// allocated bytes now and their peak since the last call (which resets the
-// peak); on CPU the process's resident set now and
+// allocated bytes now and their peak since the last call, and its reserved
+// bytes (the segments it holds from the device, which LimitMemory caps)
+// now and their peak. To give a per-step peak it then resets the device's
+// peak statistics (CUDACachingAllocator::resetPeakStats, what
+// torch.cuda.reset_peak_memory_stats does): a program that reads
+// max_memory_allocated itself sees the peak since the last call, not since
+// the start; on CPU the process's resident set now and
 // its peak (VmHWM, reset through /proc/self/clear_refs where the kernel
 // allows). Shown per step and as a peak in the report. Cost: a few reads
 // of /proc or an allocator query; call it once a step, after the step.
