@@ -448,6 +448,18 @@ TEST(DevicePrefetcherTest, PinningForTheCpuIsAPassThrough) {
   EXPECT_EQ(prefetch.pinned_on_submit(), 0);
 }
 
+// Setting the current device is a Status: nothing for CPU, an error (not an
+// exception) for a CUDA device this machine cannot use.
+TEST(DevicePrefetcherTest, SetCurrentDeviceIsAStatus) {
+  EXPECT_TRUE(libtorch::SetCurrentDevice(::torch::kCPU).ok());
+  const absl::Status cuda = libtorch::SetCurrentDevice(::torch::Device(::torch::kCUDA, 0));
+  if (::torch::cuda::is_available()) {
+    EXPECT_TRUE(cuda.ok()) << cuda;
+  } else {
+    EXPECT_EQ(cuda.code(), absl::StatusCode::kFailedPrecondition) << cuda;
+  }
+}
+
 // The loader's workers pin; the training thread's Submit only launches the
 // copies. A pageable batch submitted directly is still copied right, and
 // counted as pinned on the training thread.

@@ -63,9 +63,32 @@ DevicePrefetcher::~DevicePrefetcher() = default;
 
 void PinForDevice(std::vector<at::Tensor>& batch, const at::Device& device) {
   if (TRAINSCOPE_TORCH_CUDA == 0 || !device.is_cuda()) return;
+#if TRAINSCOPE_TORCH_CUDA
+  // A worker thread's current device is 0 until set: without the guard the
+  // host allocator would make a context there, on every rank.
+  const c10::cuda::CUDAGuard on_device(CudaIndex(device));
+#endif
   for (at::Tensor& t : batch) {
     if (t.defined() && t.is_cpu() && !t.is_pinned()) t = t.pin_memory();
   }
+}
+
+absl::Status SetCurrentDevice(const at::Device& device) {
+  if (!device.is_cuda()) return absl::OkStatus();
+#if TRAINSCOPE_TORCH_CUDA
+  try {
+    c10::cuda::set_device(CudaIndex(device));
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    if (const size_t eol = message.find('\n'); eol != std::string::npos) message.resize(eol);
+    return absl::FailedPreconditionError(
+        absl::StrCat("SetCurrentDevice(", device.str(), "): ", message));
+  }
+#else
+  return absl::FailedPreconditionError(
+      "SetCurrentDevice: this build of trainscope::torch has no CUDA paths");
+#endif
 }
 
 bool DevicePrefetcher::copies() const { return impl_->copies(); }

@@ -291,6 +291,13 @@ int Main(int argc, char** argv) {
       const torch::Device device =
           gpus > 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % gpus))
                    : torch::Device(torch::kCPU);
+      // Before anything touches CUDA: otherwise synchronize() and the
+      // workers' pinning make a context on GPU 0 for every rank.
+      if (absl::Status on_device = trainscope::libtorch::SetCurrentDevice(device);
+          !on_device.ok()) {
+        std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, on_device.ToString().c_str());
+        return 1;
+      }
       std::unique_ptr<trainscope::libtorch::ProcessGroup> group;
       if (world_size > 1) {
         // NCCL's default (3) tears the process down when its watchdog sees a

@@ -38,15 +38,25 @@ namespace trainscope::libtorch {
 // time.
 bool BuiltWithCuda();
 
+// Makes `device` the calling thread's current CUDA device
+// (c10::cuda::set_device), so that what LibTorch does without naming a
+// device (torch::cuda::synchronize, the pinned host allocator, a context
+// for the driver) happens there and not on GPU 0. Call it first thing on
+// each rank's training thread, with that rank's device. A CPU device does
+// nothing. Errors: FailedPrecondition with LibTorch's message (no such
+// device, no driver), or for CUDA in a build without the CUDA paths.
+absl::Status SetCurrentDevice(const at::Device& device);
+
 // Pins the host tensors of `batch` for copies to `device`: each pageable
 // CPU tensor is replaced by a page-locked copy (LibTorch's caching host
 // allocator, which reuses the blocks once their copies are done), so that
 // DevicePrefetcher::Submit only launches the asynchronous copies. Call it
 // where the batch is made: in a PrefetchLoader producer, on the loader's
 // worker threads. Nothing happens for a non-CUDA device, a build without
-// the CUDA paths, or tensors already pinned or on a device. Cost: a host
-// copy per pageable tensor, on the calling thread. Throws what LibTorch
-// throws (no driver).
+// the CUDA paths, or tensors already pinned or on a device. It pins with
+// `device` as the thread's current device (a CUDAGuard), so a worker
+// thread touches no other GPU. Cost: a host copy per pageable tensor, on
+// the calling thread. Throws what LibTorch throws (no driver).
 void PinForDevice(std::vector<at::Tensor>& batch, const at::Device& device);
 
 // Copies host batches to the device ahead of use. On CUDA: each tensor is
