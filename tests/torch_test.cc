@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -607,6 +608,23 @@ TEST(ProcessGroupTest, UsageErrorsAreNotPeerFailures) {
   EXPECT_TRUE(thrown([] { C10_THROW_ERROR(DistStoreError, "Timeout waiting for key"); }));
   EXPECT_TRUE(thrown(
       [] { throw std::runtime_error("[gloo/transport/tcp/pair.cc] Connection closed by peer"); }));
+}
+
+// TORCH_NCCL_BLOCKING_WAIT decides when set; NCCL_BLOCKING_WAIT only when
+// it is not, as c10d reads them.
+TEST(ProcessGroupTest, TorchNcclBlockingWaitWinsOverNcclBlockingWait) {
+  auto blocking = [](std::map<std::string, std::string> env) {
+    return libtorch::internal::NcclBlockingWait([&](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+  };
+  EXPECT_FALSE(blocking({}));
+  EXPECT_TRUE(blocking({{"NCCL_BLOCKING_WAIT", "1"}}));
+  EXPECT_TRUE(blocking({{"TORCH_NCCL_BLOCKING_WAIT", "Yes"}}));
+  EXPECT_FALSE(blocking({{"TORCH_NCCL_BLOCKING_WAIT", "0"}, {"NCCL_BLOCKING_WAIT", "1"}}));
+  EXPECT_TRUE(blocking({{"TORCH_NCCL_BLOCKING_WAIT", "t"}, {"NCCL_BLOCKING_WAIT", "false"}}));
+  EXPECT_FALSE(blocking({{"NCCL_BLOCKING_WAIT", "no"}}));
 }
 
 TEST(MemoryTest, ACudaDeviceWithoutAnIndexResolvesToTheCurrentOne) {

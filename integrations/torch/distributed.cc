@@ -42,6 +42,17 @@ bool IsPeerFailure(const std::exception& error) {
   return dynamic_cast<const c10::Error*>(&error) == nullptr;
 }
 
+bool NcclBlockingWait(const std::function<const char*(const char*)>& getenv) {
+  for (const char* name : {"TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT"}) {
+    const char* value = getenv(name);
+    if (value == nullptr) continue;
+    std::string text(value);
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text == "1" || text == "true" || text == "yes" || text == "y" || text == "t";
+  }
+  return false;
+}
+
 }  // namespace internal
 
 struct ProcessGroup::Impl {
@@ -62,19 +73,10 @@ struct ProcessGroup::Impl {
   int finish_hook = 0;
   bool device_timed = false;  // decided once, in the constructor
   // Set from Create: NCCL, a session, and no blocking wait (wait() then
-  // blocks the host, and the kSync range is the collective's time already;
-  // PyTorch reads TORCH_NCCL_BLOCKING_WAIT, or NCCL_BLOCKING_WAIT, as true
-  // for 1, true, yes, y, t).
+  // blocks the host, and the kSync range is the collective's time already).
   void DecideDeviceTiming() {
-    auto truthy = [](const char* name) {
-      const char* v = std::getenv(name);
-      if (v == nullptr) return false;
-      std::string text(v);
-      for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return text == "1" || text == "true" || text == "yes" || text == "y" || text == "t";
-    };
     device_timed = backend_name == "nccl" && session.has_value() &&
-                   !truthy("TORCH_NCCL_BLOCKING_WAIT") && !truthy("NCCL_BLOCKING_WAIT");
+                   !internal::NcclBlockingWait([](const char* name) { return std::getenv(name); });
     // Their times come steps late: the session's rows wait for them.
     if (device_timed) session->ExpectStepSyncTimes();
   }

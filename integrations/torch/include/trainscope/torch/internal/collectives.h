@@ -5,6 +5,7 @@
 #define TRAINSCOPE_TORCH_INTERNAL_COLLECTIVES_H_
 
 #include <exception>
+#include <functional>
 
 namespace trainscope::libtorch::internal {
 
@@ -16,6 +17,13 @@ namespace trainscope::libtorch::internal {
 // c10::Error (TORCH_CHECK on a tensor list, a dtype, a device) is a usage
 // error, which no peer can explain.
 bool IsPeerFailure(const std::exception& error);
+
+// Whether ProcessGroupNCCL blocks the host in wait(), read from the
+// environment as c10d reads it: TORCH_NCCL_BLOCKING_WAIT, else (when it is
+// unset) the older NCCL_BLOCKING_WAIT; y, yes, 1, t, true are true and n,
+// no, 0, f, false are false, in any case; unset or another value is false.
+// `getenv` returns a variable's value or null.
+bool NcclBlockingWait(const std::function<const char*(const char*)>& getenv);
 
 }  // namespace trainscope::libtorch::internal
 
