@@ -584,6 +584,8 @@ TEST(ProcessGroupTest, AllReduceSumsEachOfSeveralTensorsOnEveryRank) {
     EXPECT_TRUE(::torch::equal(dtypes[0], ::torch::full({3}, 3.0)));
     EXPECT_TRUE(::torch::equal(dtypes[1], ::torch::full({2, 2}, 3.0, ::torch::kDouble)));
     EXPECT_TRUE(::torch::equal(dtypes[2], ::torch::full({4}, 9, ::torch::kLong))) << dtypes[2];
+    const absl::Status barrier = group.Barrier();
+    EXPECT_TRUE(barrier.ok()) << barrier;
   });
 }
 

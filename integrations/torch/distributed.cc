@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if TRAINSCOPE_TORCH_NCCL
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -31,6 +32,7 @@
 
 #include "trainscope/scope.h"
 #include "trainscope/torch/internal/collectives.h"
+#include "trainscope/torch/internal/device_index.h"
 #include "trainscope/torch/internal/device_timings.h"
 
 namespace trainscope::libtorch {
@@ -150,6 +152,17 @@ ProcessGroup::~ProcessGroup() {
   if (impl_->finish_hook != 0) impl_->session->RemoveFinishHook(impl_->finish_hook);
   impl_->Poll(/*wait=*/true);
 #endif
+  // A normal exit for the backend (NCCL destroys its communicators; Gloo
+  // has nothing to do): without it c10d warns that the group was never
+  // destroyed. Never throws out of a destructor.
+  try {
+    impl_->backend->shutdown();
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    if (const size_t eol = message.find('\n'); eol != std::string::npos) message.resize(eol);
+    std::fprintf(stderr, "trainscope: c10d %s shutdown on rank %d: %s\n",
+                 impl_->backend_name.c_str(), impl_->options.rank, message.c_str());
+  }
 }
 
 int ProcessGroup::rank() const { return impl_->options.rank; }
@@ -365,8 +378,17 @@ absl::Status ProcessGroup::Barrier() {
   static const NameId name = InternName("c10d.barrier");
   PhaseScope sync(Phase::kSync, name);
   ++impl_->collectives;
+  // NCCL needs the device to run its barrier on (without one it guesses
+  // from the rank, and warns); Gloo takes none.
+  c10d::BarrierOptions barrier;
   try {
-    impl_->backend->barrier()->wait();  // blocks the host under NCCL too: host timing
+#if TRAINSCOPE_TORCH_NCCL
+    if (impl_->backend_name == "nccl") {
+      barrier.device_ids = {internal::ResolveDeviceIndex(
+          impl_->options.device, [] { return c10::cuda::current_device(); })};
+    }
+#endif
+    impl_->backend->barrier(barrier)->wait();  // blocks the host under NCCL too: host timing
   } catch (const std::exception& e) {
     return Failed("barrier", e);
   }

@@ -66,6 +66,8 @@ class ProcessGroup {
   // and, after a failure, the missing ranks; it may be moved afterwards.
   static absl::StatusOr<std::unique_ptr<ProcessGroup>> Create(const DistributedOptions& options,
                                                               Session* session);
+  // Shuts the backend down (c10d's normal exit: NCCL destroys its
+  // communicators); an error there is one line on stderr, never thrown.
   ~ProcessGroup();
 
   // Sums `tensors` across ranks in place (a kSync range). Under NCCL the
@@ -85,7 +87,8 @@ class ProcessGroup {
   // Averages the gradients of `module` across ranks: one flattened
   // all-reduce per call. Errors as AllReduce.
   absl::Status AverageGradients(::torch::nn::Module& module);
-  // Waits for every rank (a kSync range). Errors as AllReduce.
+  // Waits for every rank (a kSync range); under NCCL on `device` (the
+  // current device when it has no index). Errors as AllReduce.
   absl::Status Barrier();
 
   // A SaveCoordinator over this group, for CheckpointStore::SaveSharded:
