@@ -101,6 +101,49 @@ TEST(GradScalerTest, InfSkipsTheStepAndBacksOff) {
   EXPECT_EQ(scaler.skipped_steps(), 2);
 }
 
+// As PyTorch's (torch.full((), init_scale)): the scale is 0-dim, so a
+// scalar loss stays a scalar.
+TEST(GradScalerTest, TheScaleIsZeroDimensionalAndKeepsTheLossShape) {
+  Tiny tiny;
+  trainscope::libtorch::GradScaler scaler;
+  const ::torch::Tensor loss = tiny.Loss();
+  ASSERT_EQ(loss.dim(), 0);
+  const ::torch::Tensor scaled = scaler.Scale(loss);
+  EXPECT_EQ(scaled.dim(), 0) << scaled.sizes();
+  EXPECT_EQ(scaled.item<double>(), loss.item<double>() * 65536.0);
+  scaled.backward();
+  ASSERT_TRUE(*scaler.Step(tiny.sgd));
+  scaler.Update();
+  EXPECT_EQ(scaler.scale(), 65536.0);
+}
+
+// PyTorch refuses to unscale fp16 gradients ("Attempting to unscale FP16
+// gradients."); so does Unscale, unless the program opts in.
+TEST(GradScalerTest, Fp16GradientsAreRefusedUnlessAllowed) {
+  for (const bool allow : {false, true}) {
+    ::torch::Tensor weight = ::torch::ones({4}, ::torch::kHalf).requires_grad_(true);
+    ::torch::optim::SGD sgd({weight}, ::torch::optim::SGDOptions(0.1));
+    trainscope::libtorch::GradScalerOptions options;
+    options.allow_fp16_gradients = allow;
+    options.init_scale = 1024;  // 65536 is past fp16's largest, 65504
+    trainscope::libtorch::GradScaler scaler(options);
+    scaler.Scale(weight.to(::torch::kFloat).sum()).backward();
+    ASSERT_EQ(weight.grad().scalar_type(), ::torch::kHalf);
+    const absl::Status unscaled = scaler.Unscale(sgd);
+    if (allow) {
+      ASSERT_TRUE(unscaled.ok()) << unscaled;
+      EXPECT_TRUE(::torch::equal(weight.grad(), ::torch::ones({4}, ::torch::kHalf)));
+      EXPECT_TRUE(*scaler.Step(sgd));
+    } else {
+      EXPECT_EQ(unscaled.code(), absl::StatusCode::kInvalidArgument) << unscaled;
+      EXPECT_NE(unscaled.message().find("FP16"), std::string_view::npos) << unscaled;
+      EXPECT_TRUE(::torch::equal(weight.grad(), ::torch::full({4}, 1024.0, ::torch::kHalf)))
+          << "nothing unscaled";
+      EXPECT_EQ(scaler.Step(sgd).status().code(), absl::StatusCode::kInvalidArgument);
+    }
+  }
+}
+
 TEST(GradScalerTest, UnscaledGradientsAreTheUnscaledOnesBitForBit) {
   Tiny reference;
   reference.sgd.zero_grad();

@@ -34,8 +34,9 @@ GradScaler::GradScaler(GradScalerOptions options)
 void GradScaler::LazyInit(const at::Device& device) {
   if (scale_.defined()) return;
   const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
-  scale_ = at::full({1}, pending_scale_, f32);
-  growth_tracker_ = at::full({1}, pending_tracker_, f32.dtype(at::kInt));
+  // 0-dim, as torch.full((), init_scale): loss x scale keeps the loss's shape.
+  scale_ = at::full({}, pending_scale_, f32);
+  growth_tracker_ = at::full({}, pending_tracker_, f32.dtype(at::kInt));
 }
 
 at::Tensor GradScaler::Scale(const at::Tensor& loss) {
@@ -68,6 +69,13 @@ absl::Status GradScaler::Unscale(::torch::optim::Optimizer& optimizer) {
       if (grad.is_sparse()) {
         return absl::UnimplementedError("GradScaler::Unscale: sparse gradients are not supported");
       }
+      if (grad.scalar_type() == at::kHalf && !options_.allow_fp16_gradients) {
+        return absl::InvalidArgumentError(
+            "GradScaler::Unscale: attempting to unscale FP16 gradients (a parameter of shape " +
+            c10::str(grad.sizes()) +
+            " is fp16): keep master parameters in fp32 under autocast, or set "
+            "GradScalerOptions::allow_fp16_gradients");
+      }
       groups[{grad.device().str(), grad.scalar_type()}].push_back(grad);
     }
   }
@@ -77,7 +85,7 @@ absl::Status GradScaler::Unscale(::torch::optim::Optimizer& optimizer) {
     if (it == state.found_inf.end()) {
       it = state.found_inf
                .emplace(key.first,
-                        at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device)))
+                        at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device)))
                .first;
     }
     at::_amp_foreach_non_finite_check_and_unscale_(grads, it->second,
@@ -86,7 +94,7 @@ absl::Status GradScaler::Unscale(::torch::optim::Optimizer& optimizer) {
   if (state.found_inf.empty()) {  // no gradients: nothing overflowed
     state.found_inf.emplace(
         scale_.device().str(),
-        at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(scale_.device())));
+        at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(scale_.device())));
   }
   state.stage = Stage::kUnscaled;
   return absl::OkStatus();
@@ -163,7 +171,9 @@ absl::Status GradScaler::Load(const State& s) {
         "GradScaler::Load: need growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1 "
         "and growth_tracker >= 0");
   }
+  const bool allow_fp16_gradients = options_.allow_fp16_gradients;  // the program's, not state
   options_ = s.options;
+  options_.allow_fp16_gradients = allow_fp16_gradients;
   skipped_steps_ = s.skipped_steps;
   if (scale_.defined()) {
     scale_.fill_(s.scale);

@@ -61,6 +61,10 @@ struct GradScalerOptions {
   int64_t growth_interval = 2000;  // good steps in a row before the scale grows
   double min_scale = 0.0;          // the scale never backs off below this (0: no floor)
   bool enabled = true;             // false: Scale/Unscale do nothing, Step always steps
+  // Unscale fp16 gradients too. Off, as in PyTorch (which raises
+  // "Attempting to unscale FP16 gradients."): an fp16 gradient of an fp16
+  // parameter has lost what scaling was for, so Unscale refuses it.
+  bool allow_fp16_gradients = false;
 };
 
 // Dynamic loss scaling for fp16 training. Scale() multiplies the loss so
@@ -72,16 +76,18 @@ class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
-  // loss x scale. The scale tensor lives on the loss's device (made on the
-  // first call). Cost: one multiply kernel.
+  // loss x scale, the loss's shape. The scale is a 0-dim float32 tensor (as
+  // PyTorch's) on the loss's device, made on the first call. Cost: one
+  // multiply kernel.
   at::Tensor Scale(const at::Tensor& loss);
 
   // Divides the gradients of `optimizer`'s parameters by the scale in place
   // and notes whether any is inf or NaN. Optional before Step() (to clip
   // gradients first). Errors: FailedPrecondition when already called for
   // this optimizer since the last Update(), or before any Scale();
-  // Unimplemented for sparse gradients. Cost: one fused kernel per device
-  // and dtype.
+  // InvalidArgument for an fp16 gradient unless allow_fp16_gradients
+  // (nothing is unscaled then); Unimplemented for sparse gradients. Cost: one fused kernel per
+  // device and dtype.
   absl::Status Unscale(::torch::optim::Optimizer& optimizer);
 
   // Unscales if needed, then calls optimizer.step() unless a gradient was
@@ -111,7 +117,8 @@ class GradScaler {
     GradScalerOptions options;
   };
   State state() const;
-  // Restores a State. Errors: InvalidArgument for a scale that is not
+  // Restores a State (all options but allow_fp16_gradients, which stays
+  // this scaler's). Errors: InvalidArgument for a scale that is not
   // positive and finite, factors that do not back off (< 1) and grow (> 1),
   // or a growth_interval below 1.
   absl::Status Load(const State& state);
@@ -120,13 +127,13 @@ class GradScaler {
   enum class Stage { kReady, kUnscaled, kStepped };
   struct PerOptimizer {
     Stage stage = Stage::kReady;
-    std::map<std::string, at::Tensor> found_inf;  // by device ("cuda:0"), float32 [1]
+    std::map<std::string, at::Tensor> found_inf;  // by device ("cuda:0"), float32, 0-dim
   };
   void LazyInit(const at::Device& device);
 
   GradScalerOptions options_;
-  at::Tensor scale_;           // float32 [1] on the loss's device
-  at::Tensor growth_tracker_;  // int32 [1], same device
+  at::Tensor scale_;           // float32, 0-dim, on the loss's device
+  at::Tensor growth_tracker_;  // int32, 0-dim, same device
   double pending_scale_;       // init_scale (or a loaded scale) until the first Scale()
   int64_t pending_tracker_ = 0;
   int64_t skipped_steps_ = 0;
