@@ -785,6 +785,40 @@ TEST(CpuMemoryBudgetTest, AllocationsPastTheBudgetThrowTheTypedOutOfMemoryError)
 // Save a trained model, Adam (with a changed lr), the scaler and the RNG;
 // restore into freshly built objects: tensors bit-identical, the same lr
 // (not restored before pytorch#125215), the same next random numbers.
+// A checkpoint restores values, not devices: parameters saved on one device
+// (the CPU here; on a GPU machine, another rank's GPU) stay on the model's.
+// The meta device stands in for a second device.
+TEST(TrainingStateTest, RestoredParametersStayOnTheModelsDevices) {
+  ::torch::nn::Linear saved(4, 2);
+  libtorch::TrainingState save;
+  save.Add("model", *saved);
+  absl::StatusOr<std::vector<CheckpointFile>> files = save.Snapshot();
+  ASSERT_TRUE(files.ok()) << files.status();
+  LoadedCheckpoint checkpoint;
+  checkpoint.path = "in-memory";
+  checkpoint.files = *files;
+
+  ::torch::nn::Linear on_meta(4, 2);
+  on_meta->to(::torch::Device(::torch::kMeta));
+  libtorch::TrainingState one_device;
+  one_device.Add("model", *on_meta);
+  ASSERT_TRUE(one_device.Restore(checkpoint).ok());
+  EXPECT_TRUE(on_meta->weight.is_meta()) << on_meta->weight.device();
+  EXPECT_TRUE(on_meta->bias.is_meta()) << on_meta->bias.device();
+
+  ::torch::nn::Linear mixed(4, 2);
+  {
+    ::torch::NoGradGuard no_grad;
+    mixed->weight.set_data(mixed->weight.to(::torch::Device(::torch::kMeta)));
+  }
+  libtorch::TrainingState two_devices;
+  two_devices.Add("model", *mixed);
+  ASSERT_TRUE(two_devices.Restore(checkpoint).ok());
+  EXPECT_TRUE(mixed->weight.is_meta()) << mixed->weight.device();
+  EXPECT_TRUE(mixed->bias.is_cpu()) << mixed->bias.device();
+  EXPECT_TRUE(::torch::equal(mixed->bias, saved->bias));
+}
+
 TEST(TrainingStateTest, RestoresModelOptimizerScalerAndRngBitForBit) {
   TempDir dir;
   auto make = [] {

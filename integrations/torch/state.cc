@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -22,8 +23,66 @@ absl::Status LoadError(const std::string& what, const std::exception& e) {
   return absl::DataLossError("cannot restore " + what + ": " + message);
 }
 
+// The tensors an object holds now: where its loaded tensors belong.
+std::vector<at::Tensor> OwnTensors(::torch::nn::Module& module) {
+  std::vector<at::Tensor> tensors = module.parameters();
+  for (const at::Tensor& b : module.buffers()) tensors.push_back(b);
+  return tensors;
+}
+std::vector<at::Tensor> OwnTensors(::torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> tensors;
+  for (auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& p : group.params()) tensors.push_back(p);
+  }
+  return tensors;
+}
+
+// Where an archive's tensors are loaded: the one device `tensors` are on;
+// the CPU when they are on several (a module's are then moved back one by
+// one, ReturnToDevices); as saved when there are none. Loading as saved
+// would move the parameters to the saving process's device (InputArchive
+// replaces a tensor's data when the devices differ): rank 1 restoring rank
+// 0's cuda:0 checkpoint would train on GPU 0.
+std::optional<at::Device> LoadDevice(const std::vector<at::Tensor>& tensors) {
+  std::optional<at::Device> device;
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    if (!device) {
+      device = t.device();
+    } else if (*device != t.device()) {
+      return at::Device(at::kCPU);
+    }
+  }
+  return device;
+}
+
+// Each named parameter and buffer's device, before a load.
+std::vector<std::pair<std::string, at::Device>> Devices(::torch::nn::Module& module) {
+  std::vector<std::pair<std::string, at::Device>> out;
+  for (const auto& p : module.named_parameters()) out.emplace_back(p.key(), p.value().device());
+  for (const auto& b : module.named_buffers()) out.emplace_back(b.key(), b.value().device());
+  return out;
+}
+std::vector<std::pair<std::string, at::Device>> Devices(::torch::optim::Optimizer&) { return {}; }
+
+// After a load: every parameter and buffer back on its device of before.
+void ReturnToDevices(::torch::nn::Module& module,
+                     const std::vector<std::pair<std::string, at::Device>>& before) {
+  ::torch::NoGradGuard no_grad;
+  auto params = module.named_parameters();
+  auto buffers = module.named_buffers();
+  for (const auto& [name, device] : before) {
+    at::Tensor* t = params.find(name);
+    if (t == nullptr) t = buffers.find(name);
+    if (t != nullptr && t->device() != device) t->set_data(t->to(device));
+  }
+}
+void ReturnToDevices(::torch::optim::Optimizer&,
+                     const std::vector<std::pair<std::string, at::Device>>&) {}
+
 // A module or an optimizer: anything with save(OutputArchive&) and
-// load(InputArchive&), through LibTorch's archive format.
+// load(InputArchive&), through LibTorch's archive format. Loaded tensors
+// stay on the object's device(s) (LoadDevice).
 template <typename T>
 class ArchiveState : public Stateful {
  public:
@@ -43,8 +102,10 @@ class ArchiveState : public Stateful {
     try {
       ::torch::serialize::InputArchive archive;
       std::istringstream in(bytes);
-      archive.load_from(in);
+      const auto before = Devices(object_);
+      archive.load_from(in, LoadDevice(OwnTensors(object_)));
       object_.load(archive);
+      ReturnToDevices(object_, before);
       return absl::OkStatus();
     } catch (const std::exception& e) {
       return LoadError(what_, e);

@@ -13,9 +13,11 @@
 //   state.Restore(*latest);                  // bit-identical tensors, same RNG stream
 //
 // Each part is a Stateful: it turns itself into bytes and back. Adapters
-// exist for a torch::nn::Module (parameters and buffers), a
-// torch::optim::Optimizer (its per-parameter state and every param group's
-// options, lr included), the GradScaler, the default CPU generator (and the
+// exist for a torch::nn::Module (parameters and buffers, restored onto the
+// devices the module's own are on, whatever device saved them), a
+// torch::optim::Optimizer (its per-parameter state, restored onto its
+// parameters' device, the CPU when they are on several; and every param
+// group's options, lr included), the GradScaler, the default CPU generator (and the
 // CUDA ones when present), and string values (loader position, step, user
 // keys) in values.tsv.
 #ifndef TRAINSCOPE_TORCH_STATE_H_
