@@ -26,6 +26,12 @@ CudaDevices ProbeCudaDevices() {
     devices.status = "CUDA driver lacks cuInit/cuDeviceGetName";
     return devices;
   }
+  // Needs no cuInit: known even where no device is.
+  using VersionFn = int (*)(int*);
+  if (auto version = reinterpret_cast<VersionFn>(dlsym(driver, "cuDriverGetVersion"));
+      version == nullptr || version(&devices.driver_version) != 0) {
+    devices.driver_version = 0;
+  }
   if (const int rc = init(0); rc != 0) {
     devices.status = fmt::format("cuInit failed with CUDA error {}{}", rc,
                                  rc == 100 ? " (no CUDA-capable device)" : "");

@@ -17,6 +17,7 @@ struct CudaDevices {
   int count = 0;
   std::string first_name;
   std::string status;
+  int driver_version = 0;  // cuDriverGetVersion: 12080 for CUDA 12.8; 0 if unknown
 };
 CudaDevices ProbeCudaDevices();
 
