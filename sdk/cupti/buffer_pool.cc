@@ -1,7 +1,8 @@
 // The activity buffer pool. See buffer_pool.h.
 #include "sdk/cupti/buffer_pool.h"
 
-#include <new>
+#include <cstdlib>
+#include <cstring>
 
 namespace trainscope::cupti {
 namespace {
@@ -13,9 +14,7 @@ size_t RoundUp(size_t bytes) {
 
 }  // namespace
 
-void BufferPool::AlignedDelete::operator()(uint8_t* p) const {
-  ::operator delete[](p, std::align_val_t(kBufferAlignment));
-}
+void BufferPool::FreeDelete::operator()(uint8_t* p) const { std::free(p); }
 
 BufferPool::BufferPool(size_t buffer_bytes, int max_buffers)
     : buffer_bytes_(RoundUp(buffer_bytes)), capacity_(max_buffers < 1 ? 1 : max_buffers) {
@@ -31,8 +30,9 @@ uint8_t* BufferPool::Acquire() {
     index = free_.back();
     free_.pop_back();
   } else if (buffers_.size() < static_cast<size_t>(capacity_)) {
-    auto* memory = static_cast<uint8_t*>(
-        ::operator new[](buffer_bytes_, std::align_val_t(kBufferAlignment), std::nothrow));
+    // calloc's memory is aligned for any type (16 bytes), and a large block
+    // comes zeroed from the OS without a pass over it.
+    auto* memory = static_cast<uint8_t*>(std::calloc(1, buffer_bytes_));
     if (memory == nullptr) {
       ++refused_;
       return nullptr;
@@ -49,16 +49,30 @@ uint8_t* BufferPool::Acquire() {
   return buffers_[index].get();
 }
 
-bool BufferPool::Release(uint8_t* buffer) {
+bool BufferPool::InFlight(const uint8_t* buffer) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < buffers_.size(); ++i) {
-    if (buffers_[i].get() != buffer) continue;
-    if (!in_flight_[i]) return false;
-    in_flight_[i] = false;
-    free_.push_back(i);
-    return true;
+    if (buffers_[i].get() == buffer) return in_flight_[i];
   }
   return false;
+}
+
+bool BufferPool::Release(uint8_t* buffer) {
+  size_t index = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    index = buffers_.size();
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      if (buffers_[i].get() == buffer) index = i;
+    }
+    if (index == buffers_.size() || !in_flight_[index]) return false;
+  }
+  // Still in flight, so no one else touches it: zeroed outside the lock.
+  std::memset(buffer, 0, buffer_bytes_);
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_[index] = false;
+  free_.push_back(index);
+  return true;
 }
 
 int BufferPool::in_flight() const {

@@ -4,7 +4,11 @@
 // records and gives it back full (bufferCompleted). The pool owns at most
 // `max_buffers` buffers of `buffer_bytes`, allocated on first use and then
 // reused; when all of them are with CUPTI it refuses (nullptr), CUPTI drops
-// the records that had no room, and the refusal is counted. Needs no GPU.
+// the records that had no room, and the refusal is counted. Every buffer it
+// hands out is all zeros (new ones come zeroed from the OS, returned ones
+// are zeroed on Release), so CUPTI is told not to zero them itself
+// (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER): that would happen on the
+// thread whose CUDA call needed room. Needs no GPU.
 //
 //   BufferPool pool(8 << 20, 16);
 //   uint8_t* buffer = pool.Acquire();  // nullptr: exhausted, counted
@@ -33,13 +37,20 @@ class BufferPool {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  // A free buffer of buffer_bytes(), allocating one while fewer than
-  // capacity() exist; nullptr (counted in refused()) when all are in flight.
+  // A free, zeroed buffer of buffer_bytes(), allocating one (calloc: pages
+  // the OS zeroes as they are first touched) while fewer than capacity()
+  // exist; nullptr (counted in refused()) when all are in flight.
   // Thread-safe: CUPTI calls it from whichever thread needs room.
   uint8_t* Acquire();
 
-  // Takes back a buffer from Acquire. Returns false, and changes nothing, for
-  // a pointer the pool did not hand out or already has back. Thread-safe.
+  // Whether `buffer` is one of this pool's, handed out and not yet back.
+  // A buffer CUPTI returns that is not (one of an earlier collector's pool)
+  // must not be read as this collector's records. Thread-safe.
+  bool InFlight(const uint8_t* buffer) const;
+
+  // Takes back a buffer from Acquire and zeroes it (buffer_bytes(), outside
+  // the lock). Returns false, and changes nothing, for a pointer the pool
+  // did not hand out or already has back. Thread-safe.
   bool Release(uint8_t* buffer);
 
   size_t buffer_bytes() const { return buffer_bytes_; }
@@ -51,10 +62,10 @@ class BufferPool {
   int64_t refused() const;   // Acquire calls that returned nullptr
 
  private:
-  struct AlignedDelete {
+  struct FreeDelete {
     void operator()(uint8_t* p) const;
   };
-  using Buffer = std::unique_ptr<uint8_t[], AlignedDelete>;
+  using Buffer = std::unique_ptr<uint8_t[], FreeDelete>;
 
   const size_t buffer_bytes_;
   const int capacity_;
