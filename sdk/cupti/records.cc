@@ -53,16 +53,6 @@ std::string_view SyncName(CUpti_ActivitySynchronizationType type) {
   }
 }
 
-// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel"; "_ptsz" and the like stay.
-std::string_view StripVersionSuffix(std::string_view name) {
-  const size_t v = name.rfind("_v");
-  if (v == std::string_view::npos || v + 2 == name.size()) return name;
-  for (size_t i = v + 2; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return name;
-  }
-  return name.substr(0, v);
-}
-
 ground::IntervalKind IntervalKindOf(RecordKind kind) {
   switch (kind) {
     case RecordKind::kKernel:
@@ -80,13 +70,17 @@ ground::IntervalKind IntervalKindOf(RecordKind kind) {
   return ground::IntervalKind::kRuntimeCall;
 }
 
-// A call whose work shows up as a device record with its correlation id.
-bool LaunchesDeviceWork(std::string_view name) {
-  auto starts = [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
-  if (name.find("LaunchHostFunc") != std::string_view::npos) return false;
-  return starts("cudaLaunch") || starts("cudaGraphLaunch") || starts("cudaMemcpy") ||
-         starts("cudaMemset") || starts("cuLaunch") || starts("cuGraphLaunch") ||
-         starts("cuMemcpy") || starts("cuMemset");
+// A call that may have a sync record: a synchronisation or a query.
+bool MaySync(std::string_view name) {
+  return name.find("Synchronize") != std::string_view::npos ||
+         name.find("Query") != std::string_view::npos;
+}
+
+// Event and stream queries: CUPTI reports them through SYNCHRONIZATION, but
+// the host does not wait in them.
+bool IsQuery(std::string_view name) {
+  return name.find("EventQuery") != std::string_view::npos ||
+         name.find("StreamQuery") != std::string_view::npos;
 }
 
 bool IsDeviceRecord(RecordKind kind) {
@@ -95,16 +89,36 @@ bool IsDeviceRecord(RecordKind kind) {
 
 }  // namespace
 
+std::string_view StripVersionSuffix(std::string_view name) {
+  const size_t v = name.rfind("_v");
+  if (v == std::string_view::npos || v + 2 == name.size()) return name;
+  for (size_t i = v + 2; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return name;
+  }
+  return name.substr(0, v);
+}
+
+bool LaunchesDeviceWork(std::string_view name) {
+  auto starts = [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
+  if (name.find("LaunchHostFunc") != std::string_view::npos) return false;
+  return starts("cudaLaunch") || starts("cudaGraphLaunch") || starts("cudaMemcpy") ||
+         starts("cudaMemset") || starts("cuLaunch") || starts("cuGraphLaunch") ||
+         starts("cuMemcpy") || starts("cuMemset");
+}
+
 RecordConverter::RecordConverter(CallbackNameFn callback_name) : callback_name_(callback_name) {}
 
 void RecordConverter::Add(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      AddKernel(*reinterpret_cast<const CUpti_ActivityKernel10*>(record));
+      AddKernel(*reinterpret_cast<const KernelRecord*>(record));
       break;
     case CUPTI_ACTIVITY_KIND_MEMCPY:
       AddMemcpy(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record));
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      AddPeerCopy(*reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record));
       break;
     case CUPTI_ACTIVITY_KIND_MEMSET:
       AddMemset(*reinterpret_cast<const CUpti_ActivityMemset4*>(record));
@@ -114,7 +128,7 @@ void RecordConverter::Add(const CUpti_Activity* record) {
       AddApi(*reinterpret_cast<const CUpti_ActivityAPI*>(record));
       break;
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-      AddSync(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
+      AddSync(*reinterpret_cast<const CUpti_ActivitySynchronization*>(record));
       break;
     case CUPTI_ACTIVITY_KIND_OVERHEAD:
       AddOverhead(*reinterpret_cast<const CUpti_ActivityOverhead3*>(record));
@@ -128,10 +142,13 @@ void RecordConverter::Add(const CUpti_Activity* record) {
 size_t RecordConverter::AddBuffer(NextRecordFn next, uint8_t* buffer, size_t valid_bytes) {
   size_t walked = 0;
   CUpti_Activity* record = nullptr;
-  while (valid_bytes > 0 && next(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
+  if (valid_bytes == 0) return 0;
+  CUptiResult result;
+  while ((result = next(buffer, valid_bytes, &record)) == CUPTI_SUCCESS) {
     Add(record);
     ++walked;
   }
+  if (result != CUPTI_ERROR_MAX_LIMIT_REACHED) ++stats_.incomplete_buffers;
   return walked;
 }
 
@@ -149,9 +166,12 @@ bool RecordConverter::Time(uint64_t start, uint64_t end, Record* record) {
   return true;
 }
 
-void RecordConverter::AddKernel(const CUpti_ActivityKernel10& kernel) {
+void RecordConverter::AddKernel(const KernelRecord& kernel) {
   Record r;
-  if (!Time(kernel.start, kernel.end, &r)) return;
+  if (!Time(kernel.start, kernel.end, &r)) {
+    DeviceArrived(kernel.correlationId, flushed_);  // its launch is done waiting
+    return;
+  }
   r.kind = RecordKind::kKernel;
   r.device = kernel.deviceId;
   r.stream = kernel.streamId;
@@ -160,12 +180,15 @@ void RecordConverter::AddKernel(const CUpti_ActivityKernel10& kernel) {
   records_.push_back(r);
   ++stats_.records;
   ++stats_.kernels;
-  DeviceArrived(r);
+  DeviceArrived(r.correlation_id, r.start_ns);
 }
 
 void RecordConverter::AddMemcpy(const CUpti_ActivityMemcpy6& memcpy) {
   Record r;
-  if (!Time(memcpy.start, memcpy.end, &r)) return;
+  if (!Time(memcpy.start, memcpy.end, &r)) {
+    DeviceArrived(memcpy.correlationId, flushed_);
+    return;
+  }
   r.kind = RecordKind::kMemcpy;
   r.device = memcpy.deviceId;
   r.stream = memcpy.streamId;
@@ -174,12 +197,32 @@ void RecordConverter::AddMemcpy(const CUpti_ActivityMemcpy6& memcpy) {
   records_.push_back(r);
   ++stats_.records;
   ++stats_.memcpys;
-  DeviceArrived(r);
+  DeviceArrived(r.correlation_id, r.start_ns);
+}
+
+void RecordConverter::AddPeerCopy(const CUpti_ActivityMemcpyPtoP4& copy) {
+  Record r;
+  if (!Time(copy.start, copy.end, &r)) {
+    DeviceArrived(copy.correlationId, flushed_);
+    return;
+  }
+  r.kind = RecordKind::kMemcpy;
+  r.device = copy.deviceId;
+  r.stream = copy.streamId;
+  r.correlation_id = copy.correlationId;
+  r.name = InternName(MemcpyName(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP));
+  records_.push_back(r);
+  ++stats_.records;
+  ++stats_.memcpys;
+  DeviceArrived(r.correlation_id, r.start_ns);
 }
 
 void RecordConverter::AddMemset(const CUpti_ActivityMemset4& memset) {
   Record r;
-  if (!Time(memset.start, memset.end, &r)) return;
+  if (!Time(memset.start, memset.end, &r)) {
+    DeviceArrived(memset.correlationId, flushed_);
+    return;
+  }
   r.kind = RecordKind::kMemset;
   r.device = memset.deviceId;
   r.stream = memset.streamId;
@@ -188,7 +231,7 @@ void RecordConverter::AddMemset(const CUpti_ActivityMemset4& memset) {
   records_.push_back(r);
   ++stats_.records;
   ++stats_.memsets;
-  DeviceArrived(r);
+  DeviceArrived(r.correlation_id, r.start_ns);
 }
 
 void RecordConverter::AddApi(const CUpti_ActivityAPI& api) {
@@ -206,9 +249,19 @@ void RecordConverter::AddApi(const CUpti_ActivityAPI& api) {
   ++stats_.records;
   ++(runtime ? stats_.runtime_calls : stats_.driver_calls);
   if (callback_name_ != nullptr) ApiCall(r, name.launches);
+  if (name.syncs && r.correlation_id != 0) {
+    const SyncCall call{r.start_ns, r.name, r.process, r.thread,
+                        !name.query && api.returnValue == 0};
+    if (auto early = early_syncs_.find(r.correlation_id); early != early_syncs_.end()) {
+      ResolveSync(early->second, call);
+      early_syncs_.erase(early);
+    } else if (sync_calls_.try_emplace(r.correlation_id, call).second) {
+      sync_calls_order_.emplace_back(r.start_ns, r.correlation_id);
+    }
+  }
 }
 
-void RecordConverter::AddSync(const CUpti_ActivitySynchronization2& sync) {
+void RecordConverter::AddSync(const CUpti_ActivitySynchronization& sync) {
   // A stream waiting on an event blocks the device queue, not the host.
   if (sync.type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) {
     ++stats_.ignored;
@@ -220,9 +273,40 @@ void RecordConverter::AddSync(const CUpti_ActivitySynchronization2& sync) {
   r.stream = sync.streamId;
   r.correlation_id = sync.correlationId;
   r.name = InternName(SyncName(sync.type));
-  records_.push_back(r);
+  if (auto call = sync_calls_.find(r.correlation_id); call != sync_calls_.end()) {
+    ResolveSync(r, call->second);
+    sync_calls_.erase(call);
+  } else {
+    early_syncs_.emplace(r.correlation_id, r);  // its API call comes later
+  }
+}
+
+void RecordConverter::ResolveSync(Record sync, const SyncCall& call) {
+  if (!call.keep) {
+    ++stats_.syncs_dropped;
+    return;
+  }
+  sync.name = call.name;
+  sync.process = call.process;
+  sync.thread = call.thread;
+  records_.push_back(sync);
   ++stats_.records;
   ++stats_.sync_calls;
+}
+
+void RecordConverter::GiveUpSync(Record sync) {
+  sync.process = static_cast<uint32_t>(getpid());
+  sync.thread = 0;  // "CUDA sync (thread unknown)"
+  records_.push_back(sync);
+  ++stats_.records;
+  ++stats_.sync_calls;
+}
+
+void RecordConverter::Finish() {
+  for (auto& [id, sync] : early_syncs_) GiveUpSync(sync);
+  early_syncs_.clear();
+  sync_calls_.clear();
+  sync_calls_order_.clear();
 }
 
 void RecordConverter::AddOverhead(const CUpti_ActivityOverhead3& overhead) {
@@ -250,6 +334,9 @@ RecordConverter::ApiName RecordConverter::NameApi(CUpti_CallbackDomain domain, u
   ApiName out;
   out.id = InternName(name);
   out.launches = callback_name_ != nullptr && LaunchesDeviceWork(name);
+  // Unnamed calls may be anything: each is kept for a sync record.
+  out.syncs = callback_name_ == nullptr || MaySync(name);
+  out.query = callback_name_ != nullptr && IsQuery(name);
   api_names_.emplace(key, out);
   return out;
 }
@@ -281,6 +368,15 @@ void RecordConverter::ApiCall(const Record& call, bool launches) {
     return;  // made inside the runtime call recorded before it
   }
   if (!launches || call.correlation_id == 0) return;
+  if (announced_) {
+    // Its wait, if any, started at its announcement: the record only says
+    // how long the call took.
+    if (auto w = waiting_.find(call.correlation_id); w != waiting_.end()) {
+      w->second.end_ns = std::max(w->second.end_ns, call.end_ns);
+    }
+    return;
+  }
+  ++stats_.launches_tracked;
   if (auto early = early_.find(call.correlation_id); early != early_.end()) {
     early_.erase(early);  // its device record came first
     return;
@@ -289,27 +385,43 @@ void RecordConverter::ApiCall(const Record& call, bool launches) {
       waiting_.try_emplace(call.correlation_id, Waiting{call.start_ns, call.end_ns, call.thread});
   if (!added) return;
   by_start_.emplace(call.start_ns, call.correlation_id);
-  ++stats_.launches_tracked;
-  if (driver) {
-    thread.drivers.push_back(call.correlation_id);
-    // A thread that launches through the driver only (cuBLAS, Triton):
-    // forget the ids that arrived, at doubling sizes.
-    if (thread.drivers.size() >= thread.prune_at) {
-      size_t kept = 0;
-      for (uint32_t id : thread.drivers) {
-        if (waiting_.count(id) > 0) thread.drivers[kept++] = id;
-      }
-      thread.drivers.resize(kept);
-      thread.prune_at = std::max<size_t>(64, 2 * kept);
+  if (driver) AddDriverWait(&thread, call.correlation_id);
+}
+
+void RecordConverter::AddDriverWait(ThreadCalls* thread, uint32_t correlation_id) {
+  thread->drivers.push_back(correlation_id);
+  // A thread that launches through the driver only (cuBLAS, Triton):
+  // forget the ids that arrived, at doubling sizes.
+  if (thread->drivers.size() >= thread->prune_at) {
+    size_t kept = 0;
+    for (uint32_t id : thread->drivers) {
+      if (waiting_.count(id) > 0) thread->drivers[kept++] = id;
     }
+    thread->drivers.resize(kept);
+    thread->prune_at = std::max<size_t>(64, 2 * kept);
   }
 }
 
-void RecordConverter::DeviceArrived(const Record& device) {
-  if (callback_name_ == nullptr || device.correlation_id == 0) return;  // nothing is waited for
-  if (waiting_.erase(device.correlation_id) > 0) return;
-  if (early_.try_emplace(device.correlation_id, device.start_ns).second) {
-    early_order_.emplace_back(device.start_ns, device.correlation_id);
+void RecordConverter::Announce(uint32_t correlation_id, TimestampNs start_ns, uint32_t thread,
+                               bool driver) {
+  announced_ = true;
+  if (correlation_id == 0) return;
+  ++stats_.launches_tracked;
+  if (auto early = early_.find(correlation_id); early != early_.end()) {
+    early_.erase(early);  // its device record came first
+    return;
+  }
+  if (!waiting_.try_emplace(correlation_id, Waiting{start_ns, start_ns, thread}).second) return;
+  by_start_.emplace(start_ns, correlation_id);
+  if (driver) AddDriverWait(&threads_[thread], correlation_id);
+}
+
+void RecordConverter::DeviceArrived(uint32_t correlation_id, TimestampNs seen) {
+  // Nothing is waited for without names, unless calls are announced.
+  if ((callback_name_ == nullptr && !announced_) || correlation_id == 0) return;
+  if (waiting_.erase(correlation_id) > 0) return;
+  if (early_.try_emplace(correlation_id, seen).second) {
+    early_order_.emplace_back(seen, correlation_id);
   }
 }
 
@@ -334,6 +446,25 @@ TimestampNs RecordConverter::CompleteBefore(TimestampNs give_up_before) {
       it = idle ? threads_.erase(it) : std::next(it);
     }
   }
+  // API calls whose sync record never came (a query that found work
+  // pending leaves none), and sync records whose call never came.
+  while (!sync_calls_order_.empty() && sync_calls_order_.front().first < give_up_before) {
+    auto it = sync_calls_.find(sync_calls_order_.front().second);
+    if (it != sync_calls_.end() && it->second.start_ns == sync_calls_order_.front().first) {
+      sync_calls_.erase(it);
+    }
+    sync_calls_order_.pop_front();
+  }
+  TimestampNs complete = flushed_;
+  for (auto it = early_syncs_.begin(); it != early_syncs_.end();) {
+    if (it->second.start_ns < give_up_before) {
+      GiveUpSync(it->second);
+      it = early_syncs_.erase(it);
+    } else {
+      complete = std::min(complete, it->second.start_ns);
+      ++it;
+    }
+  }
   while (!by_start_.empty()) {
     const auto [start, id] = by_start_.top();
     auto it = waiting_.find(id);
@@ -347,9 +478,9 @@ TimestampNs RecordConverter::CompleteBefore(TimestampNs give_up_before) {
       by_start_.pop();
       continue;
     }
-    return std::min(flushed_, start);
+    return std::min(complete, start);
   }
-  return flushed_;
+  return complete;
 }
 
 std::string RecordConverter::ThreadName(bool own_process, uint32_t tid) {
@@ -368,13 +499,6 @@ std::string RecordConverter::ThreadName(bool own_process, uint32_t tid) {
 }
 
 void RecordConverter::AppendTo(ground::Timeline* timeline) {
-  // The host thread of each runtime/driver call, for the sync records.
-  std::unordered_map<uint32_t, const Record*> calls;
-  for (const Record& r : records_) {
-    if (r.kind == RecordKind::kRuntimeCall || r.kind == RecordKind::kDriverCall) {
-      calls.emplace(r.correlation_id, &r);
-    }
-  }
   const auto own_pid = static_cast<uint32_t>(getpid());
   std::map<std::tuple<bool, uint32_t, uint32_t>, uint32_t> tracks;
   auto track_of = [&](bool device, uint32_t a, uint32_t b) {
@@ -394,10 +518,8 @@ void RecordConverter::AppendTo(ground::Timeline* timeline) {
     uint32_t track;
     if (IsDeviceRecord(r.kind)) {
       track = track_of(true, r.device, r.stream);
-    } else if (r.kind == RecordKind::kSyncCall) {
-      auto call = calls.find(r.correlation_id);
-      track = call != calls.end() ? track_of(false, call->second->process, call->second->thread)
-                                  : track_of(false, own_pid, 0);
+    } else if (r.kind == RecordKind::kSyncCall && r.thread == 0) {
+      track = track_of(false, own_pid, 0);
     } else {
       track = track_of(false, r.process, r.thread);
     }
