@@ -1,17 +1,24 @@
 // The CUPTI activity collector. See collector.h.
 #include "sdk/cupti/collector.h"
 
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <thread>
 #include <utility>
 
 #include "fmt/format.h"
 #include "sdk/cupti/buffer_pool.h"
+#include "sdk/cupti/collector_internal.h"
 #include "sdk/cupti/library.h"
 #include "sdk/cupti/records.h"
 #include "sdk/ground/cuda_devices.h"
@@ -19,22 +26,11 @@
 namespace trainscope::cupti {
 namespace {
 
-struct Kind {
-  CUpti_ActivityKind kind;
-  const char* name;
-};
-constexpr Kind kKinds[] = {
-    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"},
-    {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
-    {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},
-    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"},
-    {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME"},
-    {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER"},
-    {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"},
-};
-
 constexpr size_t kMinBufferBytes = size_t{64} << 10;
 constexpr size_t kMaxBufferBytes = size_t{1} << 30;
+// Callback ids looked up past the headers' count: a newer libcupti may name
+// launching calls these headers do not know.
+constexpr uint32_t kCallbackIdMargin = 256;
 
 // CUPTI's callbacks carry no user pointer: they reach the running collector
 // through g_active. Callbacks hold the lock shared; ~Impl takes it exclusively
@@ -44,9 +40,40 @@ Collector::Impl* g_active = nullptr;
 // Claimed by Start, released by ~Impl (or a failed Start): one collector at a time.
 std::atomic<bool> g_claimed{false};
 
+// A forked child has none of its parent's CUPTI threads or state: its
+// collector, if it starts one, is its own. The parent's lock may have been
+// held by a thread the child does not have, so it is made anew.
+void ChildAfterFork() {
+  new (&g_active_mu) std::shared_mutex();
+  g_active = nullptr;
+  g_claimed.store(false);
+}
+
+// The pools of stopped collectors whose buffers CUPTI still held: kept (and
+// reachable) until each of those buffers comes back, then freed. At most
+// max_buffers x buffer_bytes per collector stopped that way.
+std::mutex g_parked_mu;
+std::vector<std::unique_ptr<BufferPool>>& ParkedPools() {
+  static auto* parked = new std::vector<std::unique_ptr<BufferPool>>();
+  return *parked;
+}
+
+// A buffer of a stopped collector, handed back: into its pool, freed with
+// the pool once the pool has all of its buffers back. False if none owns it.
+bool ReturnToParkedPool(uint8_t* buffer) {
+  std::lock_guard<std::mutex> lock(g_parked_mu);
+  auto& parked = ParkedPools();
+  for (auto it = parked.begin(); it != parked.end(); ++it) {
+    if (!(*it)->Release(buffer)) continue;
+    if ((*it)->in_flight() == 0) parked.erase(it);
+    return true;
+  }
+  return false;
+}
+
 uint64_t CUPTIAPI Timestamp() { return static_cast<uint64_t>(NowNs()); }
-// The subscriber's callback: none is enabled, so it never runs.
-void CUPTIAPI NoCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                            const void* data);
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
 void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
                               size_t valid_bytes);
@@ -65,6 +92,11 @@ absl::Status ValidateOptions(const CollectorOptions& o) {
     return absl::InvalidArgumentError(fmt::format(
         "CollectorOptions::launch_timeout_ms is {}; it must be at least 1", o.launch_timeout_ms));
   }
+  if (o.max_pending_launches < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("CollectorOptions::max_pending_launches is {}; it must be at least 1",
+                    o.max_pending_launches));
+  }
   if (o.flush_interval_ms < 0) {
     return absl::InvalidArgumentError(fmt::format(
         "CollectorOptions::flush_interval_ms is {}; it must be 0 or more", o.flush_interval_ms));
@@ -74,24 +106,79 @@ absl::Status ValidateOptions(const CollectorOptions& o) {
 
 }  // namespace
 
+namespace internal {
+
+std::vector<ActivityKind> KindsInOrder(bool enable) {
+  std::vector<ActivityKind> kinds = {
+      {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
+      {CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2"},
+      {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},
+      {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"},
+      {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME"},
+      {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER"},
+      {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"},
+  };
+  if (!enable) std::reverse(kinds.begin(), kinds.end());
+  return kinds;
+}
+
+std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> QuietApis() {
+  return {{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020},
+          {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent},
+          {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState}};
+}
+
+CallbackRole RoleOf(std::string_view name) {
+  auto starts = [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
+  if (LaunchesDeviceWork(name)) return CallbackRole::kLaunch;
+  if (starts("cudaStreamBeginCapture") || starts("cuStreamBeginCapture")) {
+    return CallbackRole::kCaptureBegin;
+  }
+  if (starts("cudaStreamEndCapture") || starts("cuStreamEndCapture")) {
+    return CallbackRole::kCaptureEnd;
+  }
+  return CallbackRole::kNone;
+}
+
+}  // namespace internal
+
 struct Collector::Impl {
   Impl(const CollectorOptions& o, const CuptiLibrary* l)
       : options(o),
         lib(l),
         pool(std::make_unique<BufferPool>(o.buffer_bytes, o.max_buffers)),
-        converter(l->get_callback_name) {}
+        converter(l->get_callback_name),
+        owner_pid(getpid()) {
+    announced.reserve(static_cast<size_t>(o.max_pending_launches));
+    draining.reserve(static_cast<size_t>(o.max_pending_launches));
+  }
   ~Impl();
 
   absl::Status Configure();
+  // Turns collection on or off: the kinds in KindsInOrder's order, the quiet
+  // APIs, and the launch callbacks (on last, off first).
+  absl::Status SetCollecting(bool on, const char* prefix);
   absl::Status SetKinds(bool enable, const char* prefix);
+  void SetCallbacks(bool on);
   void FlushLoop();
   void OnRequested(uint8_t** buffer, size_t* size, size_t* max_records);
   void OnCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t valid_bytes);
+  void Announce(uint32_t correlation_id, bool driver);
+  void DrainAnnouncements();  // takes mu
+  internal::CallbackRole RoleOf(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) const {
+    const auto& roles = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_roles : driver_roles;
+    return cbid < roles.size() ? roles[cbid] : internal::CallbackRole::kNone;
+  }
+  // In a child forked after Start: nothing here may touch CUPTI, join the
+  // parent's threads or take locks they may have held.
+  bool Forked() const { return getpid() != owner_pid; }
 
   const CollectorOptions options;
   const CuptiLibrary* const lib;
   std::unique_ptr<BufferPool> pool;
   std::atomic<int64_t> dropped{0};
+  std::atomic<int64_t> foreign_buffers{0};
 
   mutable std::mutex mu;  // guards converter, buffers_completed, all_flushed
   RecordConverter converter;
@@ -106,11 +193,30 @@ struct Collector::Impl {
   // Held from Configure to ~Impl: CUPTI's one subscriber slot, the
   // documented way for CUPTI clients to keep out of each other's sessions.
   CUpti_SubscriberHandle subscriber = nullptr;
+  // The role of each callback id, by domain (Configure; read-only after),
+  // and the ids whose callbacks are enabled with the kinds.
+  std::vector<internal::CallbackRole> runtime_roles, driver_roles;
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> callback_ids;
+  std::atomic<bool> announcing{false};  // the launch callbacks are enabled
 
+  // Launching calls announced at their entry, until the next drain: at most
+  // max_pending_launches (16 bytes each; more are counted and not waited for).
+  struct Announcement {
+    TimestampNs start_ns;
+    uint32_t correlation_id;
+    uint32_t thread : 31;
+    uint32_t driver : 1;
+  };
+  std::mutex announce_mu;
+  std::vector<Announcement> announced;  // guarded by announce_mu
+  int64_t announcements_dropped = 0;    // guarded by announce_mu
+  std::vector<Announcement> draining;   // guarded by mu
+
+  const pid_t owner_pid;
   std::mutex flush_mu;
   std::condition_variable flush_wake;
   bool flush_stop = false;
-  std::thread flusher;
+  std::unique_ptr<std::thread> flusher;
   TimestampNs previous_flush = 0;  // flusher thread
 };
 
@@ -130,21 +236,97 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
 void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
                               size_t valid_bytes) {
   std::shared_lock<std::shared_mutex> lock(g_active_mu);
-  // Without a collector the buffer is left alone: its pool was leaked on purpose.
-  if (g_active != nullptr) g_active->OnCompleted(context, stream, buffer, valid_bytes);
+  if (g_active != nullptr) {
+    g_active->OnCompleted(context, stream, buffer, valid_bytes);
+  } else if (buffer != nullptr) {
+    ReturnToParkedPool(buffer);  // a stopped collector's: not read
+  }
+}
+
+// The API callback, on the thread making the CUDA call: announces launching
+// calls at their entry (not the driver calls a runtime launch makes, and
+// nothing while this thread captures a CUDA graph: captured work leaves no
+// device record until the graph is launched).
+void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                            const void* data) {
+  thread_local uint32_t runtime_launch = 0;  // correlation id of the runtime launch in progress
+  thread_local bool capturing = false;
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  const bool enter = call->callbackSite == CUPTI_API_ENTER;
+  std::shared_lock<std::shared_mutex> lock(g_active_mu);
+  if (g_active == nullptr) return;
+  switch (g_active->RoleOf(domain, cbid)) {
+    case internal::CallbackRole::kLaunch:
+      if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        if (!enter) {
+          if (runtime_launch == call->correlationId) runtime_launch = 0;
+          return;
+        }
+        runtime_launch = call->correlationId;
+      } else if (!enter || runtime_launch != 0) {
+        return;  // exit, or made inside a runtime launch: its records carry that call's id
+      }
+      if (!capturing) g_active->Announce(call->correlationId, domain == CUPTI_CB_DOMAIN_DRIVER_API);
+      return;
+    case internal::CallbackRole::kCaptureBegin:
+      if (!enter && call->functionReturnValue != nullptr &&
+          *static_cast<const int*>(call->functionReturnValue) == 0) {
+        capturing = true;
+      }
+      return;
+    case internal::CallbackRole::kCaptureEnd:
+      if (!enter) capturing = false;
+      return;
+    case internal::CallbackRole::kNone:
+      return;
+  }
 }
 
 }  // namespace
 
 Collector::Impl::~Impl() {
+  if (Forked()) {
+    // The parent's: its flush thread is not in this process, and CUPTI is
+    // not running here. Leaked, like the parent's buffers.
+    static_cast<void>(flusher.release());
+    static_cast<void>(pool.release());
+    return;
+  }
   {
     std::unique_lock<std::shared_mutex> lock(g_active_mu);
     if (g_active == this) g_active = nullptr;
   }
   if (subscriber != nullptr) lib->unsubscribe(subscriber);
   // CUPTI may still write into a buffer it holds: never free one in flight.
-  if (pool->in_flight() > 0) static_cast<void>(pool.release());
+  if (pool->in_flight() > 0) {
+    std::lock_guard<std::mutex> lock(g_parked_mu);
+    ParkedPools().push_back(std::move(pool));
+  }
   g_claimed.store(false);
+}
+
+void Collector::Impl::Announce(uint32_t correlation_id, bool driver) {
+  thread_local const auto tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  const Announcement a{NowNs(), correlation_id, tid & 0x7fffffffu, driver ? 1u : 0u};
+  std::lock_guard<std::mutex> lock(announce_mu);
+  if (announced.size() == announced.capacity()) {  // never grows: no allocation here
+    ++announcements_dropped;
+    return;
+  }
+  announced.push_back(a);
+}
+
+void Collector::Impl::DrainAnnouncements() {
+  std::lock_guard<std::mutex> lock(mu);
+  {
+    std::lock_guard<std::mutex> announce_lock(announce_mu);
+    announced.swap(draining);
+  }
+  for (const Announcement& a : draining) {
+    converter.Announce(a.correlation_id, a.start_ns, a.thread, a.driver != 0);
+  }
+  draining.clear();
 }
 
 void Collector::Impl::OnRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -156,6 +338,12 @@ void Collector::Impl::OnRequested(uint8_t** buffer, size_t* size, size_t* max_re
 void Collector::Impl::OnCompleted(CUcontext context, uint32_t stream, uint8_t* buffer,
                                   size_t valid_bytes) {
   if (buffer == nullptr) return;
+  if (!pool->InFlight(buffer)) {
+    // An earlier collector's buffer, handed back late: not this run's records.
+    foreign_buffers.fetch_add(1);
+    ReturnToParkedPool(buffer);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu);
     converter.AddBuffer(lib->activity_get_next_record, buffer, valid_bytes);
@@ -170,7 +358,7 @@ void Collector::Impl::OnCompleted(CUcontext context, uint32_t stream, uint8_t* b
 
 absl::Status Collector::Impl::SetKinds(bool enable, const char* prefix) {
   absl::Status first;
-  for (const Kind& kind : kKinds) {
+  for (const internal::ActivityKind& kind : internal::KindsInOrder(enable)) {
     const CUptiResult rc =
         enable ? lib->activity_enable(kind.kind) : lib->activity_disable(kind.kind);
     if (rc == CUPTI_SUCCESS || !first.ok()) continue;
@@ -180,9 +368,42 @@ absl::Status Collector::Impl::SetKinds(bool enable, const char* prefix) {
     if (enable) break;
   }
   if (enable && !first.ok()) {
-    for (const Kind& kind : kKinds) lib->activity_disable(kind.kind);
+    for (const internal::ActivityKind& kind : internal::KindsInOrder(false)) {
+      lib->activity_disable(kind.kind);
+    }
   }
   return first;
+}
+
+void Collector::Impl::SetCallbacks(bool on) {
+  if (on) {
+    for (const auto& [domain, cbid] : callback_ids) {
+      if (lib->enable_callback(1, subscriber, domain, cbid) == CUPTI_SUCCESS) continue;
+      // Without every launch announced, records start the waits (records.h).
+      SetCallbacks(false);
+      return;
+    }
+    announcing = !callback_ids.empty();
+    return;
+  }
+  for (const auto& [domain, cbid] : callback_ids) lib->enable_callback(0, subscriber, domain, cbid);
+  announcing = false;
+}
+
+absl::Status Collector::Impl::SetCollecting(bool on, const char* prefix) {
+  if (!on) SetCallbacks(false);
+  absl::Status status = SetKinds(on, prefix);
+  if (on && status.ok()) {
+    // After the kinds: enabling RUNTIME or DRIVER overrides these. Best
+    // effort (12.5 on).
+    for (const auto& [domain, cbid] : internal::QuietApis()) {
+      auto quiet = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? lib->activity_enable_runtime_api
+                                                         : lib->activity_enable_driver_api;
+      if (quiet != nullptr) quiet(cbid, 0);
+    }
+    SetCallbacks(true);
+  }
+  return status;
 }
 
 absl::Status Collector::Impl::Configure() {
@@ -194,17 +415,22 @@ absl::Status Collector::Impl::Configure() {
   // profiler (Kineto), Nsight Systems or Compute, or a debugger, it means
   // another client's session: leave CUPTI alone (NVTX and host ranges stay).
   CUptiResult subscribed;
-  char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+  char other[128] = {};
+#if CUPTI_API_VERSION >= 130000
+  static_assert(sizeof(other) > CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN);
   if (lib->subscribe_v2 != nullptr) {
     CUpti_SubscriberParams params{};
     params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
     params.subscriberName = "trainscope";
     params.oldSubscriberName = other;
     params.oldSubscriberSize = sizeof(other) - 1;
-    subscribed = lib->subscribe_v2(&subscriber, &NoCallback, nullptr, &params);
+    subscribed = lib->subscribe_v2(&subscriber, &OnApiCallback, nullptr, &params);
   } else {
-    subscribed = lib->subscribe(&subscriber, &NoCallback, nullptr);
+    subscribed = lib->subscribe(&subscriber, &OnApiCallback, nullptr);
   }
+#else
+  subscribed = lib->subscribe(&subscriber, &OnApiCallback, nullptr);
+#endif
   if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     subscriber = nullptr;
     return absl::UnavailableError(
@@ -222,6 +448,19 @@ absl::Status Collector::Impl::Configure() {
       rc != CUPTI_SUCCESS) {
     return fail("cuptiSetThreadIdType(SYSTEM)", rc);
   }
+  // Buffers come zeroed from the pool (buffer_pool.h), so CUPTI need not
+  // zero them on the thread whose CUDA call asked for one; and one global
+  // queue of buffers rather than one per thread, so that max_buffers bounds
+  // them whatever the number of launching threads (main, autograd,
+  // prefetch, NCCL's watchdog). Best effort: both are settings of 12.x on.
+  if (lib->activity_set_attribute != nullptr) {
+    uint8_t zeroed = 1, per_thread = 0;
+    size_t bytes = sizeof(uint8_t);
+    lib->activity_set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zeroed);
+    bytes = sizeof(uint8_t);
+    lib->activity_set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &bytes,
+                                &per_thread);
+  }
   if (CUptiResult rc = lib->activity_register_timestamp_callback(&Timestamp); rc != CUPTI_SUCCESS) {
     return fail("cuptiActivityRegisterTimestampCallback", rc);
   }
@@ -232,15 +471,32 @@ absl::Status Collector::Impl::Configure() {
   // Best effort: no records for event and stream queries that find work
   // still pending (NCCL's watchdog polls them constantly).
   if (lib->activity_enable_all_sync_records != nullptr) lib->activity_enable_all_sync_records(0);
+  // The launching calls and graph captures, by the names CUPTI gives them.
+  for (const CUpti_CallbackDomain domain :
+       {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
+    const uint32_t known = domain == CUPTI_CB_DOMAIN_RUNTIME_API
+                               ? static_cast<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
+                               : static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_SIZE);
+    auto& roles = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_roles : driver_roles;
+    roles.assign(known + kCallbackIdMargin, internal::CallbackRole::kNone);
+    for (uint32_t cbid = 1; cbid < roles.size(); ++cbid) {
+      const char* name = nullptr;
+      if (lib->get_callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+      roles[cbid] = internal::RoleOf(StripVersionSuffix(name));
+      if (roles[cbid] != internal::CallbackRole::kNone) callback_ids.emplace_back(domain, cbid);
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu);
     previous_flush = NowNs();
     converter.Flushed(previous_flush);  // no record of earlier work will come
   }
-  absl::Status enabled = SetKinds(true, "CUPTI unavailable");
+  absl::Status enabled = SetCollecting(true, "CUPTI unavailable");
   if (!enabled.ok()) return enabled;
   active = true;
-  if (options.flush_interval_ms > 0) flusher = std::thread([this] { FlushLoop(); });
+  if (options.flush_interval_ms > 0) {
+    flusher = std::make_unique<std::thread>([this] { FlushLoop(); });
+  }
   return absl::OkStatus();
 }
 
@@ -254,6 +510,7 @@ void Collector::Impl::FlushLoop() {
     // only when it returns: the converter is told the previous flush's
     // start, a flush interval of margin for such calls.
     const TimestampNs started = NowNs();
+    DrainAnnouncements();  // the calls announced so far are waited for before this flush counts
     if (lib->activity_flush_all(0) == CUPTI_SUCCESS) {
       std::lock_guard<std::mutex> converter_lock(mu);
       converter.Flushed(previous_flush);
@@ -267,7 +524,7 @@ bool CompiledWithCupti() { return true; }
 
 absl::StatusOr<std::unique_ptr<Collector>> Collector::Start(const CollectorOptions& options) {
   if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
-  if (g_claimed.exchange(true)) {
+  if (g_claimed.load()) {
     return absl::FailedPreconditionError(
         "CUPTI collector: another Collector is running in this process; destroy it first");
   }
@@ -275,15 +532,24 @@ absl::StatusOr<std::unique_ptr<Collector>> Collector::Start(const CollectorOptio
   // some libcupti builds crash in their first call.
   const ground::CudaDevices devices = ground::ProbeCudaDevices();
   if (devices.count == 0) {
-    g_claimed.store(false);
     return absl::UnavailableError(fmt::format("CUPTI unavailable: {}", devices.status));
   }
-  absl::StatusOr<const CuptiLibrary*> lib = LoadCupti();
-  if (!lib.ok()) {
-    g_claimed.store(false);
-    return lib.status();
+  absl::StatusOr<const CuptiLibrary*> lib = LoadCupti(devices.driver_version);
+  if (!lib.ok()) return lib.status();
+  return internal::StartWithLibrary(options, *lib);
+}
+
+absl::StatusOr<std::unique_ptr<Collector>> internal::StartWithLibrary(
+    const CollectorOptions& options, const CuptiLibrary* lib) {
+  if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, &ChildAfterFork); });
+  if (g_claimed.exchange(true)) {
+    return absl::FailedPreconditionError(
+        "CUPTI collector: another Collector is running in this process; destroy it first");
   }
-  auto impl = std::make_unique<Impl>(options, *lib);  // ~Impl releases the claim from here on
+  auto impl =
+      std::make_unique<Collector::Impl>(options, lib);  // ~Impl releases the claim from here on
   {
     std::unique_lock<std::shared_mutex> lock(g_active_mu);
     g_active = impl.get();
@@ -298,14 +564,20 @@ Collector::~Collector() { static_cast<void>(Stop()); }
 
 void Collector::SetActive(bool active) {
   Impl& s = *impl_;
+  if (s.Forked()) return;
   std::lock_guard<std::mutex> lock(s.state_mu);
   if (s.stopped || s.active == active) return;
-  s.status.Update(s.SetKinds(active, "CUPTI collector"));
+  s.status.Update(s.SetCollecting(active, "CUPTI collector"));
   s.active = active;
 }
 
 absl::Status Collector::Stop() {
   Impl& s = *impl_;
+  if (s.Forked()) {
+    return absl::FailedPreconditionError(
+        "CUPTI collector: started by the parent of this forked process; nothing is collected "
+        "here");
+  }
   std::lock_guard<std::mutex> lock(s.state_mu);
   if (s.stopped) return s.status;
   s.stopped = true;
@@ -314,8 +586,8 @@ absl::Status Collector::Stop() {
     s.flush_stop = true;
   }
   s.flush_wake.notify_all();
-  if (s.flusher.joinable()) s.flusher.join();
-  if (s.active) s.status.Update(s.SetKinds(false, "CUPTI collector"));
+  if (s.flusher != nullptr) s.flusher->join();
+  if (s.active) s.status.Update(s.SetCollecting(false, "CUPTI collector"));
   s.active = false;
   if (CUptiResult rc = s.lib->activity_flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       rc != CUPTI_SUCCESS) {
@@ -326,8 +598,10 @@ absl::Status Collector::Stop() {
   if (s.lib->activity_get_num_dropped_records(nullptr, 0, &lost) == CUPTI_SUCCESS) {
     s.dropped.fetch_add(static_cast<int64_t>(lost));
   }
+  s.DrainAnnouncements();
   {
     std::lock_guard<std::mutex> converter_lock(s.mu);
+    s.converter.Finish();
     s.all_flushed = true;  // nothing more will come
   }
   return s.status;
@@ -335,6 +609,8 @@ absl::Status Collector::Stop() {
 
 TimestampNs Collector::CompleteBefore() {
   Impl& s = *impl_;
+  if (s.Forked()) return std::numeric_limits<TimestampNs>::max();
+  s.DrainAnnouncements();
   std::lock_guard<std::mutex> lock(s.mu);
   // Without periodic flushes nothing comes back before Stop: nothing to wait for.
   if (s.all_flushed || s.options.flush_interval_ms == 0) {
@@ -344,13 +620,15 @@ TimestampNs Collector::CompleteBefore() {
 }
 
 void Collector::AppendTo(ground::Timeline* timeline) {
+  if (impl_->Forked()) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->converter.AppendTo(timeline);
 }
 
 CollectorStats Collector::stats() const {
-  const Impl& s = *impl_;
+  Impl& s = *impl_;
   CollectorStats out;
+  if (s.Forked()) return out;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     const ConverterStats& c = s.converter.stats();
@@ -367,8 +645,16 @@ CollectorStats Collector::stats() const {
     out.untimed = c.untimed;
     out.launches_tracked = c.launches_tracked;
     out.launches_unmatched = c.launches_unmatched;
+    out.syncs_dropped = c.syncs_dropped;
+    out.incomplete_buffers = c.incomplete_buffers;
     out.buffers_completed = s.buffers_completed;
+    out.announcing = s.announcing.load();
   }
+  {
+    std::lock_guard<std::mutex> lock(s.announce_mu);
+    out.announcements_dropped = s.announcements_dropped;
+  }
+  out.foreign_buffers = s.foreign_buffers.load();
   out.dropped = s.dropped.load();
   out.buffers_refused = s.pool->refused();
   return out;

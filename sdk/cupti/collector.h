@@ -24,9 +24,13 @@
 // launch_timeout_ms at most).
 //
 // Arrival. CUPTI hands a buffer back only once every record in it is
-// complete, so records come late and out of order across buffers;
-// CompleteBefore says up to when everything has come (the converter waits
-// for the device record of each launching call; records.h).
+// complete, so records come late and out of order across buffers, a
+// launch's API record among them; CompleteBefore says up to when everything
+// has come. Each launching call is announced at its entry by CUPTI's API
+// callback (through the subscriber the collector holds; not while the
+// calling thread captures a CUDA graph, whose work leaves no record until
+// the graph is launched), and the converter waits for its device record
+// (records.h).
 //
 // Dropped records. When every buffer is with CUPTI the pool refuses the
 // request (CollectorStats::buffers_refused) and CUPTI drops what it cannot
@@ -45,10 +49,18 @@
 //
 // Cost and threads. Nothing here is on the recording hot path: scopes never
 // call into sdk/cupti. CUPTI itself slows every CUDA API call and kernel
-// launch while kinds are enabled (SetActive(false) pauses that). One
-// Collector may run per process, and it owns CUPTI's activity callbacks:
-// do not run it together with the PyTorch profiler (Kineto), which registers
-// its own.
+// launch while kinds are enabled (SetActive(false) pauses that), and each
+// launching call takes a lock to announce itself (16 bytes into a reserved
+// array; no allocation). cudaGetDevice, cuCtxGetCurrent and
+// cuDevicePrimaryCtxGetState are not recorded (CUPTI 12.5 on), as in
+// Kineto. One Collector may run per process, and it owns CUPTI's activity
+// callbacks: do not run it together with the PyTorch profiler (Kineto),
+// which registers its own.
+//
+// Fork. Start initialises CUDA (cuInit), so, as with any CUDA program, a
+// child forked afterwards cannot use CUDA: start workers that need it with
+// spawn/exec. A forked child is free to start its own Collector; the
+// parent's, copied into it, collects nothing there (its Stop says so).
 #ifndef TRAINSCOPE_SDK_CUPTI_COLLECTOR_H_
 #define TRAINSCOPE_SDK_CUPTI_COLLECTOR_H_
 
@@ -74,6 +86,10 @@ struct CollectorOptions {
   // How long CompleteBefore waits for the device record of a launching call
   // (records.h) before giving it up.
   int launch_timeout_ms = 10000;
+  // Launching calls announced between two flushes (or CompleteBefore
+  // calls), at most; more are counted (announcements_dropped) and not
+  // waited for. 16 bytes each, twice.
+  int max_pending_launches = 1 << 16;
 };
 
 struct CollectorStats {
@@ -84,24 +100,43 @@ struct CollectorStats {
   int64_t kernels = 0, memcpys = 0, memsets = 0, runtime_calls = 0, driver_calls = 0,
           sync_calls = 0, overhead_records = 0;
   TimestampNs cupti_overhead_ns = 0;  // summed duration of CUPTI's overhead records
-  int64_t clamped = 0;  // end < start (clock skew, incomplete at Stop): kept as empty intervals
-  int64_t untimed = 0;  // no timestamp (CUPTI could not time it): dropped
-  int64_t launches_tracked = 0;    // launching calls whose device record was waited for
-  int64_t launches_unmatched = 0;  // of those, given up after launch_timeout_ms
+  int64_t clamped = 0;                // end < start (clock skew): kept as empty intervals
+  int64_t untimed = 0;                // no timestamp (CUPTI could not time it): dropped
+  // Event and stream queries and failed calls, which CUPTI reports as
+  // synchronisations: not host-blocked time, dropped.
+  int64_t syncs_dropped = 0;
+  // Buffers whose walk stopped at an invalid or incomplete record (records
+  // still in progress at Stop): the rest of each is lost.
+  int64_t incomplete_buffers = 0;
+  int64_t foreign_buffers = 0;        // an earlier collector's buffers handed back late: not read
+  int64_t launches_tracked = 0;       // launching calls whose device record was waited for
+  int64_t launches_unmatched = 0;     // of those, given up after launch_timeout_ms
+  int64_t announcements_dropped = 0;  // past max_pending_launches: not waited for
+  bool announcing = false;  // launching calls are announced at entry (else by their records)
 };
+
+struct CuptiLibrary;  // library.h
+class Collector;
+namespace internal {
+absl::StatusOr<std::unique_ptr<Collector>> StartWithLibrary(const CollectorOptions& options,
+                                                            const CuptiLibrary* lib);
+}  // namespace internal
 
 class Collector {
  public:
   // Checks for a CUDA driver and device (ground::ProbeCudaDevices) before
   // anything touches CUPTI, loads libcupti (library.h has the search order),
-  // asks for OS thread ids, registers the timestamp and buffer callbacks and
-  // enables CONCURRENT_KERNEL, MEMCPY, MEMSET, SYNCHRONIZATION, RUNTIME, DRIVER
-  // and OVERHEAD. Errors: Unavailable with a one-line reason starting
+  // takes CUPTI's subscriber slot, asks for OS thread ids, registers the
+  // timestamp and buffer callbacks, enables CONCURRENT_KERNEL, MEMCPY,
+  // MEMCPY2, MEMSET, SYNCHRONIZATION, RUNTIME, DRIVER and OVERHEAD in that
+  // order (device kinds first), then the API callbacks of the launching
+  // calls. Errors: Unavailable with a one-line reason starting
   // "CUPTI unavailable: " ("...: no CUDA driver: libcuda.so.1 not found",
-  // "...: libcupti not found (...)", "...: CUPTI 12.2 found (PATH); this build
-  // reads CUPTI 12.4 to 12.9 and 13.x", "...: cuptiActivityEnable
-  // (CONCURRENT_KERNEL) failed: CUPTI_ERROR_..."); InvalidArgument for bad
-  // options; FailedPrecondition while another Collector runs.
+  // "...: libcupti not found (...)", "...: CUPTI 11.8 found (PATH); this
+  // build reads CUPTI 12.x and 13.x", "...: CUPTI in use by Nsight Systems",
+  // "...: cuptiActivityEnable(CONCURRENT_KERNEL) failed: CUPTI_ERROR_...");
+  // InvalidArgument for bad options; FailedPrecondition while another
+  // Collector runs.
   static absl::StatusOr<std::unique_ptr<Collector>> Start(const CollectorOptions& options);
 
   // Stops collecting; any records not yet handed back by CUPTI are lost.
@@ -109,17 +144,21 @@ class Collector {
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
 
-  // Pauses or resumes collection (cuptiActivityDisable/Enable of the kinds),
-  // e.g. to profile only steps N..M. Cost: one CUPTI call per kind when the
-  // state changes, nothing otherwise. Call from one thread (the training
-  // loop, at step boundaries); a no-op after Stop.
+  // Pauses or resumes collection (cuptiActivityDisable/Enable of the kinds,
+  // API kinds off before device kinds; the launch callbacks off first and
+  // on last), e.g. to profile only steps N..M. Cost: one CUPTI call per kind
+  // and per launching API (about a hundred) when the state changes, nothing
+  // otherwise. Call from one thread (the training loop, at step
+  // boundaries); a no-op after Stop.
   void SetActive(bool active);
 
   // Stops the flush thread, disables the kinds and flushes everything
   // (cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)), then reads the
-  // dropped count. Synchronise the device first, or the last kernels come back
-  // incomplete (counted in clamped). Idempotent: later calls return the
-  // first call's status.
+  // dropped count. Synchronise the device first, or the last kernels come
+  // back incomplete: a buffer's walk stops at the first such record and the
+  // rest of it is lost (counted in incomplete_buffers). Idempotent: later
+  // calls return the first call's status. In a child forked after Start:
+  // FailedPrecondition, and nothing touched.
   absl::Status Stop();
 
   // Moves the intervals converted so far into `timeline` (see
@@ -138,8 +177,10 @@ class Collector {
   // (nothing comes back before Stop). Limits: a CUDA graph launch is waited
   // for until its first kernel record only (how many nodes it has is not in
   // the records); a call whose device work leaves no record (a failed
-  // launch, a zero-byte copy) holds this back for launch_timeout_ms. Cost: a
-  // lock and amortised O(log n) per launch since the last call.
+  // launch, a zero-byte copy, a launch into a stream another thread
+  // captures) holds this back for launch_timeout_ms. Also held back to a
+  // sync record whose API call has not come. Cost: a lock and amortised
+  // O(log n) per launch since the last call.
   TimestampNs CompleteBefore();
 
   CollectorStats stats() const;
@@ -147,6 +188,8 @@ class Collector {
   struct Impl;
 
  private:
+  friend absl::StatusOr<std::unique_ptr<Collector>> internal::StartWithLibrary(
+      const CollectorOptions& options, const CuptiLibrary* lib);
   explicit Collector(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
