@@ -9,13 +9,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -33,9 +36,11 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 
+#include "fmt/format.h"
 #include "sdk/analysis/launch_attribution.h"
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/run_fold.h"
+#include "sdk/cupti/collector_internal.h"
 #include "sdk/cupti/library.h"
 #include "sdk/cupti/records.h"
 #include "tests/hta_fold_testing.h"
@@ -180,9 +185,9 @@ TEST(BufferPoolTest, ConcurrentRequestsNeverShareABufferAndKeepCounts) {
 
 constexpr TimestampNs kT0 = 5'000'000'000;  // a plausible CLOCK_MONOTONIC time
 
-CUpti_ActivityKernel10 Kernel(uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
-                              uint32_t correlation, const char* name) {
-  CUpti_ActivityKernel10 k{};
+KernelRecord Kernel(uint64_t start, uint64_t end, uint32_t device, uint32_t stream,
+                    uint32_t correlation, const char* name) {
+  KernelRecord k{};
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k.start = start;
   k.end = end;
@@ -241,9 +246,9 @@ CUpti_ActivityAPI Api(CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint64_t s
   return a;
 }
 
-CUpti_ActivitySynchronization2 Sync(CUpti_ActivitySynchronizationType type, uint64_t start,
-                                    uint64_t end, uint32_t stream, uint32_t correlation) {
-  CUpti_ActivitySynchronization2 s{};
+CUpti_ActivitySynchronization Sync(CUpti_ActivitySynchronizationType type, uint64_t start,
+                                   uint64_t end, uint32_t stream, uint32_t correlation) {
+  CUpti_ActivitySynchronization s{};
   s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
   s.type = type;
   s.start = start;
@@ -268,27 +273,50 @@ std::vector<ground::Interval> OfKind(const Timeline& timeline, IntervalKind kind
   return out;
 }
 
+// cuptiGetCallbackName for the calls the tests use.
 CUptiResult FakeCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char** name) {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-      cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
-    *name = "cudaLaunchKernel_v7000";
-  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000) {
-    *name = "cudaStreamSynchronize_ptsz_v7000";
-  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) {
-    *name = "cudaMemcpyAsync_v3020";
-  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000) {
-    *name = "cudaLaunchHostFunc_v10000";
-  } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API &&
-             cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
-    *name = "cuLaunchKernel";
-  } else {
-    *name = nullptr;
-    return CUPTI_ERROR_INVALID_PARAMETER;
+  struct Named {
+    CUpti_CallbackDomain domain;
+    uint32_t cbid;
+    const char* name;
+  };
+  static constexpr Named kNames[] = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+       "cudaLaunchKernel_v7000"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+       "cudaStreamSynchronize_ptsz_v7000"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+       "cudaMemcpyAsync_v3020"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000,
+       "cudaMemcpyPeerAsync_v4000"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000,
+       "cudaLaunchHostFunc_v10000"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020,
+       "cudaEventQuery_v3020"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020,
+       "cudaStreamQuery_v3020"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+       "cudaEventSynchronize_v3020"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000,
+       "cudaStreamBeginCapture_v10000"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000,
+       "cudaStreamEndCapture_v10000"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+       "cudaGraphLaunch_v10000"},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+       "cudaGetDevice_v3020"},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuEventQuery, "cuEventQuery"},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, "cuCtxGetCurrent"},
+  };
+  for (const Named& n : kNames) {
+    if (n.domain == domain && n.cbid == cbid) {
+      *name = n.name;
+      return CUPTI_SUCCESS;
+    }
   }
-  return CUPTI_SUCCESS;
+  *name = nullptr;
+  return CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 TEST(RecordConverterTest, KernelsGetOneTrackPerDeviceStreamWithNamesAndCorrelationIds) {
@@ -471,11 +499,15 @@ TEST(RecordConverterTest, SyncCallTakesTheThreadOfTheApiCallWithItsCorrelationId
 
   Timeline timeline;
   converter.AppendTo(&timeline);
+  // The record without its call waits for it until the collector stops.
+  EXPECT_EQ(OfKind(timeline, IntervalKind::kSyncCall).size(), 1u);
+  converter.Finish();
+  converter.AppendTo(&timeline);
   const auto syncs = OfKind(timeline, IntervalKind::kSyncCall);
   const auto calls = OfKind(timeline, IntervalKind::kRuntimeCall);
   ASSERT_EQ(syncs.size(), 2u);
   ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(timeline.name(syncs[0].name), "cudaStreamSynchronize");
+  EXPECT_EQ(timeline.name(syncs[0].name), "cudaStreamSynchronize_ptsz");  // the call's name
   EXPECT_EQ(timeline.name(calls[0].name), "cudaStreamSynchronize_ptsz");
   EXPECT_EQ(syncs[0].track, calls[0].track);
   EXPECT_EQ(syncs[0].value, 41);
@@ -589,7 +621,7 @@ TEST(CompleteBeforeTest, ADeviceRecordBeforeItsCallIsMatchedWhenTheCallComes) {
   converter.Add(AsActivity(Kernel(kT0 + 150, kT0 + 400, 0, 7, 5, "gemm")));  // another buffer
   converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 100, kT0 + 110, 77, 100, 5)));
   EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
-  EXPECT_EQ(converter.stats().launches_tracked, 0);
+  EXPECT_EQ(converter.stats().launches_tracked, 1);  // seen, and matched at once
 }
 
 TEST(CompleteBeforeTest, ADriverCallInsideARuntimeCallIsNotWaitedFor) {
@@ -652,6 +684,188 @@ TEST(CompleteBeforeTest, CallsWithoutDeviceWorkAndUnnamedCallsAreNotWaitedFor) {
 
 // ---- device records folded as CUPTI hands them back ----------------------
 
+TEST(CompleteBeforeTest, AnUntimedDeviceRecordStillEndsItsLaunchsWait) {
+  // CUPTI may leave a kernel's timestamps 0: the kernel is dropped, but its
+  // launch has its record and is not waited for until it is given up.
+  RecordConverter converter(&FakeCallbackName);
+  converter.Flushed(kT0 + 1000);
+  converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 100, kT0 + 110, 77, 100, 1)));
+  converter.Add(AsActivity(Kernel(0, 0, 0, 7, 1, "untimed")));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
+  EXPECT_EQ(converter.stats().untimed, 1);
+  EXPECT_EQ(converter.CompleteBefore(kT0 + 500), kT0 + 1000);
+  EXPECT_EQ(converter.stats().launches_unmatched, 0);
+}
+
+TEST(CompleteBeforeTest, AnnouncedLaunchesHoldTheWatermarkUntilTheirDeviceRecordComes) {
+  // A default flush keeps back every buffer that holds an incomplete record,
+  // so a launch's API record and its kernel can both come after a flush
+  // that started later: the records alone let the watermark pass them.
+  RecordConverter records_only(&FakeCallbackName);
+  records_only.Flushed(kT0 + 1000);
+  EXPECT_EQ(records_only.CompleteBefore(0), kT0 + 1000);  // the launch at +100 is not seen
+  // Announced at its entry, it holds the watermark whatever comes late.
+  RecordConverter converter(&FakeCallbackName);
+  converter.Announce(21, kT0 + 100, 100, /*driver=*/false);
+  converter.Announce(22, kT0 + 200, 100, /*driver=*/false);
+  converter.Flushed(kT0 + 1000);
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 100);
+  // Its API record says nothing new; a record of an unannounced launch
+  // (its kind paused) starts no wait once calls are announced.
+  converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 101, kT0 + 110, 77, 100, 21)));
+  converter.Add(AsActivity(Api(kRuntime, kLaunch, kT0 + 50, kT0 + 60, 77, 100, 20)));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 100);
+  converter.Add(AsActivity(Kernel(kT0 + 150, kT0 + 400, 0, 7, 21, "gemm")));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 200);
+  converter.Add(AsActivity(Kernel(kT0 + 450, kT0 + 500, 0, 7, 22, "relu")));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
+  EXPECT_EQ(converter.stats().launches_tracked, 2);
+  EXPECT_EQ(converter.stats().launches_unmatched, 0);
+}
+
+TEST(CompleteBeforeTest, AnAnnouncedDriverLaunchInsideARuntimeCallIsReleasedByItsRecord) {
+  RecordConverter converter(&FakeCallbackName);
+  converter.Flushed(kT0 + 1000);
+  // A driver launch made inside a runtime call that is not a launch (the
+  // callback only skips those inside runtime launches).
+  converter.Announce(31, kT0 + 110, 100, /*driver=*/true);
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 110);
+  converter.Add(AsActivity(Api(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+                               kT0 + 100, kT0 + 130, 77, 100, 30)));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
+  // One made on its own is waited for until its kernel comes, even before
+  // the announcement is drained.
+  converter.Add(AsActivity(Kernel(kT0 + 240, kT0 + 260, 0, 7, 32, "triton")));
+  converter.Announce(32, kT0 + 200, 100, /*driver=*/true);
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
+  EXPECT_EQ(converter.stats().launches_tracked, 1);
+}
+
+TEST(RecordConverterTest, PeerCopiesAreDeviceRecordsMatchedToTheirLaunch) {
+  CUpti_ActivityMemcpyPtoP4 copy{};
+  copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+  copy.bytes = 1 << 20;
+  copy.start = kT0 + 200;
+  copy.end = kT0 + 700;
+  copy.deviceId = 1;
+  copy.srcDeviceId = 0;
+  copy.dstDeviceId = 1;
+  copy.streamId = 9;
+  copy.correlationId = 44;
+  ASSERT_EQ(offsetof(CUpti_ActivityMemcpyPtoP4, correlationId), 60u);
+  RecordConverter converter(&FakeCallbackName);
+  converter.Flushed(kT0 + 1000);
+  converter.Add(AsActivity(Api(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000,
+                               kT0 + 100, kT0 + 110, 77, 100, 44)));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 100);
+  converter.Add(AsActivity(copy));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 1000);
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  const auto copies = OfKind(timeline, IntervalKind::kMemcpy);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(timeline.name(copies[0].name), "Memcpy PtoP");
+  EXPECT_EQ(copies[0].value, 44);
+  EXPECT_EQ(timeline.tracks()[copies[0].track].name, "GPU 1 stream 9");
+}
+
+TEST(RecordConverterTest, SyncRecordsOfQueriesAndFailedCallsAreDropped) {
+  // CUPTI reports event and stream queries through SYNCHRONIZATION; NCCL's
+  // watchdog polls them. They are not host-blocked time, and neither is a
+  // call that failed.
+  RecordConverter converter(&FakeCallbackName);
+  auto api = [&](CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint32_t id, uint32_t rc) {
+    CUpti_ActivityAPI a = Api(kind, cbid, kT0 + 100 * id, kT0 + 100 * id + 50, 77, 100, id);
+    a.returnValue = rc;
+    converter.Add(AsActivity(a));
+  };
+  auto sync = [&](CUpti_ActivitySynchronizationType type, uint32_t id) {
+    converter.Add(AsActivity(Sync(type, kT0 + 100 * id + 5, kT0 + 100 * id + 45, 7, id)));
+  };
+  sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, 1);  // before its call
+  api(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020, 1, 0);
+  api(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020, 2, 0);
+  sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 2);
+  api(kDriver, CUPTI_DRIVER_TRACE_CBID_cuEventQuery, 3, 0);
+  sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, 3);
+  api(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, 4, 700);  // failed
+  sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, 4);
+  api(kRuntime, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, 5, 0);  // a real wait
+  sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, 5);
+  converter.Finish();
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  const auto syncs = OfKind(timeline, IntervalKind::kSyncCall);
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].value, 5);
+  EXPECT_EQ(timeline.name(syncs[0].name), "cudaEventSynchronize");
+  EXPECT_EQ(timeline.tracks()[syncs[0].track].tid, 100);
+  EXPECT_EQ(converter.stats().syncs_dropped, 4);
+  EXPECT_EQ(converter.stats().sync_calls, 1);
+}
+
+TEST(CompleteBeforeTest, ASyncRecordWaitsForItsCallThenIsGivenUp) {
+  RecordConverter converter(&FakeCallbackName);
+  converter.Flushed(kT0 + 1000);
+  converter.Add(AsActivity(
+      Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 300, kT0 + 600, 7, 9)));
+  EXPECT_EQ(converter.CompleteBefore(0), kT0 + 300);           // its name and thread are to come
+  EXPECT_EQ(converter.CompleteBefore(kT0 + 400), kT0 + 1000);  // given up: kept, thread unknown
+  Timeline timeline;
+  converter.AppendTo(&timeline);
+  const auto syncs = OfKind(timeline, IntervalKind::kSyncCall);
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(timeline.name(syncs[0].name), "cudaStreamSynchronize");
+  EXPECT_EQ(timeline.tracks()[syncs[0].track].name, "CUDA sync (thread unknown)");
+}
+
+// A buffer in a format of the tests' own, walked by FakeNextRecord: records
+// back to back, each after an 8-byte header holding its size (0: an
+// invalid or incomplete record, where CUPTI's walk stops).
+template <typename T>
+size_t PutFake(uint8_t* buffer, size_t used, const T& record) {
+  const uint64_t size = sizeof(T);
+  std::memcpy(buffer + used, &size, 8);
+  std::memcpy(buffer + used + 8, &record, sizeof(T));
+  return used + 8 + (sizeof(T) + 7) / 8 * 8;
+}
+size_t PutIncomplete(uint8_t* buffer, size_t used) {
+  std::memset(buffer + used, 0, 16);
+  return used + 16;
+}
+
+CUptiResult FakeNextRecord(uint8_t* buffer, size_t valid_bytes, CUpti_Activity** record) {
+  size_t at = 0;
+  if (*record != nullptr) {
+    const auto* current = reinterpret_cast<uint8_t*>(*record);
+    uint64_t size = 0;
+    std::memcpy(&size, current - 8, 8);
+    at = static_cast<size_t>(current - buffer) + (size + 7) / 8 * 8;
+  }
+  if (at >= valid_bytes) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  uint64_t size = 0;
+  std::memcpy(&size, buffer + at, 8);
+  if (size == 0) return CUPTI_ERROR_INVALID_KIND;
+  *record = reinterpret_cast<CUpti_Activity*>(buffer + at + 8);
+  return CUPTI_SUCCESS;
+}
+
+TEST(RecordConverterTest, ABufferWalkThatStopsAtAnIncompleteRecordIsCounted) {
+  alignas(8) uint8_t buffer[4096] = {};
+  size_t used = PutFake(buffer, 0, Kernel(kT0 + 10, kT0 + 20, 0, 7, 1, "done"));
+  const size_t complete = used;
+  used = PutIncomplete(buffer, used);
+  used = PutFake(buffer, used, Kernel(kT0 + 30, kT0 + 40, 0, 7, 2, "lost"));
+  RecordConverter converter;
+  EXPECT_EQ(converter.AddBuffer(&FakeNextRecord, buffer, complete), 1u);
+  EXPECT_EQ(converter.stats().incomplete_buffers, 0);  // walked to its end
+  RecordConverter cut;
+  EXPECT_EQ(cut.AddBuffer(&FakeNextRecord, buffer, used), 1u);
+  EXPECT_EQ(cut.stats().incomplete_buffers, 1);
+  EXPECT_EQ(cut.stats().kernels, 1);
+}
+
 // A GPU-bound run as CUPTI reports it. Each step's copy goes to stream 9 and
 // its forward, backward and optimizer kernels to stream 7; the GPU lags the
 // host, so a step's kernels run on into the next steps, and every fourth
@@ -661,8 +875,8 @@ TEST(CompleteBeforeTest, CallsWithoutDeviceWorkAndUnnamedCallsAreNotWaitedFor) {
 // back the buffers whose records have all completed (cuptiActivityFlushAll(0)),
 // so device records arrive up to a few flushes late and out of order across
 // buffers.
-using CuptiRecord = std::variant<CUpti_ActivityKernel10, CUpti_ActivityMemcpy6, CUpti_ActivityAPI,
-                                 CUpti_ActivitySynchronization2>;
+using CuptiRecord = std::variant<KernelRecord, CUpti_ActivityMemcpy6, CUpti_ActivityAPI,
+                                 CUpti_ActivitySynchronization>;
 struct Written {
   TimestampNs at = 0;        // when CUPTI writes it into a buffer
   TimestampNs complete = 0;  // when it is complete
@@ -898,7 +1112,7 @@ TEST(DeviceFoldTest, RecordsFromLateOutOfOrderBuffersFoldAsTheWholeRunAnalysisDo
   // buffers come back out of order.
   int kernels_past_their_step = 0;
   for (const Written& w : run.written) {
-    const auto* k = std::get_if<CUpti_ActivityKernel10>(&w.record);
+    const auto* k = std::get_if<KernelRecord>(&w.record);
     if (k == nullptr) continue;
     auto step = std::upper_bound(run.steps.begin(), run.steps.end(),
                                  std::pair<TimestampNs, TimestampNs>(w.at, kMaxTime)) -
@@ -1012,9 +1226,17 @@ std::string WalkInChild(const std::string& library, std::string* why_not) {
           used =
               Put(buffer, used, Memcpy(kT0 + 40, kT0 + 60, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, 7, 52));
           used = Put(buffer, used, Memset(kT0 + 70, kT0 + 75, 7, 53));
-          used = Put(buffer, used,
-                     Sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 80,
-                          kT0 + 90, 7, 51));
+          used = Put(
+              buffer, used,
+              Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+                  kT0 + 78, kT0 + 92, 77, 100, 54));
+          // The sync record as CUPTI 12.x and 13.x write it (a longer
+          // struct than the fields read).
+          const CUpti_ActivitySynchronization fields = Sync(
+              CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, kT0 + 80, kT0 + 90, 7, 54);
+          CUpti_ActivitySynchronization2 sync{};
+          std::memcpy(&sync, &fields, sizeof(fields));
+          used = Put(buffer, used, sync);
           RecordConverter converter(lib->get_callback_name);
           const size_t walked = converter.AddBuffer(lib->activity_get_next_record, buffer, used);
           Timeline timeline;
@@ -1063,10 +1285,7 @@ TEST(CuptiLibraryTest, RealLibrariesOf12And13ReportTheirVersionAndAreTakenOrRefu
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"12.2.142", "libcupti.so.12",
-       "CUPTI unavailable: CUPTI 12.2 found (" + dir +
-           "/12.2.142/libcupti.so.12); this build reads CUPTI 12.4 to "
-           "12.9 and 13.x"},
+      {"12.2.142", "libcupti.so.12", "ok 20 12.2"},
       {"12.4.127", "libcupti.so.12", "ok 22 12.4"},
       {"12.9.79", "libcupti.so.12", "ok 28 12.9 Update 1"},
       {"13.0.85", "libcupti.so.13", "ok 130001 13.0"},
@@ -1086,34 +1305,80 @@ TEST(CuptiLibraryTest, RealLibrariesOf12And13ReportTheirVersionAndAreTakenOrRefu
 
 // Kineto loaded a libcupti this build refuses: the search ends there, and
 // no second libcupti (here a readable 13.0 in $CUDA_HOME) enters the process.
+// Kineto loaded a libcupti this process cannot use (13.0 under a CUDA 12.8
+// driver): the search ends there, and no second libcupti (here a readable
+// 12.9 in $CUDA_HOME) enters the process.
 TEST(CuptiLibraryTest, ARefusedLibcuptiAlreadyInTheProcessEndsTheSearch) {
   const std::string dir = TRAINSCOPE_CUPTI_WHEELS_DIR;
-  const std::string old_lib = dir + "/12.2.142/libcupti.so.12";
-  const std::string new_lib = dir + "/13.0.85/libcupti.so.13";
-  if (access(old_lib.c_str(), R_OK) != 0 || access(new_lib.c_str(), R_OK) != 0) {
-    GTEST_SKIP() << "libcupti 12.2 and 13.0 wheels not in " << dir
+  const std::string other_lib = dir + "/12.9.79/libcupti.so.12";
+  const std::string resident_lib = dir + "/13.0.85/libcupti.so.13";
+  if (access(other_lib.c_str(), R_OK) != 0 || access(resident_lib.c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "libcupti 12.9 and 13.0 wheels not in " << dir
                  << " (tools/deps.sh downloads them)";
   }
   trainscope::testing::TempDir toolkit;
   const std::string lib64 = toolkit.path() + "/extras/CUPTI/lib64";
   std::filesystem::create_directories(lib64);
-  std::filesystem::create_symlink(new_lib, lib64 + "/libcupti.so.13");
+  std::filesystem::create_symlink(other_lib, lib64 + "/libcupti.so.12");
   std::string why_not;
   const std::string out = RunInChild(
       [&]() -> std::string {
         unsetenv("TRAINSCOPE_CUPTI_PATH");
         setenv("CUDA_HOME", toolkit.path().c_str(), 1);
-        if (dlopen(old_lib.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) return "dlopen failed";
-        absl::StatusOr<const CuptiLibrary*> lib = LoadCupti();
+        if (dlopen(resident_lib.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) return "dlopen failed";
+        absl::StatusOr<const CuptiLibrary*> lib = LoadCupti(/*driver_version=*/12080);
         const bool second =
-            dlopen((lib64 + "/libcupti.so.13").c_str(), RTLD_NOW | RTLD_NOLOAD) != nullptr;
+            dlopen((lib64 + "/libcupti.so.12").c_str(), RTLD_NOW | RTLD_NOLOAD) != nullptr;
         return std::string(lib.ok() ? "loaded " + (*lib)->path : lib.status().message()) +
-               (second ? " +13.0 loaded" : "");
+               (second ? " +12.9 loaded" : "");
       },
       &why_not);
   EXPECT_EQ(why_not, "");
-  EXPECT_EQ(out, "CUPTI unavailable: CUPTI 12.2 found (" + old_lib +
-                     "); this build reads CUPTI 12.4 to 12.9 and 13.x");
+  EXPECT_EQ(out, "CUPTI unavailable: CUPTI 13.0 found (" + resident_lib +
+                     ") needs a CUDA 13 driver; this one is 12.8");
+}
+
+TEST(CuptiLibraryTest, HashedLibraryNamesAreFoundAndNoneNewerThanTheDriverIsSearched) {
+  EXPECT_TRUE(IsLibraryFile("libcudart.so.12", "libcudart"));
+  EXPECT_TRUE(IsLibraryFile("libcudart-8f6e2b1a.so.12", "libcudart"));
+  EXPECT_TRUE(IsLibraryFile("libcupti.so", "libcupti"));
+  EXPECT_FALSE(IsLibraryFile("libcudart_static.a", "libcudart"));
+  EXPECT_FALSE(IsLibraryFile("libcudart-.so.12", "libcudart"));
+  EXPECT_EQ(SonameMajor("/x/libcudart-8f6e2b1a.so.12"), 12);
+  EXPECT_EQ(SonameMajor("libcupti.so.13.0.85"), 13);
+  EXPECT_EQ(SonameMajor("/usr/lib/libcupti.so"), 0);
+  EXPECT_EQ(CuptiMajor(20), 12);
+  EXPECT_EQ(CuptiMajor(130001), 13);
+  EXPECT_EQ(CuptiMajor(18), 11);
+
+  // A repaired wheel: torch/lib holds hashed copies of both libraries.
+  trainscope::testing::TempDir wheel;
+  const std::string lib = wheel.path() + "/torch/lib";
+  std::filesystem::create_directories(lib);
+  for (const char* file : {"libcudart-8f6e2b1a.so.12", "libcupti-5c1d0e9f.so.12",
+                           "libcupti-77aa00bb.so.13", "libtorch_cuda.so"}) {
+    std::ofstream(lib + "/" + file) << "";
+  }
+  CandidateInputs in;
+  in.loaded_cudart = {lib + "/libcudart-8f6e2b1a.so.12"};
+  in.loaded_torch = {lib + "/libtorch_cuda.so"};
+  in.toolkits = {"/opt/cuda"};
+  in.driver_major = 12;
+  const std::vector<std::string> paths = CuptiCandidates(in);
+  auto has = [&](const std::string& p) {
+    return std::find(paths.begin(), paths.end(), p) != paths.end();
+  };
+  EXPECT_TRUE(has(lib + "/libcupti.so.12"));
+  EXPECT_TRUE(has(lib + "/libcupti-5c1d0e9f.so.12"));
+  EXPECT_TRUE(has("/opt/cuda/extras/CUPTI/lib64/libcupti.so.12"));
+  EXPECT_TRUE(has("libcupti.so"));
+  for (const std::string& p : paths) {
+    EXPECT_NE(SonameMajor(p), 13) << p << ": newer than the CUDA 12 driver";
+  }
+  // Under a CUDA 13 driver the 13.x ones are searched first.
+  in.driver_major = 13;
+  const std::vector<std::string> newer = CuptiCandidates(in);
+  EXPECT_NE(std::find(newer.begin(), newer.end(), "libcupti.so.13"), newer.end());
 }
 
 TEST(CuptiLibraryTest, VersionsAreNamedAndOnlyVerifiedLayoutsAreRead) {
@@ -1123,13 +1388,13 @@ TEST(CuptiLibraryTest, VersionsAreNamedAndOnlyVerifiedLayoutsAreRead) {
     EXPECT_EQ(v.readable, readable) << api;
   };
   check(18, "11.8", false);
-  check(19, "12.0", false);
-  check(21, "12.3", false);
+  check(19, "12.0", true);
+  check(21, "12.3", true);
   check(22, "12.4", true);
   check(24, "12.6", true);
   check(26, "12.8", true);
   check(28, "12.9 Update 1", true);
-  check(29, "12.x (API version 29)", false);  // unknown: not verified
+  check(29, "12.x (API version 29)", true);  // records only grow within a major
   check(130000, "13.0", true);
   check(130001, "13.0", true);
   check(130200, "13.2", true);
@@ -1160,7 +1425,7 @@ TEST(CuptiLibraryTest, AnotherCuptiUserIsNamedWhenKnown) {
 TEST(CuptiLibraryTest, CandidatesStartWithTheOverrideAndIncludeTheToolkitAndWheels) {
   setenv("TRAINSCOPE_CUPTI_PATH", "/opt/mine/libcupti.so.13", 1);
   setenv("CUDA_HOME", "/opt/cuda-12.6", 1);
-  const std::vector<std::string> paths = CuptiCandidates();
+  const std::vector<std::string> paths = CuptiCandidates(ProcessCandidateInputs(0));
   unsetenv("TRAINSCOPE_CUPTI_PATH");
   unsetenv("CUDA_HOME");
   ASSERT_FALSE(paths.empty());
@@ -1190,12 +1455,13 @@ TEST(RecordConverterTest, WalksARealBufferWithCuptiActivityGetNextRecord) {
     return std::to_string(static_cast<int>(kind)) + " " + rest;
   };
   const std::vector<std::string> expected = {
-      "walked 5",
+      "walked 6",
       line(IntervalKind::kRuntimeCall, "cudaLaunchKernel 51 thread 100"),
       line(IntervalKind::kKernel, "walked_kernel 51 GPU 0 stream 7"),
       line(IntervalKind::kMemcpy, "Memcpy DtoH 52 GPU 0 stream 7"),
       line(IntervalKind::kMemset, "Memset 53 GPU 0 stream 7"),
-      line(IntervalKind::kSyncCall, "cudaStreamSynchronize 51 thread 100"),
+      line(IntervalKind::kRuntimeCall, "cudaStreamSynchronize 54 thread 100"),
+      line(IntervalKind::kSyncCall, "cudaStreamSynchronize 54 thread 100"),
   };
   std::vector<std::string> lines;
   for (size_t begin = 0, end; (end = walked.find('\n', begin)) != std::string::npos;
@@ -1203,6 +1469,312 @@ TEST(RecordConverterTest, WalksARealBufferWithCuptiActivityGetNextRecord) {
     lines.push_back(walked.substr(begin, end - begin));
   }
   EXPECT_EQ(lines, expected) << walked;
+}
+
+// ---- the collector through a stand-in libcupti ---------------------------
+//
+// A CuptiLibrary of plain functions that record what the collector asks of
+// CUPTI, keep the callbacks it registers, and walk buffers in FakeNextRecord's
+// format: the collector's own logic, with no driver and no GPU.
+struct FakeCupti {
+  std::vector<std::string> calls;  // "enable MEMCPY", "disable RUNTIME", "quiet runtime 17", ...
+  CUpti_BuffersCallbackRequestFunc request = nullptr;
+  CUpti_BuffersCallbackCompleteFunc complete = nullptr;
+  CUpti_CallbackFunc api_callback = nullptr;
+  bool subscribed = false;
+  std::set<std::pair<int, uint32_t>> callbacks_on;
+  std::map<int, int> attributes;
+};
+FakeCupti& Fake() {
+  static FakeCupti fake;
+  return fake;
+}
+
+std::string KindName(CUpti_ActivityKind kind) {
+  for (const internal::ActivityKind& k : internal::KindsInOrder(true)) {
+    if (k.kind == kind) return k.name;
+  }
+  return std::to_string(static_cast<int>(kind));
+}
+
+// The stand-in library, its record of calls cleared.
+const CuptiLibrary* FakeLibrary() {
+  static const CuptiLibrary lib = [] {
+    CuptiLibrary l;
+    l.path = "fake-libcupti";
+    l.api_version = 130001;
+    l.version = "13.0";
+    l.activity_enable = [](CUpti_ActivityKind k) {
+      Fake().calls.push_back("enable " + KindName(k));
+      return CUPTI_SUCCESS;
+    };
+    l.activity_disable = [](CUpti_ActivityKind k) {
+      Fake().calls.push_back("disable " + KindName(k));
+      return CUPTI_SUCCESS;
+    };
+    l.activity_flush_all = [](uint32_t) { return CUPTI_SUCCESS; };
+    l.activity_get_next_record = &FakeNextRecord;
+    l.activity_get_num_dropped_records = [](CUcontext, uint32_t, size_t* n) {
+      *n = 0;
+      return CUPTI_SUCCESS;
+    };
+    l.activity_register_callbacks = [](CUpti_BuffersCallbackRequestFunc r,
+                                       CUpti_BuffersCallbackCompleteFunc c) {
+      Fake().request = r;
+      Fake().complete = c;
+      return CUPTI_SUCCESS;
+    };
+    l.activity_register_timestamp_callback = [](CUpti_TimestampCallbackFunc) {
+      return CUPTI_SUCCESS;
+    };
+    l.activity_enable_all_sync_records = [](uint8_t) { return CUPTI_SUCCESS; };
+    l.set_thread_id_type = [](CUpti_ActivityThreadIdType) { return CUPTI_SUCCESS; };
+    l.get_callback_name = &FakeCallbackName;
+    l.subscribe = [](CUpti_SubscriberHandle* handle, CUpti_CallbackFunc callback, void*) {
+      if (Fake().subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+      Fake().subscribed = true;
+      Fake().api_callback = callback;
+      *handle = reinterpret_cast<CUpti_SubscriberHandle>(&Fake());
+      return CUPTI_SUCCESS;
+    };
+    l.unsubscribe = [](CUpti_SubscriberHandle) {
+      Fake().subscribed = false;
+      Fake().callbacks_on.clear();
+      return CUPTI_SUCCESS;
+    };
+    l.enable_callback = [](uint32_t on, CUpti_SubscriberHandle, CUpti_CallbackDomain domain,
+                           CUpti_CallbackId cbid) {
+      const std::string call = on ? "callbacks on" : "callbacks off";
+      if (Fake().calls.empty() || Fake().calls.back() != call) Fake().calls.push_back(call);
+      if (on) {
+        Fake().callbacks_on.emplace(domain, cbid);
+      } else {
+        Fake().callbacks_on.erase({domain, cbid});
+      }
+      return CUPTI_SUCCESS;
+    };
+    l.activity_set_attribute = [](CUpti_ActivityAttribute attribute, size_t* size, void* value) {
+      Fake().attributes[attribute] = *size == 1 ? *static_cast<uint8_t*>(value) : -1;
+      return CUPTI_SUCCESS;
+    };
+    l.activity_enable_runtime_api = [](CUpti_CallbackId cbid, uint8_t on) {
+      Fake().calls.push_back(fmt::format("runtime api {} {}", cbid, on ? "on" : "off"));
+      return CUPTI_SUCCESS;
+    };
+    l.activity_enable_driver_api = [](CUpti_CallbackId cbid, uint8_t on) {
+      Fake().calls.push_back(fmt::format("driver api {} {}", cbid, on ? "on" : "off"));
+      return CUPTI_SUCCESS;
+    };
+    return l;
+  }();
+  Fake().calls.clear();
+  Fake().attributes.clear();
+  return &lib;
+}
+
+std::unique_ptr<Collector> StartFake(int flush_interval_ms = 0) {
+  CollectorOptions options;
+  options.buffer_bytes = 64 << 10;
+  options.max_buffers = 4;
+  options.flush_interval_ms = flush_interval_ms;
+  options.launch_timeout_ms = 60000;
+  absl::StatusOr<std::unique_ptr<Collector>> started =
+      internal::StartWithLibrary(options, FakeLibrary());
+  EXPECT_TRUE(started.ok()) << started.status();
+  return started.ok() ? *std::move(started) : nullptr;
+}
+
+// The API callback as CUPTI calls it on the thread making a CUDA call.
+void FakeApiCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, CUpti_ApiCallbackSite site,
+                 uint32_t correlation_id, int returned = 0) {
+  CUpti_CallbackData data{};
+  data.callbackSite = site;
+  data.correlationId = correlation_id;
+  data.functionReturnValue = &returned;
+  Fake().api_callback(nullptr, domain, cbid, &data);
+}
+
+// A buffer CUPTI asked for, filled with `records` and handed back.
+template <typename... Records>
+void FakeCompleteBuffer(const Records&... records) {
+  uint8_t* buffer = nullptr;
+  size_t size = 0, max_records = 0;
+  Fake().request(&buffer, &size, &max_records);
+  ASSERT_NE(buffer, nullptr);
+  size_t used = 0;
+  ((used = PutFake(buffer, used, records)), ...);
+  Fake().complete(nullptr, 0, buffer, size, used);
+}
+
+TEST(CollectorFakeTest, KindsGoOnDeviceFirstAndOffApiFirstWithTheCallbacksOutside) {
+  std::unique_ptr<Collector> collector = StartFake();
+  ASSERT_NE(collector, nullptr);
+  const std::vector<std::string> started = {
+      "enable CONCURRENT_KERNEL",
+      "enable MEMCPY",
+      "enable MEMCPY2",
+      "enable MEMSET",
+      "enable SYNCHRONIZATION",
+      "enable RUNTIME",
+      "enable DRIVER",
+      "enable OVERHEAD",
+      fmt::format("runtime api {} off", CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020),
+      fmt::format("driver api {} off", CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent),
+      fmt::format("driver api {} off", CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState),
+      "callbacks on"};
+  EXPECT_EQ(Fake().calls, started);
+  Fake().calls.clear();
+  collector->SetActive(false);
+  EXPECT_EQ(Fake().calls, (std::vector<std::string>{
+                              "callbacks off", "disable OVERHEAD", "disable DRIVER",
+                              "disable RUNTIME", "disable SYNCHRONIZATION", "disable MEMSET",
+                              "disable MEMCPY2", "disable MEMCPY", "disable CONCURRENT_KERNEL"}));
+  EXPECT_TRUE(Fake().callbacks_on.empty());
+  Fake().calls.clear();
+  collector->SetActive(true);
+  EXPECT_EQ(Fake().calls, started);  // the quiet APIs again: enabling RUNTIME resets them
+  // The launching calls and the capture calls have callbacks, nothing else.
+  const std::set<std::pair<int, uint32_t>> expected = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel}};
+  EXPECT_EQ(Fake().callbacks_on, expected);
+  EXPECT_TRUE(collector->stats().announcing);
+  ASSERT_TRUE(collector->Stop().ok());
+}
+
+TEST(CollectorFakeTest, BuffersComeZeroedFromOneQueueAndCuptiIsToldSo) {
+  std::unique_ptr<Collector> collector = StartFake();
+  ASSERT_NE(collector, nullptr);
+  EXPECT_EQ(Fake().attributes[CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER], 1);
+  EXPECT_EQ(Fake().attributes[CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER], 0);
+  for (int round = 0; round < 2; ++round) {
+    uint8_t* buffer = nullptr;
+    size_t size = 0, max_records = 0;
+    Fake().request(&buffer, &size, &max_records);
+    ASSERT_NE(buffer, nullptr);
+    ASSERT_EQ(size, size_t{64} << 10);
+    EXPECT_EQ(std::count(buffer, buffer + size, 0), static_cast<std::ptrdiff_t>(size)) << round;
+    std::memset(buffer, 0xab, size);  // what CUPTI wrote
+    Fake().complete(nullptr, 0, buffer, size, 0);
+  }
+  ASSERT_TRUE(collector->Stop().ok());
+}
+
+TEST(CollectorFakeTest, LaunchesAreAnnouncedAtEntryButNotInsideRuntimeLaunchesOrWhileCapturing) {
+  std::unique_ptr<Collector> collector = StartFake(/*flush_interval_ms=*/1);
+  ASSERT_NE(collector, nullptr);
+  constexpr auto kRt = CUPTI_CB_DOMAIN_RUNTIME_API;
+  constexpr auto kDrv = CUPTI_CB_DOMAIN_DRIVER_API;
+  const TimestampNs before = NowNs();
+  // cudaLaunchKernel, which calls cuLaunchKernel: one launch, the runtime's id.
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_ENTER, 7);
+  const TimestampNs announced = NowNs();
+  FakeApiCall(kDrv, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_ENTER, 8);
+  FakeApiCall(kDrv, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_EXIT, 8);
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_EXIT, 7);
+  // Captured into a graph: no device record until the graph is launched.
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000, CUPTI_API_EXIT, 9);
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_ENTER, 10);
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, CUPTI_API_EXIT, 10);
+  FakeApiCall(kDrv, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_API_ENTER, 11);
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000, CUPTI_API_EXIT, 12);
+  // A capture that failed to begin captures nothing.
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000, CUPTI_API_EXIT, 13,
+              /*returned=*/900);
+  // Periodic flushes pass the launch: the watermark stays at its entry.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const TimestampNs held = collector->CompleteBefore();
+  EXPECT_GE(held, before);
+  EXPECT_LE(held, announced);
+  EXPECT_EQ(collector->stats().launches_tracked, 1);
+  // The graph's launch is announced like any other; then the kernels come.
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, CUPTI_API_ENTER, 14);
+  FakeApiCall(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, CUPTI_API_EXIT, 14);
+  const TimestampNs now = NowNs();
+  FakeCompleteBuffer(Kernel(now, now + 10, 0, 7, 7, "gemm"), Kernel(now, now + 10, 0, 7, 14, "g"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_GT(collector->CompleteBefore(), now);
+  const CollectorStats stats = collector->stats();
+  EXPECT_EQ(stats.launches_tracked, 2);
+  EXPECT_EQ(stats.launches_unmatched, 0);
+  EXPECT_EQ(stats.kernels, 2);
+  EXPECT_TRUE(stats.announcing);
+  ASSERT_TRUE(collector->Stop().ok());
+}
+
+TEST(CollectorFakeTest, AnEarlierCollectorsBufferHandedBackLateIsNotRead) {
+  uint8_t* stale = nullptr;
+  {
+    std::unique_ptr<Collector> first = StartFake();
+    ASSERT_NE(first, nullptr);
+    size_t size = 0, max_records = 0;
+    Fake().request(&stale, &size, &max_records);
+    ASSERT_NE(stale, nullptr);
+    ASSERT_TRUE(first->Stop().ok());
+  }  // CUPTI still holds the buffer: its pool is left alone, not freed
+  std::unique_ptr<Collector> second = StartFake();
+  ASSERT_NE(second, nullptr);
+  const size_t used = PutFake(stale, 0, Kernel(kT0, kT0 + 10, 0, 7, 1, "from_the_first_run"));
+  Fake().complete(nullptr, 0, stale, size_t{64} << 10, used);
+  FakeCompleteBuffer(Kernel(kT0 + 20, kT0 + 30, 0, 7, 2, "this_run"));
+  ASSERT_TRUE(second->Stop().ok());
+  const CollectorStats stats = second->stats();
+  EXPECT_EQ(stats.foreign_buffers, 1);
+  EXPECT_EQ(stats.kernels, 1);
+  Timeline timeline;
+  second->AppendTo(&timeline);
+  ASSERT_EQ(timeline.size(), 1u);
+  EXPECT_EQ(timeline.name(timeline.intervals()[0].name), "this_run");
+}
+
+TEST(CollectorFakeTest, RecordsCutShortAtStopAreCounted) {
+  std::unique_ptr<Collector> collector = StartFake();
+  ASSERT_NE(collector, nullptr);
+  uint8_t* buffer = nullptr;
+  size_t size = 0, max_records = 0;
+  Fake().request(&buffer, &size, &max_records);
+  size_t used = PutFake(buffer, 0, Kernel(kT0, kT0 + 10, 0, 7, 1, "finished"));
+  used = PutIncomplete(buffer, used);  // still running when the flush was forced
+  used = PutFake(buffer, used, Kernel(kT0 + 20, kT0 + 30, 0, 7, 2, "after_it"));
+  Fake().complete(nullptr, 0, buffer, size, used);
+  ASSERT_TRUE(collector->Stop().ok());
+  EXPECT_EQ(collector->stats().incomplete_buffers, 1);
+  EXPECT_EQ(collector->stats().kernels, 1);
+}
+
+TEST(CollectorFakeTest, AForkedChildCanStartItsOwnCollectorAndLeavesTheParentsAlone) {
+  std::unique_ptr<Collector> parent = StartFake(/*flush_interval_ms=*/1);
+  ASSERT_NE(parent, nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    // The parent's collector, copied here, collects nothing and says so.
+    const absl::Status stopped = parent->Stop();
+    int code = stopped.code() == absl::StatusCode::kFailedPrecondition ? 0 : 10;
+    Fake().subscribed = false;   // CUPTI is not running in this process
+    CollectorOptions no_thread;  // no new threads after a multi-threaded fork
+    no_thread.flush_interval_ms = 0;
+    absl::StatusOr<std::unique_ptr<Collector>> own =
+        internal::StartWithLibrary(no_thread, FakeLibrary());
+    if (!own.ok()) code += 20;
+    if (own.ok() && !(*own)->Stop().ok()) code += 40;
+    static_cast<void>(parent.release());  // not destroyed here: it is the parent's
+    _exit(code);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10: the parent's Stop ran in the child; 20: the child could not start its own";
+  // The parent's collector is untouched by all of it.
+  EXPECT_EQ(internal::StartWithLibrary(CollectorOptions{}, FakeLibrary()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(parent->Stop().ok());
 }
 
 // ---- the collector on a GPU (skipped without one) ------------------------
@@ -1224,6 +1796,48 @@ struct Driver {
   int (*launch_kernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                        void*, void**, void**) = nullptr;
   Fn0 ctx_synchronize = nullptr;
+  // For the collector checks below.
+  int (*ctx_get_current)(void**) = nullptr;
+  int (*primary_ctx_get_state)(int, unsigned*, int*) = nullptr;
+  int (*stream_create)(void**, unsigned) = nullptr;
+  int (*stream_destroy)(void*) = nullptr;
+  int (*stream_query)(void*) = nullptr;
+  int (*event_create)(void**, unsigned) = nullptr;
+  int (*event_record)(void*, void*) = nullptr;
+  int (*event_query)(void*) = nullptr;
+  int (*event_synchronize)(void*) = nullptr;
+  int (*event_destroy)(void*) = nullptr;
+  int (*stream_begin_capture)(void*, int) = nullptr;
+  int (*stream_end_capture)(void*, void**) = nullptr;
+  int (*graph_instantiate)(void**, void*, unsigned long long) = nullptr;
+  int (*graph_launch)(void*, void*) = nullptr;
+  int (*graph_exec_destroy)(void*) = nullptr;
+  int (*graph_destroy)(void*) = nullptr;
+  int (*memcpy_htod)(uint64_t, const void*, size_t) = nullptr;
+  int (*memcpy_dtoh)(void*, uint64_t, size_t) = nullptr;
+
+  bool LoadMore() {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return false;
+    auto bind = [h](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(h, name));
+      return *fn != nullptr;
+    };
+    return bind(&ctx_get_current, "cuCtxGetCurrent") &&
+           bind(&primary_ctx_get_state, "cuDevicePrimaryCtxGetState") &&
+           bind(&stream_create, "cuStreamCreate") && bind(&stream_destroy, "cuStreamDestroy_v2") &&
+           bind(&stream_query, "cuStreamQuery") && bind(&event_create, "cuEventCreate") &&
+           bind(&event_record, "cuEventRecord") && bind(&event_query, "cuEventQuery") &&
+           bind(&event_synchronize, "cuEventSynchronize") &&
+           bind(&event_destroy, "cuEventDestroy_v2") &&
+           bind(&stream_begin_capture, "cuStreamBeginCapture_v2") &&
+           bind(&stream_end_capture, "cuStreamEndCapture") &&
+           bind(&graph_instantiate, "cuGraphInstantiateWithFlags") &&
+           bind(&graph_launch, "cuGraphLaunch") &&
+           bind(&graph_exec_destroy, "cuGraphExecDestroy") &&
+           bind(&graph_destroy, "cuGraphDestroy") && bind(&memcpy_htod, "cuMemcpyHtoD_v2") &&
+           bind(&memcpy_dtoh, "cuMemcpyDtoH_v2");
+  }
 
   bool Load() {
     void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -1359,6 +1973,435 @@ TEST(CollectorGpuTest, CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersCl
   cu.module_unload(module);
   cu.primary_ctx_release(device);
 }
+
+// ---- the collector's GPU checks (tools/gpu-check.sh; skipped without one) --
+//
+// Each prints one "figures: ..." line that the GPU check quotes.
+
+constexpr char kGpuCheckPtx[] = R"(
+.version 7.0
+.target sm_75
+.address_size 64
+.visible .entry trainscope_empty_kernel()
+{
+  ret;
+}
+.visible .entry trainscope_spin(.param .u64 ns)
+{
+  .reg .u64 %t0, %t1, %d, %n;
+  .reg .pred %p;
+  ld.param.u64 %n, [ns];
+  mov.u64 %t0, %globaltimer;
+SPIN:
+  mov.u64 %t1, %globaltimer;
+  sub.u64 %d, %t1, %t0;
+  setp.lt.u64 %p, %d, %n;
+  @%p bra SPIN;
+  ret;
+}
+)";
+
+// A context on device 0 with the empty and spinning kernels loaded.
+struct Gpu {
+  Driver cu;
+  int device = 0;
+  void* context = nullptr;
+  void* module = nullptr;
+  void* empty = nullptr;
+  void* spin = nullptr;
+
+  bool Open() {
+    if (!cu.Load() || !cu.LoadMore() || cu.init(0) != 0 || cu.device_get(&device, 0) != 0) {
+      return false;
+    }
+    return cu.primary_ctx_retain(&context, device) == 0 && MakeCurrent() &&
+           cu.module_load_data(&module, kGpuCheckPtx) == 0 &&
+           cu.module_get_function(&empty, module, "trainscope_empty_kernel") == 0 &&
+           cu.module_get_function(&spin, module, "trainscope_spin") == 0;
+  }
+  bool MakeCurrent() { return cu.ctx_set_current(context) == 0; }
+  int Empty(void* stream = nullptr) {
+    return cu.launch_kernel(empty, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr);
+  }
+  int Spin(uint64_t ns, void* stream = nullptr) {
+    void* args[] = {&ns};
+    return cu.launch_kernel(spin, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr);
+  }
+  ~Gpu() {
+    if (module != nullptr) cu.module_unload(module);
+    if (context != nullptr) cu.primary_ctx_release(device);
+  }
+};
+
+#define TRAINSCOPE_OPEN_GPU(gpu) \
+  Gpu gpu;                       \
+  if (!gpu.Open()) GTEST_SKIP() << "no CUDA driver or device"
+
+std::unique_ptr<Collector> StartOnGpu(int flush_interval_ms, int launch_timeout_ms = 60000,
+                                      size_t buffer_bytes = 8 << 20, int max_buffers = 16) {
+  CollectorOptions options;
+  options.flush_interval_ms = flush_interval_ms;
+  options.launch_timeout_ms = launch_timeout_ms;
+  options.buffer_bytes = buffer_bytes;
+  options.max_buffers = max_buffers;
+  absl::StatusOr<std::unique_ptr<Collector>> started = Collector::Start(options);
+  EXPECT_TRUE(started.ok()) << started.status();
+  return started.ok() ? *std::move(started) : nullptr;
+}
+
+// Drains the collector as the session does, every 2 ms until `done`, and
+// counts the records that arrive behind a watermark it already gave out.
+struct WatermarkWatch {
+  int64_t appended = 0, behind = 0;
+  TimestampNs worst_ns = 0;
+  void Run(Collector& collector, const std::atomic<bool>& done, Timeline* timeline) {
+    TimestampNs watermark = std::numeric_limits<TimestampNs>::min();
+    auto drain = [&] {
+      const size_t before = timeline->size();
+      collector.AppendTo(timeline);
+      for (size_t k = before; k < timeline->size(); ++k) {
+        const ground::Interval& i = timeline->intervals()[k];
+        ++appended;
+        if (i.start_ns < watermark) {
+          ++behind;
+          worst_ns = std::max(worst_ns, watermark - i.start_ns);
+        }
+      }
+      watermark = std::max(watermark, collector.CompleteBefore());
+    };
+    while (!done.load()) {
+      drain();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    drain();
+  }
+};
+
+TEST(CollectorGpuTest, SpinKernelThenManySmallKernelsLeaveNoRecordBehindTheWatermark) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/20);
+  ASSERT_NE(collector, nullptr);
+  std::atomic<bool> done{false};
+  Timeline timeline;
+  WatermarkWatch watch;
+  std::thread drainer([&] { watch.Run(*collector, done, &timeline); });
+  ASSERT_EQ(gpu.Spin(300'000'000), 0);  // holds its buffer back for 300 ms
+  for (int k = 0; k < 10000; ++k) ASSERT_EQ(gpu.Empty(), 0);
+  ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(collector->Stop().ok());
+  done.store(true);
+  drainer.join();
+  const CollectorStats stats = collector->stats();
+  std::printf(
+      "figures: kernels=%lld behind=%lld worst_behind_us=%lld tracked=%lld unmatched=%lld "
+      "announcing=%d dropped=%lld\n",
+      static_cast<long long>(stats.kernels), static_cast<long long>(watch.behind),
+      static_cast<long long>(watch.worst_ns / 1000), static_cast<long long>(stats.launches_tracked),
+      static_cast<long long>(stats.launches_unmatched), stats.announcing ? 1 : 0,
+      static_cast<long long>(stats.dropped));
+  EXPECT_TRUE(stats.announcing);
+  EXPECT_EQ(stats.kernels, 10001);
+  EXPECT_EQ(stats.dropped, 0);
+  EXPECT_EQ(watch.behind, 0);
+  EXPECT_EQ(stats.launches_unmatched, 0);
+}
+
+TEST(CollectorGpuTest, TinyBuffersCountWhatCuptiDrops) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector =
+      StartOnGpu(/*flush_interval_ms=*/0, 60000, /*buffer_bytes=*/64 << 10, /*max_buffers=*/1);
+  ASSERT_NE(collector, nullptr);
+  for (int k = 0; k < 5000; ++k) ASSERT_EQ(gpu.Empty(), 0);
+  ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  ASSERT_TRUE(collector->Stop().ok());
+  const CollectorStats stats = collector->stats();
+  std::printf("figures: kernels=%lld dropped=%lld refused=%lld completed=%lld\n",
+              static_cast<long long>(stats.kernels), static_cast<long long>(stats.dropped),
+              static_cast<long long>(stats.buffers_refused),
+              static_cast<long long>(stats.buffers_completed));
+  // Either everything fitted, or what did not is counted.
+  EXPECT_TRUE(stats.kernels == 5000 || stats.dropped > 0 || stats.buffers_refused > 0);
+  EXPECT_LE(stats.kernels, 5000);
+}
+
+TEST(CollectorGpuTest, StopDuringARunningKernelCountsWhatIsLost) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/20);
+  ASSERT_NE(collector, nullptr);
+  for (int k = 0; k < 100; ++k) ASSERT_EQ(gpu.Empty(), 0);
+  ASSERT_EQ(gpu.Spin(1'000'000'000), 0);  // still running at Stop
+  const auto t0 = std::chrono::steady_clock::now();
+  const absl::Status stopped = collector->Stop();
+  const double stop_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  const CollectorStats stats = collector->stats();
+  std::printf("figures: stop_ms=%.1f kernels=%lld incomplete_buffers=%lld clamped=%lld status=%s\n",
+              stop_ms, static_cast<long long>(stats.kernels),
+              static_cast<long long>(stats.incomplete_buffers),
+              static_cast<long long>(stats.clamped), std::string(stopped.message()).c_str());
+  EXPECT_TRUE(stopped.ok()) << stopped;
+  EXPECT_GE(stats.kernels, 100);
+  // The spinning kernel came back complete, cut short or clamped: counted.
+  EXPECT_TRUE(stats.kernels == 101 || stats.incomplete_buffers > 0 || stats.clamped > 0);
+}
+
+TEST(CollectorGpuTest, EventAndStreamQueriesAreNotSyncTime) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/20);
+  ASSERT_NE(collector, nullptr);
+  void* event = nullptr;
+  ASSERT_EQ(gpu.cu.event_create(&event, 0), 0);
+  ASSERT_EQ(gpu.Spin(100'000'000), 0);
+  ASSERT_EQ(gpu.cu.event_record(event, nullptr), 0);
+  int queries = 0;
+  while (gpu.cu.event_query(event) != 0) {  // NCCL's watchdog polls like this
+    gpu.cu.stream_query(nullptr);
+    queries += 2;
+  }
+  ASSERT_EQ(gpu.Spin(100'000'000), 0);
+  ASSERT_EQ(gpu.cu.event_record(event, nullptr), 0);
+  ASSERT_EQ(gpu.cu.event_synchronize(event), 0);  // a real wait, about 100 ms
+  ASSERT_EQ(gpu.cu.event_destroy(event), 0);
+  ASSERT_TRUE(collector->Stop().ok());
+  Timeline timeline;
+  collector->AppendTo(&timeline);
+  int query_syncs = 0, waits = 0;
+  TimestampNs waited = 0;
+  for (const ground::Interval& i : OfKind(timeline, IntervalKind::kSyncCall)) {
+    const std::string name = timeline.name(i.name);
+    if (name.find("Query") != std::string::npos) ++query_syncs;
+    if (name == "cuEventSynchronize") {
+      ++waits;
+      waited += i.duration_ns();
+    }
+  }
+  std::printf("figures: queries=%d query_syncs=%d waits=%d waited_ms=%.1f syncs_dropped=%lld\n",
+              queries, query_syncs, waits, waited / 1e6,
+              static_cast<long long>(collector->stats().syncs_dropped));
+  EXPECT_EQ(query_syncs, 0);
+  EXPECT_EQ(waits, 1);
+  EXPECT_GE(waited, 50'000'000);
+}
+
+TEST(CollectorGpuTest, ThirtyTwoLaunchingThreadsAreAllMatched) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/20);
+  ASSERT_NE(collector, nullptr);
+  constexpr int kThreads = 32, kLaunches = 200;
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      if (!gpu.MakeCurrent()) failed.fetch_add(1);
+      for (int k = 0; k < kLaunches; ++k) {
+        if (gpu.Empty() != 0) failed.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(failed.load(), 0);
+  ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  const TimestampNs done = NowNs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const TimestampNs watermark = collector->CompleteBefore();
+  ASSERT_TRUE(collector->Stop().ok());
+  const CollectorStats stats = collector->stats();
+  std::printf(
+      "figures: threads=%d kernels=%lld tracked=%lld unmatched=%lld dropped=%lld "
+      "refused=%lld watermark_passed=%d\n",
+      kThreads, static_cast<long long>(stats.kernels),
+      static_cast<long long>(stats.launches_tracked),
+      static_cast<long long>(stats.launches_unmatched), static_cast<long long>(stats.dropped),
+      static_cast<long long>(stats.buffers_refused), watermark >= done ? 1 : 0);
+  EXPECT_EQ(stats.kernels, kThreads * kLaunches);
+  EXPECT_EQ(stats.launches_tracked, kThreads * kLaunches);
+  EXPECT_EQ(stats.launches_unmatched, 0);
+  EXPECT_EQ(stats.dropped, 0);
+  EXPECT_GE(watermark, done);
+}
+
+TEST(CollectorGpuTest, SetActiveToggledDuringCopiesLeavesNoLaunchWaiting) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/20);
+  ASSERT_NE(collector, nullptr);
+  uint64_t device_memory = 0;
+  ASSERT_EQ(gpu.cu.mem_alloc(&device_memory, 4 << 20), 0);
+  std::vector<uint8_t> host(4 << 20, 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> copies{0}, failed{0};
+  std::thread copier([&] {
+    if (!gpu.MakeCurrent()) failed.fetch_add(1);
+    while (!stop.load()) {
+      if (gpu.cu.memcpy_htod(device_memory, host.data(), host.size()) != 0) failed.fetch_add(1);
+      if (gpu.cu.memcpy_dtoh(host.data(), device_memory, host.size()) != 0) failed.fetch_add(1);
+      copies.fetch_add(2);
+    }
+  });
+  for (int k = 0; k < 50; ++k) {
+    collector->SetActive(k % 2 == 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  collector->SetActive(true);
+  stop.store(true);
+  copier.join();
+  ASSERT_EQ(failed.load(), 0);
+  ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  const TimestampNs done = NowNs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const TimestampNs watermark = collector->CompleteBefore();
+  ASSERT_TRUE(collector->Stop().ok());
+  gpu.cu.mem_free(device_memory);
+  const CollectorStats stats = collector->stats();
+  std::printf("figures: copies=%d memcpys=%lld tracked=%lld watermark_passed=%d\n", copies.load(),
+              static_cast<long long>(stats.memcpys), static_cast<long long>(stats.launches_tracked),
+              watermark >= done ? 1 : 0);
+  EXPECT_GE(watermark, done) << "a copy launched around a toggle is still waited for";
+}
+
+TEST(CollectorGpuTest, GraphCaptureAndReplayDoNotHoldTheWatermark) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/20);
+  ASSERT_NE(collector, nullptr);
+  void* stream = nullptr;
+  ASSERT_EQ(gpu.cu.stream_create(&stream, 1 /* non-blocking */), 0);
+  ASSERT_EQ(gpu.cu.stream_begin_capture(stream, 2 /* relaxed */), 0);
+  for (int k = 0; k < 10; ++k) ASSERT_EQ(gpu.Empty(stream), 0);  // captured: no records
+  void* graph = nullptr;
+  void* exec = nullptr;
+  ASSERT_EQ(gpu.cu.stream_end_capture(stream, &graph), 0);
+  ASSERT_EQ(gpu.cu.graph_instantiate(&exec, graph, 0), 0);
+  for (int k = 0; k < 5; ++k) ASSERT_EQ(gpu.cu.graph_launch(exec, stream), 0);
+  ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  const TimestampNs done = NowNs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const TimestampNs watermark = collector->CompleteBefore();
+  ASSERT_TRUE(collector->Stop().ok());
+  gpu.cu.graph_exec_destroy(exec);
+  gpu.cu.graph_destroy(graph);
+  gpu.cu.stream_destroy(stream);
+  const CollectorStats stats = collector->stats();
+  std::printf("figures: kernels=%lld tracked=%lld unmatched=%lld watermark_passed=%d\n",
+              static_cast<long long>(stats.kernels), static_cast<long long>(stats.launches_tracked),
+              static_cast<long long>(stats.launches_unmatched), watermark >= done ? 1 : 0);
+  EXPECT_EQ(stats.kernels, 50);          // the replays' kernels
+  EXPECT_EQ(stats.launches_tracked, 5);  // the graph launches, not the captured ones
+  EXPECT_GE(watermark, done);
+}
+
+TEST(CollectorGpuTest, ChosenLibcuptiIsTheOneMappedIntoTheProcess) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/0);
+  ASSERT_NE(collector, nullptr);
+  absl::StatusOr<const CuptiLibrary*> lib = LoadCupti();
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  std::set<std::string> mapped;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const size_t slash = line.find('/');
+    if (slash != std::string::npos && line.find("libcupti") != std::string::npos) {
+      mapped.insert(std::filesystem::canonical(line.substr(slash)).string());
+    }
+  }
+  const std::string chosen = std::filesystem::canonical((*lib)->path).string();
+  std::printf("figures: libcupti=%s version=%s api=%u mapped=%zu\n", chosen.c_str(),
+              (*lib)->version.c_str(), (*lib)->api_version, mapped.size());
+  EXPECT_EQ(mapped, std::set<std::string>{chosen});
+  ASSERT_TRUE(collector->Stop().ok());
+}
+
+TEST(CollectorGpuTest, BackToBackSessionsEachSeeOnlyTheirOwnWork) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  int64_t foreign = 0;
+  for (int run = 0; run < 3; ++run) {
+    const TimestampNs start = NowNs();
+    std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/20);
+    ASSERT_NE(collector, nullptr);
+    for (int k = 0; k < 1000; ++k) ASSERT_EQ(gpu.Empty(), 0);
+    ASSERT_EQ(gpu.Spin(20'000'000), 0);  // in flight when this run stops
+    ASSERT_TRUE(collector->Stop().ok());
+    Timeline timeline;
+    collector->AppendTo(&timeline);
+    int64_t earlier = 0;
+    for (const ground::Interval& i : timeline.intervals()) {
+      if (IsDeviceKind(i.kind) && i.start_ns < start) ++earlier;
+    }
+    foreign += collector->stats().foreign_buffers;
+    EXPECT_EQ(earlier, 0) << "run " << run << " holds an earlier run's device work";
+    EXPECT_GE(collector->stats().kernels, 1000) << run;
+    ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  }
+  std::printf("figures: runs=3 foreign_buffers=%lld\n", static_cast<long long>(foreign));
+}
+
+TEST(CollectorGpuTest, AForkedChildIsNotToldAnotherCollectorRuns) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/20);
+  ASSERT_NE(collector, nullptr);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(pipe_fds[0]);
+    const absl::Status parents = collector->Stop();
+    absl::StatusOr<std::unique_ptr<Collector>> own = Collector::Start(CollectorOptions{});
+    const std::string out =
+        std::string(parents.message()) + "\n" +
+        (own.ok() ? std::string("started") : std::string(own.status().message()));
+    const bool claimed = !own.ok() && own.status().code() == absl::StatusCode::kFailedPrecondition;
+    static_cast<void>(write(pipe_fds[1], out.data(), out.size()));
+    static_cast<void>(collector.release());
+    _exit(claimed || parents.code() != absl::StatusCode::kFailedPrecondition ? 1 : 0);
+  }
+  close(pipe_fds[1]);
+  std::string said;
+  char chunk[256];
+  for (ssize_t n; (n = read(pipe_fds[0], chunk, sizeof(chunk))) > 0;) said.append(chunk, n);
+  close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  std::string one_line = said;
+  std::replace(one_line.begin(), one_line.end(), '\n', '|');
+  std::printf("figures: child_said=\"%s\"\n", one_line.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << said;
+  ASSERT_EQ(gpu.Empty(), 0);
+  ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  EXPECT_TRUE(collector->Stop().ok());
+}
+
+TEST(CollectorGpuTest, SkippedApisLeaveNoRecords) {
+  TRAINSCOPE_OPEN_GPU(gpu);
+  absl::StatusOr<const CuptiLibrary*> lib = LoadCupti();
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  if ((*lib)->activity_enable_driver_api == nullptr) {
+    GTEST_SKIP() << "libcupti " << (*lib)->version << " lacks cuptiActivityEnableDriverApi (12.5+)";
+  }
+  std::unique_ptr<Collector> collector = StartOnGpu(/*flush_interval_ms=*/0);
+  ASSERT_NE(collector, nullptr);
+  for (int k = 0; k < 1000; ++k) {
+    void* current = nullptr;
+    unsigned flags = 0;
+    int active = 0;
+    ASSERT_EQ(gpu.cu.ctx_get_current(&current), 0);
+    ASSERT_EQ(gpu.cu.primary_ctx_get_state(gpu.device, &flags, &active), 0);
+  }
+  ASSERT_EQ(gpu.Empty(), 0);
+  ASSERT_EQ(gpu.cu.ctx_synchronize(), 0);
+  ASSERT_TRUE(collector->Stop().ok());
+  Timeline timeline;
+  collector->AppendTo(&timeline);
+  int quiet = 0, launches = 0;
+  for (const ground::Interval& i : OfKind(timeline, IntervalKind::kRuntimeCall)) {
+    const std::string name = timeline.name(i.name);
+    if (name == "cuCtxGetCurrent" || name == "cuDevicePrimaryCtxGetState") ++quiet;
+    if (name == "cuLaunchKernel") ++launches;
+  }
+  std::printf("figures: quiet_records=%d launches=%d\n", quiet, launches);
+  EXPECT_EQ(quiet, 0);
+  EXPECT_EQ(launches, 1);
+}
+
 #endif  // TRAINSCOPE_WITH_CUPTI
 
 }  // namespace
