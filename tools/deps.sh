@@ -84,6 +84,34 @@ PY
     rm -rf "$tmp"
   done
 fi
+# The headers of CUDA 12.8 (CUPTI's and the runtime's, from their PyPI
+# wheels) in .cache/cuda12/include: tools/cuda12-compile.sh compiles the
+# CUPTI collector against them as well as against the toolkit's CUDA 13 (about
+# 11 MB downloaded once).
+cuda12_dir="$(cd "$(dirname "$0")/.." && pwd)/.cache/cuda12"
+if [[ ! -f "$cuda12_dir/include/cupti_activity.h" || ! -f "$cuda12_dir/include/cuda.h" ]]; then
+  echo "deps: CUDA 12.8 CUPTI and runtime headers (for tools/cuda12-compile.sh)"
+  tmp="$(mktemp -d)"
+  if python3 -m pip download --quiet --disable-pip-version-check --no-deps -d "$tmp" \
+      nvidia-cuda-cupti-cu12==12.8.90 nvidia-cuda-runtime-cu12==12.8.90; then
+    mkdir -p "$cuda12_dir/include"
+    python3 - "$tmp" "$cuda12_dir/include" <<'PY'
+import glob, os, sys, zipfile
+for wheel in glob.glob(os.path.join(sys.argv[1], "*.whl")):
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            parts = name.split("/")
+            if len(parts) >= 4 and parts[2] == "include" and not name.endswith("/"):
+                target = os.path.join(sys.argv[2], *parts[3:])
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as out:
+                    out.write(z.read(name))
+PY
+  else
+    echo "deps: WARNING: could not download the CUDA 12.8 headers; the CUDA 12 compile is skipped"
+  fi
+  rm -rf "$tmp"
+fi
 if python3 -c "import torch" >/dev/null 2>&1; then
   echo "deps: ok ($(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
 else

@@ -64,6 +64,7 @@ format_check() {
 }
 part "format" format_check
 part "build" env BUILD_DIR=build tools/build.sh
+part "cupti against the CUDA 12 headers" tools/cuda12-compile.sh
 part "tests" ctest_counted build
 # The fault tests' outcomes (ctest keeps a passing test's output in its log).
 fault_tests() {
