@@ -9,6 +9,7 @@
 
 #include "tests/test_util.h"
 #include "trainscope/torch/device.h"
+#include "trainscope/torch/torch.h"
 #include "trainscope/trainscope.h"
 
 #if __has_include(<c10/cuda/CUDACachingAllocator.h>)
@@ -62,6 +63,8 @@ TEST(TorchCudaTest, RecordStepMemoryWithoutAnIndexUsesTheCurrentDevice) {
   EXPECT_EQ(report->memory.source, "cuda_caching_allocator");
   EXPECT_GE(report->memory.last_bytes, int64_t{64} << 20) << "the 64 MiB held on the device";
   EXPECT_EQ(report->memory.last_bytes, allocated);
+  EXPECT_EQ(libtorch::QueryTorch().device, "cuda:" + std::to_string(last))
+      << "the report names the current device";
 }
 
 #else

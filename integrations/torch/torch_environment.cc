@@ -7,6 +7,10 @@
 
 #include "trainscope/torch/torch.h"
 
+#if TRAINSCOPE_TORCH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 namespace trainscope::libtorch {
 
 TorchFacts QueryTorch() {
@@ -14,7 +18,11 @@ TorchFacts QueryTorch() {
   facts.version = TORCH_VERSION;
   facts.cuda_available = ::torch::cuda::is_available();
   facts.cuda_devices = facts.cuda_available ? static_cast<int>(::torch::cuda::device_count()) : 0;
-  facts.device = facts.cuda_available ? "cuda:0" : "cpu";
+  facts.device = "cpu";
+#if TRAINSCOPE_TORCH_CUDA
+  // The calling thread's device: each rank's own once it has set it.
+  if (facts.cuda_available) facts.device = "cuda:" + std::to_string(c10::cuda::current_device());
+#endif
   facts.intra_op_threads = at::get_num_threads();
   return facts;
 }

@@ -270,12 +270,24 @@ int Main(int argc, char** argv) {
     options.config.emplace_back("slow_rank", std::to_string(absl::GetFlag(FLAGS_slow_rank)));
     options.config.emplace_back("slow_rank_ms", std::to_string(absl::GetFlag(FLAGS_slow_rank_ms)));
   }
+  // One GPU per rank when there are enough (NCCL), else ranks share them
+  // (Gloo, which also reduces CUDA tensors). It is the current device before
+  // anything touches CUDA: otherwise synchronize() and the workers' pinning
+  // make a context on GPU 0 for every rank.
+  const int gpus = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const torch::Device device =
+      gpus > 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % gpus))
+               : torch::Device(torch::kCPU);
+  if (absl::Status on_device = trainscope::libtorch::SetCurrentDevice(device); !on_device.ok()) {
+    std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, on_device.ToString().c_str());
+    return 1;
+  }
   absl::StatusOr<trainscope::Session> session = trainscope::Session::Start(options);
   if (!session.ok()) {
     std::fprintf(stderr, "train_mlp: %s\n", session.status().ToString().c_str());
     return 1;
   }
-  trainscope::libtorch::DescribeTorch(*session);
+  trainscope::libtorch::DescribeTorch(*session);  // torch.device: the current device
 
   // The run, inside CatchOutOfMemory: a batch that does not fit (LibTorch's
   // typed c10::OutOfMemoryError, from the device or --memory_budget_mb)
@@ -284,20 +296,6 @@ int Main(int argc, char** argv) {
   int code = 0;
   const absl::Status fits = trainscope::libtorch::CatchOutOfMemory(*session, [&] {
     code = [&]() -> int {
-      // One GPU per rank when there are enough (NCCL), else ranks share them
-      // (Gloo, which also reduces CUDA tensors).
-      const int gpus =
-          torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-      const torch::Device device =
-          gpus > 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % gpus))
-                   : torch::Device(torch::kCPU);
-      // Before anything touches CUDA: otherwise synchronize() and the
-      // workers' pinning make a context on GPU 0 for every rank.
-      if (absl::Status on_device = trainscope::libtorch::SetCurrentDevice(device);
-          !on_device.ok()) {
-        std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, on_device.ToString().c_str());
-        return 1;
-      }
       std::unique_ptr<trainscope::libtorch::ProcessGroup> group;
       if (world_size > 1) {
         // NCCL's default (3) tears the process down when its watchdog sees a

@@ -1,7 +1,7 @@
 // trainscope/torch/torch.h: LibTorch adapters for trainscope.
 //
 //   auto session = trainscope::Session::Start(options);
-//   trainscope::libtorch::DescribeTorch(*session);   // torch version, device
+//   trainscope::libtorch::DescribeTorch(*session);   // torch version, current device
 //
 // This header includes no LibTorch header itself; its .cc files do. Link
 // trainscope::torch, which carries LibTorch's flags (including the wheel's
@@ -20,7 +20,9 @@ struct TorchFacts {
   std::string version;  // TORCH_VERSION, e.g. "2.15.0"
   bool cuda_available = false;
   int cuda_devices = 0;
-  std::string device;  // "cuda:0" or "cpu"
+  // The calling thread's current CUDA device ("cuda:1": a rank's, once it
+  // set it, libtorch::SetCurrentDevice), or "cpu" without CUDA.
+  std::string device;
   int intra_op_threads = 0;
 };
 
