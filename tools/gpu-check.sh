@@ -7,8 +7,9 @@
 #
 # Sections, in order of value; each prints exactly one line
 #   PASS <section> <figures>  |  FAIL <section> <reason; figures>  |  SKIP <section> <what is missing>
-# and every section runs even when an earlier one failed (a failed build
-# makes the later ones FAIL "no build"):
+# and every section runs even when an earlier one failed (the build keeps
+# going past a failed target; a section whose program did not build is
+# FAIL "no build"):
 #   build          configure (Release, Ninja) and build only the targets below
 #   cuda-unit      TorchCudaTest.* against a GradScaler reference made by python torch
 #   nccl-one-rank  TorchNcclTest.* (one rank: two ranks on one GPU are Gloo, not NCCL)
@@ -494,7 +495,9 @@ targets=(cupti_test torch_test train_mlp trainscope_cli)
 declare -A bin=([cupti_test]="$bdir/tests/cupti_test" [torch_test]="$bdir/tests/torch_test"
                 [torch_cuda_test]="$bdir/tests/torch_cuda_test" [train_mlp]="$bdir/bin/train_mlp"
                 [trainscope_cli]="$bdir/bin/trainscope")
-built=0
+declare -A is_built=()
+# have TARGET...: 0 if one of them built (the sections need one of theirs).
+have() { local t; for t in "$@"; do [[ -n "${is_built[$t]:-}" ]] && return 0; done; return 1; }
 if section_start build; then
   figs="{}"
   if [[ "$prebuilt" == 1 ]]; then
@@ -502,10 +505,10 @@ if section_start build; then
     for t in "${targets[@]}"; do [[ -x "${bin[$t]}" ]] || missing+=("$t"); done
     [[ -x "${bin[torch_cuda_test]}" ]] && targets+=(torch_cuda_test)
     figs="$(printf '{"mode":"prebuilt","dir":"%s","targets":"%s"}' "$bdir" "$(IFS=,; echo "${targets[*]}")")"
+    for t in "${targets[@]}"; do [[ -x "${bin[$t]}" ]] && is_built[$t]=1; done
     if ((${#missing[@]})); then
       ev record "$work" build FAIL "$(sec_seconds)" "$tmo" "prebuilt $bdir lacks: ${missing[*]}" "$figs"
     else
-      built=1
       ev record "$work" build PASS "$(sec_seconds)" "$tmo" "" "$figs"
     fi
   else
@@ -539,21 +542,34 @@ if section_start build; then
       b0=$(now_s)
       left=$((tmo - configure_s))
       ((left < 1)) && left=1
-      timeout -k 5 "$left" cmake --build "$bdir" -j "$jobs" --target "${targets[@]}" >"$work/build.log" 2>&1
+      # Keep going past a failed target (-k): the sections whose programs
+      # built still run; the others are FAIL "no build".
+      keep=(-k 0); [[ "$genname" == Ninja ]] || keep=(-k)
+      timeout -k 5 "$left" cmake --build "$bdir" -j "$jobs" --target "${targets[@]}" -- "${keep[@]}" \
+        >"$work/build.log" 2>&1
       brc=$?
       build_s=$(($(now_s) - b0))
-      figs="$(printf '{"generator":"%s","jobs":%d,"configure_s":%d,"build_s":%d,"targets":"%s","libtorch":"%s","cuda_paths":"%s","nccl":"%s","cupti_collector":"%s"}' \
-        "$genname" "$jobs" "$configure_s" "$build_s" "$(IFS=,; echo "${targets[*]}")" "$torchv" "$cuda_paths" "$nccl" "$cupti")"
-      if ((brc != 0)); then
-        grep -E -m8 "error|FAILED" "$work/build.log" | cut -c1-300
+      ok_targets=(); bad_targets=()
+      for t in "${targets[@]}"; do
+        if [[ -x "${bin[$t]}" ]] && { [[ "$genname" != Ninja ]] ||
+             ninja -C "$bdir" -n "$t" 2>/dev/null | grep -q "no work to do"; }; then
+          ok_targets+=("$t"); is_built[$t]=1
+        else
+          bad_targets+=("$t")
+        fi
+      done
+      figs="$(printf '{"generator":"%s","jobs":%d,"configure_s":%d,"build_s":%d,"targets":"%s","built":"%s","not_built":"%s","libtorch":"%s","cuda_paths":"%s","nccl":"%s","cupti_collector":"%s"}' \
+        "$genname" "$jobs" "$configure_s" "$build_s" "$(IFS=,; echo "${targets[*]}")" \
+        "$(IFS=,; echo "${ok_targets[*]}")" "$(IFS=,; echo "${bad_targets[*]}")" "$torchv" "$cuda_paths" "$nccl" "$cupti")"
+      if ((brc != 0 || ${#bad_targets[@]})); then
+        grep -E -m8 "error:|FAILED:" "$work/build.log" | cut -c1-300
+        first_error="$(grep -m1 -E 'error:' "$work/build.log" | sed "s|$repo/||" | cut -c1-240)"
         ev record "$work" build FAIL "$(sec_seconds)" "$tmo" \
-          "build $([[ $brc == 124 ]] && echo "timed out after ${left} s" || echo "exit $brc"): $(grep -m1 -E 'error' "$work/build.log" | cut -c1-200)" "$figs"
+          "build $([[ $brc == 124 ]] && echo "timed out after ${left} s" || echo "exit $brc"), not built: ${bad_targets[*]:-none}: ${first_error:-see build.log}" "$figs"
       elif [[ "$cuda_paths" != 1 || "$cupti" != on || "$nccl" != 1 ]] && ((gpu)); then
-        built=1
         ev record "$work" build FAIL "$(sec_seconds)" "$tmo" \
           "built without what the GPU sections test: CUDA paths ${cuda_paths:-?}, NCCL ${nccl:-?}, CUPTI collector $cupti" "$figs"
       else
-        built=1
         ev record "$work" build PASS "$(sec_seconds)" "$tmo" "" "$figs"
       fi
     fi
@@ -582,11 +598,11 @@ gtest_section() {
   fi
   mark
 }
-nobuild() { ev record "$work" "$1" FAIL 0 0 "no build"; failed_any=1; }
+nobuild() { ev record "$work" "$1" FAIL 0 0 "no build ($2 not built)"; failed_any=1; }
 
 # ---- 2. cuda-unit ------------------------------------------------------------
 if section_start cuda-unit; then
-  if ((!built)); then nobuild cuda-unit; else
+  if ! have torch_test torch_cuda_test; then nobuild cuda-unit torch_test; else
     ref="$work/gradscaler-reference.json"
     gen_t=$((tmo / 3 < 45 ? tmo / 3 : 45))
     timeout -k 5 "$gen_t" python3 - "$ref" >"$work/gradscaler-figures.json" \
@@ -641,7 +657,7 @@ fi
 
 # ---- 3. nccl-one-rank ----------------------------------------------------------
 if section_start nccl-one-rank; then
-  if ((!built)); then nobuild nccl-one-rank; else
+  if ! have torch_test torch_cuda_test; then nobuild nccl-one-rank torch_test; else
     gtest_section nccl-one-rank 'TorchNcclTest.*' \
       OneRankAllReduceBarrierAndCheckpointVote,OneRankWithBlockingWait "" \
       "${bin[torch_test]}" "${bin[torch_cuda_test]}"
@@ -650,7 +666,7 @@ fi
 
 # ---- 4. collector ----------------------------------------------------------------
 if section_start collector; then
-  if ((!built)); then nobuild collector; else
+  if ! have cupti_test; then nobuild collector cupti_test; else
     gtest_section collector 'CollectorGpuTest.*:CuptiLibrary*' \
       SpinKernelThenManySmallKernelsLeaveNoRecordBehindTheWatermark,TinyBuffersCountWhatCuptiDrops,StopDuringARunningKernelCountsWhatIsLost,EventAndStreamQueriesAreNotSyncTime,ThirtyTwoLaunchingThreadsAreAllMatched,SetActiveToggledDuringCopiesLeavesNoLaunchWaiting,GraphCaptureAndReplayDoNotHoldTheWatermark,ChosenLibcuptiIsTheOneMappedIntoTheProcess,BackToBackSessionsEachSeeOnlyTheirOwnWork,AForkedChildIsNotToldAnotherCollectorRuns,SkippedApisLeaveNoRecords,CollectsAMemsetAKernelAndTheirDriverCallsOnTheRecordersClock,AnotherCuptiSubscriberLeavesTheDeviceTimelineUnavailable \
       "" "${bin[cupti_test]}"
@@ -660,7 +676,7 @@ fi
 # ---- 5. train-mlp ----------------------------------------------------------------
 trace_for_analyze=""
 if section_start train-mlp; then
-  if ((!built)); then nobuild train-mlp; else
+  if ! have train_mlp; then nobuild train-mlp train_mlp; else
     runs=()
     amps=(fp32 fp16 bf16)
     for idx in 0 1 2; do
@@ -684,7 +700,7 @@ fi
 
 # ---- 6. analyze (if the budget has room) --------------------------------------------
 if section_start analyze; then
-  if ((!built)); then nobuild analyze
+  if ! have trainscope_cli; then nobuild analyze trainscope_cli
   elif [[ -z "$trace_for_analyze" ]]; then
     ev record "$work" analyze FAIL "$(sec_seconds)" "$tmo" "no trace.json from train-mlp"; failed_any=1
   else

@@ -8,7 +8,7 @@
 #     simdjson, ISA-L, xxHash, zlib's headers and archive, GoogleTest and
 #     GoogleMock (GTestTargets names gmock's files too), gloo's headers
 #     (c10d's ProcessGroupGloo.hpp; LibTorch has gloo itself). gpu-check.sh
-#     unpacks them into a prefix (out/gpu-deps-root) and gives it to CMake.
+#     unpacks them into a prefix (out/gpu-check-work/deps-root) for CMake.
 #   - cupti.tar.xz: .cache/cupti, the libcupti of CUDA 12.2, 12.4, 12.9 and
 #     13.0 that tools/deps.sh takes from their wheels, for cupti_test's
 #     CuptiLibraryTest (skipped without them, which the GPU check counts as
