@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -458,15 +459,15 @@ TEST(DevicePrefetcherTest, CpuPassesBatchesThroughInOrderAsH2dRanges) {
   TempDir dir;
   absl::StatusOr<Session> session = Session::Start(QuietOptions(dir.path()));
   ASSERT_TRUE(session.ok()) << session.status();
-  libtorch::DevicePrefetcher prefetch(::torch::kCPU);
+  libtorch::DevicePrefetcher prefetch(::torch::kCPU, /*max_pending=*/3);
   EXPECT_FALSE(prefetch.copies());
   EXPECT_FALSE(prefetch.Next().has_value());
   std::vector<::torch::Tensor> sent;
   for (int i = 0; i < 3; ++i) {
     sent.push_back(::torch::full({4}, static_cast<float>(i)));
-    prefetch.Submit(std::vector<::torch::Tensor>{sent.back()});
+    ASSERT_TRUE(prefetch.Submit(std::vector<::torch::Tensor>{sent.back()}).ok());
   }
-  prefetch.Submit(std::nullopt);  // a loader's end: ignored
+  EXPECT_TRUE(prefetch.Submit(std::nullopt).ok());  // a loader's end: ignored
   EXPECT_EQ(prefetch.pending(), 3u);
   for (int i = 0; i < 3; ++i) {
     StepScope step(*session, StepIndex(i), Samples(4));
@@ -488,8 +489,35 @@ TEST(DevicePrefetcherTest, PinningForTheCpuIsAPassThrough) {
   EXPECT_EQ(batch[0].data_ptr(), first) << "no copy for a CPU device";
   EXPECT_FALSE(batch[0].is_pinned());
   libtorch::DevicePrefetcher prefetch(::torch::kCPU);
-  prefetch.Submit(batch);
+  ASSERT_TRUE(prefetch.Submit(batch).ok());
   EXPECT_EQ(prefetch.pinned_on_submit(), 0);
+}
+
+// The prefetcher holds at most max_pending batches (2 by default): a Submit
+// past that is refused, and it takes the batch again once one is taken.
+TEST(DevicePrefetcherTest, NeverHoldsMoreThanMaxPendingBatches) {
+  libtorch::DevicePrefetcher prefetch(::torch::kCPU);
+  ASSERT_EQ(prefetch.max_pending(), 2u);
+  std::mt19937 rng(7);
+  int submitted = 0, refused = 0, taken = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (rng() % 3 != 0) {  // submit twice as often as taking: it fills up
+      const absl::Status s = prefetch.Submit(std::vector<::torch::Tensor>{::torch::full({2}, i)});
+      if (s.ok()) {
+        ++submitted;
+      } else {
+        EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+        EXPECT_EQ(prefetch.pending(), 2u) << "refused only when full";
+        ++refused;
+      }
+    } else if (prefetch.Next().has_value()) {
+      ++taken;
+    }
+    ASSERT_LE(prefetch.pending(), prefetch.max_pending()) << "after operation " << i;
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_EQ(static_cast<size_t>(submitted - taken), prefetch.pending());
+  EXPECT_EQ(libtorch::DevicePrefetcher(::torch::kCPU, 0).max_pending(), 1u) << "at least one";
 }
 
 // Setting the current device is a Status: nothing for CPU, an error (not an
@@ -527,18 +555,18 @@ TEST(DevicePrefetcherTest, WorkersPinSoSubmitOnlyLaunchesTheCopies) {
       {.workers = 2});
   libtorch::DevicePrefetcher prefetch(cuda);
   ASSERT_TRUE(prefetch.copies());
-  prefetch.Submit(loader.Next());
+  ASSERT_TRUE(prefetch.Submit(loader.Next()).ok());
   for (int i = 0; i < 6; ++i) {
     StepScope step(*session, StepIndex(i), Samples(1));
     std::optional<std::vector<::torch::Tensor>> batch = prefetch.Next();
     ASSERT_TRUE(batch.has_value());
-    prefetch.Submit(loader.Next());
+    ASSERT_TRUE(prefetch.Submit(loader.Next()).ok());
     EXPECT_TRUE((*batch)[0].is_cuda());
     EXPECT_EQ((*batch)[0].sum().item<float>(), 1024.0f * i);
   }
   EXPECT_EQ(pinned_by_workers.load(), 6);
   EXPECT_EQ(prefetch.pinned_on_submit(), 0) << "the training thread pinned nothing";
-  prefetch.Submit(std::vector<::torch::Tensor>{::torch::full({8}, 3.0f)});  // pageable
+  ASSERT_TRUE(prefetch.Submit(std::vector<::torch::Tensor>{::torch::full({8}, 3.0f)}).ok());
   EXPECT_EQ(prefetch.pinned_on_submit(), 1);
   EXPECT_EQ(prefetch.Next().value()[0].sum().item<float>(), 24.0f);
   absl::StatusOr<Report> report = session->Finish();

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -49,16 +50,18 @@ struct DevicePrefetcher::Impl {
     std::unique_ptr<at::cuda::CUDAEvent> copied;
 #endif
   };
-  std::deque<Pending> pending;
+  std::deque<Pending> pending;  // at most max_pending
+  size_t max_pending;
   int64_t pinned_on_submit = 0;
 #if TRAINSCOPE_TORCH_CUDA
   std::optional<c10::cuda::CUDAStream> side;
 #endif
-  explicit Impl(at::Device d) : device(d) {}
+  Impl(at::Device d, size_t most) : device(d), max_pending(std::max<size_t>(most, 1)) {}
   bool copies() const { return TRAINSCOPE_TORCH_CUDA != 0 && device.is_cuda(); }
 };
 
-DevicePrefetcher::DevicePrefetcher(at::Device device) : impl_(std::make_unique<Impl>(device)) {}
+DevicePrefetcher::DevicePrefetcher(at::Device device, size_t max_pending)
+    : impl_(std::make_unique<Impl>(device, max_pending)) {}
 DevicePrefetcher::~DevicePrefetcher() = default;
 
 void PinForDevice(std::vector<at::Tensor>& batch, const at::Device& device) {
@@ -94,16 +97,23 @@ absl::Status SetCurrentDevice(const at::Device& device) {
 bool DevicePrefetcher::copies() const { return impl_->copies(); }
 int64_t DevicePrefetcher::pinned_on_submit() const { return impl_->pinned_on_submit; }
 size_t DevicePrefetcher::pending() const { return impl_->pending.size(); }
+size_t DevicePrefetcher::max_pending() const { return impl_->max_pending; }
 
-void DevicePrefetcher::Submit(std::optional<std::vector<at::Tensor>> batch) {
-  if (!batch) return;
+absl::Status DevicePrefetcher::Submit(std::optional<std::vector<at::Tensor>> batch) {
+  if (!batch) return absl::OkStatus();
+  if (impl_->pending.size() >= impl_->max_pending) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("DevicePrefetcher::Submit: ", impl_->pending.size(),
+                     " batches pending, the most it holds (max_pending); take one with Next() "
+                     "first"));
+  }
   static const NameId name = InternName("prefetch.h2d");
   PhaseScope launch(Phase::kHostToDevice, name);
   Impl::Pending entry;
   if (!impl_->copies()) {
     entry.tensors = std::move(*batch);
     impl_->pending.push_back(std::move(entry));
-    return;
+    return absl::OkStatus();
   }
 #if TRAINSCOPE_TORCH_CUDA
   if (!impl_->side) impl_->side = c10::cuda::getStreamFromPool(false, impl_->device.index());
@@ -125,6 +135,7 @@ void DevicePrefetcher::Submit(std::optional<std::vector<at::Tensor>> batch) {
   RecordCounter(pinned_name, pinned_here);
 #endif
   impl_->pending.push_back(std::move(entry));
+  return absl::OkStatus();
 }
 
 std::optional<std::vector<at::Tensor>> DevicePrefetcher::Next() {

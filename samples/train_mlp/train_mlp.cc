@@ -372,8 +372,16 @@ int Main(int argc, char** argv) {
         return source.Load(i, rank, world_size);
       };
       // Host-to-device copies run one batch ahead (a kHostToDevice range each);
-      // on CPU the batches pass through.
-      trainscope::libtorch::DevicePrefetcher to_device(device);
+      // on CPU the batches pass through. One batch is pending at a time, so
+      // Submit never finds the prefetcher full.
+      trainscope::libtorch::DevicePrefetcher to_device(device, /*max_pending=*/1);
+      auto submit = [&](int64_t k) {
+        const absl::Status submitted = to_device.Submit(next_batch(k));
+        if (!submitted.ok()) {
+          std::fprintf(stderr, "train_mlp: rank %d: %s\n", rank, submitted.ToString().c_str());
+        }
+        return submitted.ok();
+      };
 
       torch::manual_seed(absl::GetFlag(FLAGS_seed));  // the same initial model on every rank
       torch::nn::Sequential model = MakeModel(absl::GetFlag(FLAGS_hidden));
@@ -493,7 +501,7 @@ int Main(int argc, char** argv) {
         pending_skipped.clear();
       };
       const bool corrupt_grad = absl::GetFlag(FLAGS_corrupt_grad);
-      to_device.Submit(next_batch(0));
+      if (!submit(0)) return 1;
       for (int64_t i = 0; i < steps; ++i) {
         if (rank == absl::GetFlag(FLAGS_die_rank) && i == absl::GetFlag(FLAGS_die_at_step) &&
             !absl::GetFlag(FLAGS_die_in_save)) {
@@ -505,7 +513,7 @@ int Main(int argc, char** argv) {
                                    trainscope::Samples(batch_size));
         std::optional<std::vector<torch::Tensor>> batch = to_device.Next();
         if (!batch) break;
-        if (i + 1 < steps) to_device.Submit(next_batch(i + 1));
+        if (i + 1 < steps && !submit(i + 1)) return 1;
         torch::Tensor loss;
         {
           TRAINSCOPE_PHASE(kForward);

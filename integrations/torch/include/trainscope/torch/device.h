@@ -7,10 +7,10 @@
 //         return batch;
 //       });
 //   trainscope::libtorch::DevicePrefetcher prefetch(device);
-//   prefetch.Submit(loader.Next());             // copy batch k+1 ...
+//   prefetch.Submit(loader.Next()).IgnoreError();  // copy batch k+1 ...
 //   for (...) {
 //     std::optional<std::vector<torch::Tensor>> batch = prefetch.Next();  // ... while k runs
-//     prefetch.Submit(loader.Next());
+//     prefetch.Submit(loader.Next()).IgnoreError();  // one pending: never full
 //     ... train on *batch ...
 //     trainscope::libtorch::RecordStepMemory(session, step, device);
 //   }
@@ -71,27 +71,36 @@ void PinForDevice(std::vector<at::Tensor>& batch, const at::Device& device);
 // "prefetch.wait": the stream wait): what the host spends on input
 // transfer, so idle gaps it causes are blamed on h2d. The copies themselves
 // overlap compute and appear in the device timeline (CUPTI memcpy records).
-// One thread.
+// Memory: at most `max_pending` batches are held, so on CUDA at most
+// max_pending x (the largest batch's bytes) of device memory for the
+// copies, and as much pinned host memory for their staging copies (kept
+// until the batch is taken); a batch Next() returned is the caller's. One
+// thread.
 class DevicePrefetcher {
  public:
-  explicit DevicePrefetcher(at::Device device);
+  // `max_pending` (at least 1): batches submitted and not yet taken. The
+  // usual loop (submit batch k+1, train on k) holds one.
+  explicit DevicePrefetcher(at::Device device, size_t max_pending = 2);
   ~DevicePrefetcher();
   DevicePrefetcher(const DevicePrefetcher&) = delete;
   DevicePrefetcher& operator=(const DevicePrefetcher&) = delete;
 
   // Starts copying `batch` (host tensors; an empty optional is ignored, so a
-  // loader's end can be passed straight in). Cost: the asynchronous copies'
-  // launch, plus a host copy for each pageable tensor (pinned here, counted
-  // in pinned_on_submit() and the counter "prefetch.pinned_on_submit").
-  void Submit(std::optional<std::vector<at::Tensor>> batch);
+  // loader's end can be passed straight in). Errors: ResourceExhausted when
+  // max_pending batches are pending (the batch is not taken: take one with
+  // Next() first). Cost: the asynchronous copies' launch, plus a host copy
+  // for each pageable tensor (pinned here, counted in pinned_on_submit()
+  // and the counter "prefetch.pinned_on_submit").
+  absl::Status Submit(std::optional<std::vector<at::Tensor>> batch);
   // Tensors Submit had to pin on the calling thread so far (0 when the
   // loader pins them, or on the pass-through path).
   int64_t pinned_on_submit() const;
   // The oldest submitted batch, usable on the current stream; nullopt when
   // none is pending.
   std::optional<std::vector<at::Tensor>> Next();
-  // Batches submitted and not yet taken.
+  // Batches submitted and not yet taken; at most max_pending().
   size_t pending() const;
+  size_t max_pending() const;
   // Whether copies go to a CUDA device (false: pass-through).
   bool copies() const;
 
