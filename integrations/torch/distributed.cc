@@ -11,10 +11,12 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#if TRAINSCOPE_TORCH_NCCL
-#include <ATen/cuda/CUDAEvent.h>
+#if TRAINSCOPE_TORCH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#endif
+#if TRAINSCOPE_TORCH_NCCL
+#include <ATen/cuda/CUDAEvent.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -282,7 +284,33 @@ void ProcessGroup::AllReduceOne(at::Tensor& tensor) {
 #endif
 }
 
+void ProcessGroup::SyncBeforeGloo(const std::vector<at::Tensor>& tensors) {
+#if TRAINSCOPE_TORCH_CUDA
+  if (impl_->backend_name != "gloo") return;
+  static const NameId name = InternName("c10d.device_sync");
+  std::optional<PhaseScope> range;
+  std::vector<c10::DeviceIndex> done;
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined() || !t.is_cuda()) continue;
+    const c10::DeviceIndex index = t.device().index();
+    if (std::find(done.begin(), done.end(), index) != done.end()) continue;
+    if (!range) range.emplace(Phase::kOther, name);
+    c10::cuda::getCurrentCUDAStream(index).synchronize();
+    done.push_back(index);
+  }
+#else
+  static_cast<void>(tensors);
+#endif
+}
+
 absl::Status ProcessGroup::AllReduce(std::vector<at::Tensor>& tensors) {
+  try {
+    SyncBeforeGloo(tensors);
+  } catch (const std::exception& e) {  // a CUDA error of earlier work, not a peer's
+    std::string message = e.what();
+    if (const size_t eol = message.find('\n'); eol != std::string::npos) message.resize(eol);
+    return absl::InternalError("c10d allreduce: device sync before the collective: " + message);
+  }
   static const NameId name = InternName("c10d.allreduce");
   PhaseScope sync(Phase::kSync, name);
   ++impl_->collectives;

@@ -76,7 +76,12 @@ class ProcessGroup {
   // without blocking at the next collective (and at Session::Finish or the
   // group's end), added to the step's sync_ms (Session::AddStepSyncTime),
   // which the straggler report reads. Gloo blocks the host: its range is
-  // the time. Several tensors of one dtype and device are reduced as one
+  // the time. With CUDA tensors Gloo first waits for the current stream
+  // (all the compute queued before the call), so AllReduce synchronises
+  // that stream beforehand in its own range ("c10d.device_sync", phase
+  // other): the sync range then holds the copies to and from the host and
+  // the exchange, the wait for the slowest rank included, not the queued
+  // compute. Several tensors of one dtype and device are reduced as one
   // flattened tensor (a copy of them all, then copied back); tensors of
   // mixed dtypes or devices go one collective each. Errors: Unavailable
   // with the rank's view of who is missing when a peer died or timed out
@@ -109,6 +114,9 @@ class ProcessGroup {
  private:
   struct Impl;
   explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  // Under Gloo, waits for the current stream of each CUDA device among
+  // `tensors` (range "c10d.device_sync"). Throws what LibTorch throws.
+  void SyncBeforeGloo(const std::vector<at::Tensor>& tensors);
   // One tensor, one collective (timed on the device under NCCL). Throws
   // what c10d throws.
   void AllReduceOne(at::Tensor& tensor);
