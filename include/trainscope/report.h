@@ -177,6 +177,11 @@ struct Report {
     int64_t records = 0;
     int64_t dropped = 0;  // records CUPTI dropped (no free buffer)
     int64_t kernels = 0;
+    // Buffers whose records were cut short by an incomplete record (work
+    // still running at the end): the rest of each is missing.
+    int64_t incomplete_buffers = 0;
+    // Launches whose device record never came (given up after 10 s).
+    int64_t launches_unmatched = 0;
     // Device busy time by the host phase that launched it, largest first.
     std::vector<std::pair<std::string, double>> busy_s_by_phase;
     // Holistic Trace Analysis' temporal and idle-time breakdowns of the

@@ -105,6 +105,9 @@ void DescribeReport(R& r, V& v) {
     v.Field("records", r.device_timeline.records, kRequired);
     v.Field("dropped", r.device_timeline.dropped, kRequired);
     v.Field("kernels", r.device_timeline.kernels, kRequired);
+    // Written since 2026-12-07.
+    v.Field("incomplete_buffers", r.device_timeline.incomplete_buffers, kAbsentOk);
+    v.Field("launches_unmatched", r.device_timeline.launches_unmatched, kAbsentOk);
     v.Numbers("busy_s_by_phase", r.device_timeline.busy_s_by_phase, kRequired);
     v.Object("hta", kAbsentOk, [&] {  // written since 2026-12-07
       auto& h = r.device_timeline.hta;

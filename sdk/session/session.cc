@@ -428,6 +428,8 @@ absl::StatusOr<Report> Session::Finish() {
     device.records = stats.records;
     device.dropped = stats.dropped;
     device.kernels = stats.kernels;
+    device.incomplete_buffers = stats.incomplete_buffers;
+    device.launches_unmatched = stats.launches_unmatched;
     s.collector.reset();
   }
   // Unlocked: its step rows take mu for the memory samples. SetConfig and
