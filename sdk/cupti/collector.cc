@@ -376,18 +376,20 @@ absl::Status Collector::Impl::SetKinds(bool enable, const char* prefix) {
 }
 
 void Collector::Impl::SetCallbacks(bool on) {
-  if (on) {
+  if (!on) {
     for (const auto& [domain, cbid] : callback_ids) {
-      if (lib->enable_callback(1, subscriber, domain, cbid) == CUPTI_SUCCESS) continue;
-      // Without every launch announced, records start the waits (records.h).
-      SetCallbacks(false);
-      return;
+      lib->enable_callback(0, subscriber, domain, cbid);
     }
-    announcing = !callback_ids.empty();
+    announcing = false;
     return;
   }
-  for (const auto& [domain, cbid] : callback_ids) lib->enable_callback(0, subscriber, domain, cbid);
-  announcing = false;
+  // A call whose callback CUPTI refuses is not announced: its launches are
+  // not waited for (records.h); the others still are.
+  int enabled = 0;
+  for (const auto& [domain, cbid] : callback_ids) {
+    if (lib->enable_callback(1, subscriber, domain, cbid) == CUPTI_SUCCESS) ++enabled;
+  }
+  announcing = enabled > 0;
 }
 
 absl::Status Collector::Impl::SetCollecting(bool on, const char* prefix) {
