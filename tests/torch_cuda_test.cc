@@ -30,6 +30,7 @@
 
 #if __has_include(<c10/cuda/CUDACachingAllocator.h>)
 #include <ATen/autocast_mode.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -472,6 +473,46 @@ TEST(TorchCudaTest, DISABLED_ProfilerFirstThenATrainscopeSession) {
       status.c_str(), static_cast<long long>(report->device_timeline.kernels),
       static_cast<long long>(profiled));
   EXPECT_TRUE(collected || in_use) << "neither collected nor a clear reason: " << status;
+}
+
+// Gloo's all-reduce of CUDA tensors waits for the current stream first: the
+// compute queued before it. That wait is the range "c10d.device_sync"
+// (phase other), not the collective's sync range.
+TEST(TorchCudaTest, GlooAllReduceOfCudaTensorsKeepsQueuedComputeOutOfSync) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  absl::StatusOr<Session> session = Session::Start(testing::QuietOptions(dir.path(), "gloo"));
+  ASSERT_TRUE(session.ok()) << session.status();
+  libtorch::DistributedOptions d;
+  d.store_path = dir.path() + "/c10d.store";
+  d.backend = "gloo";
+  d.device = CurrentCuda();
+  d.timeout = std::chrono::seconds(60);
+  absl::StatusOr<std::unique_ptr<libtorch::ProcessGroup>> group =
+      libtorch::ProcessGroup::Create(d, &*session);
+  ASSERT_TRUE(group.ok()) << group.status();
+  constexpr int kSteps = 5;
+  constexpr int64_t kQueuedCycles = 100'000'000;  // about 50 ms at 2 GHz
+  for (int i = 0; i < kSteps; ++i) {
+    StepScope step(*session, StepIndex(i), Samples(1));
+    std::vector<::torch::Tensor> tensors = {::torch::full({1024}, 3.0f, CurrentCuda())};
+    at::cuda::sleep(kQueuedCycles);  // compute queued before the collective
+    const absl::Status reduced = (*group)->AllReduce(tensors);
+    ASSERT_TRUE(reduced.ok()) << reduced;
+    EXPECT_EQ(tensors[0][0].item<float>(), 3.0f);
+  }
+  absl::StatusOr<Report> report = session->Finish();
+  ASSERT_TRUE(report.ok()) << report.status();
+  double sync_s = 0, other_s = 0;
+  for (const PhaseStat& p : report->phases) {
+    if (p.phase == "sync") sync_s = p.total_s;
+    if (p.phase == "other") other_s = p.total_s;
+  }
+  std::printf("figures: steps=%d device_sync_s=%.4f collective_sync_s=%.4f backend=%s\n", kSteps,
+              other_s, sync_s, report->distributed.backend.c_str());
+  EXPECT_EQ(report->distributed.backend, "gloo");
+  EXPECT_GT(other_s, kSteps * 0.01) << "the queued compute is waited for in c10d.device_sync";
+  EXPECT_LT(sync_s, other_s) << "the collective's sync range holds the queued compute";
 }
 
 // A one-rank NCCL group on `device` in `session` (null: none); skips the

@@ -650,7 +650,7 @@ PY
         "$(tail -1 "$work/gradscaler-reference.log" | tr -d '"\\' | cut -c1-150)")"
     fi
     gtest_section cuda-unit 'TorchCudaTest.*' \
-      PrefetcherMoves256MiBBatchesFor50IterationsWithTheirSums,RecordStepMemoryWithoutAnIndexUsesTheCurrentDevice,LimitMemoryThenAnOverBudgetAllocationThrowsOutOfMemory,AutocastGuardDtypesAndNesting,GradScalerFollowsPythonsScaleSequence,CudaRngStateRoundTrips,StepRateAfterFinishMatchesTheBaselineAndTheProfilerRunsInBothOrders \
+      PrefetcherMoves256MiBBatchesFor50IterationsWithTheirSums,RecordStepMemoryWithoutAnIndexUsesTheCurrentDevice,LimitMemoryThenAnOverBudgetAllocationThrowsOutOfMemory,AutocastGuardDtypesAndNesting,GradScalerFollowsPythonsScaleSequence,CudaRngStateRoundTrips,StepRateAfterFinishMatchesTheBaselineAndTheProfilerRunsInBothOrders,GlooAllReduceOfCudaTensorsKeepsQueuedComputeOutOfSync \
       "$extra" "${bin[torch_test]}" "${bin[torch_cuda_test]}"
   fi
 fi
