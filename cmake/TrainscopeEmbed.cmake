@@ -4,7 +4,20 @@
 # bytes of IN and a NUL) and `const unsigned long <NAME>Size` (without the NUL), in
 # namespace trainscope::html. Without IN (empty), both are empty: the
 # program then says what it was built without.
+#
+# The bytes go inside a page's <script> or <style> element: IN must not hold
+# "</script" or "</style" in any case (either would end the element), else
+# this fails naming IN.
 if(IN)
+  file(READ "${IN}" text)
+  string(TOLOWER "${text}" text)
+  foreach(end "</script" "</style")
+    string(FIND "${text}" "${end}" at)
+    if(NOT at EQUAL -1)
+      message(FATAL_ERROR "${IN}: holds \"${end}\" (at byte ${at}), which would end its element "
+                          "in the page: write it as \"<\\/...\" in a string")
+    endif()
+  endforeach()
   file(READ "${IN}" hex HEX)
   string(LENGTH "${hex}" digits)
   math(EXPR size "${digits} / 2")

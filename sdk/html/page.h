@@ -31,12 +31,19 @@ std::string EscapeHtml(std::string_view text);
 // (they only occur inside JSON strings, where the escapes mean the same).
 std::string ScriptSafeJson(std::string_view json);
 
+// The text of a file embedded at build time (sdk/html/embed.cmake): the
+// `<symbol>` and `<symbol>Size` that cmake/TrainscopeEmbed.cmake defines.
+inline std::string_view EmbeddedText(const unsigned char* bytes, unsigned long size) {
+  return {reinterpret_cast<const char*>(bytes), size};
+}
+
 // The whole page: `title` (escaped) in <title> and the heading, the
-// shared style, `data_json` as the data element (made script-safe here),
-// Chart.js, the shared helpers (kCommonScript below) and `script`, the
-// page kind's own code. `timeline_json` (analysis::TimelineViewToJson's),
-// when not empty, is a second data element that TS.timeline draws. Cost: a
-// copy of each (Chart.js is about 200 KB).
+// shared style (page.css), `data_json` as the data element (made
+// script-safe here), Chart.js, the shared helpers (common.js) and
+// `script`, the page kind's own code (run.js, trace.js, ...).
+// `timeline_json` (analysis::TimelineViewToJson's), when not empty, is a
+// second data element that TS.timeline draws. Cost: a copy of each
+// (Chart.js is about 200 KB).
 std::string Page(std::string_view title, std::string_view data_json, std::string_view script,
                  std::string_view timeline_json = {});
 
