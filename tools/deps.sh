@@ -15,7 +15,7 @@ packages=(cmake make g++ git python3 python3-pip pkg-config clang-format
           libabsl-dev libfmt-dev libsimdjson-dev libxxhash-dev zlib1g-dev libisal-dev
           libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
           clang-16 libfuzzer-16-dev libclang-rt-16-dev
-          libjs-chart.js chromium)
+          libjs-chart.js chromium eslint)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -63,6 +63,15 @@ format_check() {
   fi
 }
 part "format" format_check
+# The pages' scripts (sdk/html/*.js) under Debian's eslint and
+# sdk/html/.eslintrc.json; a warning fails too. Debian's eslint keeps its
+# modules in /usr/share/nodejs, where a Node.js other than Debian's
+# (NodeSource's) does not look unless NODE_PATH names it.
+lint_pages() {
+  NODE_PATH="/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}" \
+    eslint --max-warnings 0 --report-unused-disable-directives sdk/html/*.js
+}
+part "lint (page scripts)" lint_pages
 part "build" env BUILD_DIR=build tools/build.sh
 part "cupti against the CUDA 12 headers" tools/cuda12-compile.sh
 part "tests" ctest_counted build

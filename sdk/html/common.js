@@ -1,3 +1,7 @@
+// sdk/html/common.js: TS, the helpers every page kind's script uses (the
+// data, text-only elements, tables, charts, the timeline), first in the
+// page's last <script>; the page kind's script (run.js, ...) follows in the
+// same element, then TS.finish() (sdk/html/page.cc). Chart is Chart.js's.
 'use strict';
 const TS = {
   data: JSON.parse(document.getElementById('trainscope-data').textContent),
@@ -290,19 +294,19 @@ const TS = {
   },
   ms(v) { return v === null || v === undefined ? '' : (v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toFixed(3)); },
   palette: ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac', '#1b9e77', '#7570b3'],
+  // After the page's code: how many charts drew something, for the tests.
+  finish() {
+    let drawn = 0;
+    for (const c of TS.charts) {
+      const ctx = c.canvas.getContext('2d');
+      const pixels = ctx.getImageData(0, 0, c.canvas.width, c.canvas.height).data;
+      for (let k = 3; k < pixels.length; k += 4) { if (pixels[k] !== 0) { drawn++; break; } }
+    }
+    document.body.setAttribute('data-charts', String(TS.charts.length));
+    document.body.setAttribute('data-charts-drawn', String(drawn));
+    document.body.setAttribute('data-errors', String(TS.errors.length));
+    if (TS.errors.length) document.body.setAttribute('data-error-text', TS.errors.join(' | '));
+    document.body.setAttribute('data-rendered', 'yes');
+  },
 };
 window.addEventListener('error', e => TS.errors.push(String(e.message)));
-// After the page's code: how many charts drew something, for the tests.
-function finish() {
-  let drawn = 0;
-  for (const c of TS.charts) {
-    const ctx = c.canvas.getContext('2d');
-    const pixels = ctx.getImageData(0, 0, c.canvas.width, c.canvas.height).data;
-    for (let k = 3; k < pixels.length; k += 4) { if (pixels[k] !== 0) { drawn++; break; } }
-  }
-  document.body.setAttribute('data-charts', String(TS.charts.length));
-  document.body.setAttribute('data-charts-drawn', String(drawn));
-  document.body.setAttribute('data-errors', String(TS.errors.length));
-  if (TS.errors.length) document.body.setAttribute('data-error-text', TS.errors.join(' | '));
-  document.body.setAttribute('data-rendered', 'yes');
-}

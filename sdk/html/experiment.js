@@ -1,3 +1,5 @@
+// sdk/html/experiment.js: the page of a tuning experiment
+// (experiment_page.cc): TS.data is the experiment.json.
 const d = TS.data;
 const spec = d.spec;
 // The trial field of each objective (sdk/tuning/objectives.h).

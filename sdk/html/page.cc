@@ -8,7 +8,7 @@ namespace trainscope::html {
 
 // sdk/html/embed.cmake generates these (generated/html_k*.cc): Chart.js,
 // the style and the helpers every page kind's script uses (TS: the data,
-// text-only elements, tables, charts, the timeline, and finish(), which
+// text-only elements, tables, charts, the timeline, and TS.finish(), which
 // marks how many charts drew, for the browser tests and a reader's eyes).
 extern const unsigned char kChartJs[];
 extern const unsigned long kChartJsSize;
@@ -105,7 +105,8 @@ std::string Page(std::string_view title, std::string_view data_json, std::string
   // still says it finished, so that a test sees the error, not a timeout.
   page += "try {\n\n";
   page += script;
-  page += "\n} catch (e) { TS.errors.push(String(e)); }\nfinish();\n</script>\n</body>\n</html>\n";
+  page +=
+      "\n} catch (e) { TS.errors.push(String(e)); }\nTS.finish();\n</script>\n</body>\n</html>\n";
   return page;
 }
 

@@ -1,3 +1,6 @@
+// sdk/html/ranks.js: the page of a distributed run's ranks (ranks_page.cc):
+// TS.data is `trainscope ranks --format=json`'s report and each rank's step
+// times.
 const d = TS.data;
 const r = d.report;
 const overview = TS.section('Ranks', r.ranks_reporting + ' of ' + r.world_size + ' ranks reported; ' +

@@ -1,3 +1,5 @@
+// sdk/html/run.js: the page of one run (run_page.cc): TS.data is the
+// report's sections, drawn in order.
 const d = TS.data;
 const overview = TS.section('Baseline record');
 if (d.recommendation) {

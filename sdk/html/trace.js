@@ -1,3 +1,5 @@
+// sdk/html/trace.js: the page of a trace (trace_page.cc): TS.data is
+// `trainscope analyze --format=json`'s document, drawn section by section.
 const d = TS.data;
 const g = d.gaps;
 const us = v => TS.ms(v / 1000);
@@ -37,7 +39,7 @@ const device = TS.section('Device time, by Holistic Trace Analysis\' rules',
     '. ' + TS.htaNote);
 device.id = 'hta';
 if (h.rules.device_rows > 0) {
-  const streams = [...new Set(h.idle_time_breakdown_us.map(r => r.stream))].map(stream => {
+  const idleByStream = [...new Set(h.idle_time_breakdown_us.map(r => r.stream))].map(stream => {
     const row = {stream: stream, host_wait: 0, kernel_wait: 0, other: 0};
     for (const r of h.idle_time_breakdown_us) {
       if (r.stream === stream) row[r.category] = r.idle_time / 1000;
@@ -45,7 +47,7 @@ if (h.rules.device_rows > 0) {
     return row;
   });
   TS.htaCharts(device, t['compute_time(us)'] / 1000, t['non_compute_time(us)'] / 1000,
-               t['idle_time(us)'] / 1000, streams, 'ms');
+               t['idle_time(us)'] / 1000, idleByStream, 'ms');
 } else {
   device.appendChild(TS.el('p', 'No GPU kernels, copies or sets in this trace: a CPU-only ' +
       'profile has no device time to break down.', {id: 'no-device'}));
