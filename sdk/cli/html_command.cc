@@ -98,6 +98,81 @@ Input Classify(const std::string& input) {
   return {InputKind::kUnknown, input, ""};
 }
 
+// The timeline of the run whose report is `report`, from the trace beside
+// it: analysis::TimelineViewToJson's, or "" with `note` saying why there is
+// none (no trace, or one that does not read: warned about on stderr).
+std::string RunTimeline(const Report& report, const std::string& trace_path,
+                        const std::string& steps_path, std::string* note) {
+  struct stat st;
+  if (stat(trace_path.c_str(), &st) != 0) {
+    const int error = errno;
+    *note = error == ENOENT ? "No timeline: " + trace_path +
+                                  " does not exist (the run was recorded without "
+                                  "Sink::kTraceJson)."
+                            : "No timeline: " + trace_path + ": " + std::strerror(error);
+    return "";
+  }
+  // Steps after the report's warm-up, where the trace keeps some: from the
+  // index of the steps file's row just past it (rows in start order).
+  analysis::TimelineViewOptions options;
+  const int64_t warmup = report.timing.warmup_steps;
+  int64_t row = 0;
+  (void)exporter::ForEachStepRow(steps_path, [&](const Report::Step& step) {
+    if (row++ < warmup) return true;
+    options.steady_from_step = step.index;
+    return false;
+  });
+  absl::StatusOr<analysis::TimelineView> view = analyze::ReadTimelineView(trace_path, 0, options);
+  if (view.ok() && !view->empty()) return analysis::TimelineViewToJson(*view);
+  *note = "No timeline: " +
+          (view.ok() ? trace_path + " holds no intervals." : std::string(view.status().message()));
+  std::fprintf(stderr, "trainscope html: warning: %s\n", note->c_str());
+  return "";
+}
+
+// The page of the run whose report is at `report_path`. The timeline comes
+// from the run's trace; a run without one (or with one that does not read)
+// still gets its page, saying why.
+absl::StatusOr<std::string> RunPageOf(const std::string& report_path) {
+  const std::string trace_path = exporter::TraceFileForReport(report_path);
+  const std::string steps_path = exporter::StepsFileForReport(report_path);
+  // The report first: a page needs it, and the timeline its warm-up.
+  absl::StatusOr<Report> report = exporter::ReadReportFile(report_path);
+  if (!report.ok()) return report.status();
+  std::string note;
+  const std::string timeline = RunTimeline(*report, trace_path, steps_path, &note);
+  return html::RunPage(report_path, steps_path, timeline, note);
+}
+
+// The page of an experiment, read and checked as `trainscope compare` reads
+// it, then drawn.
+absl::StatusOr<std::string> ExperimentPageOf(const std::string& path) {
+  absl::StatusOr<tuning::ExperimentRecord> record = tuning::ReadExperiment(path);
+  if (!record.ok()) return record.status();
+  absl::StatusOr<std::string> text = ground::ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  return html::ExperimentPage(path, *text);
+}
+
+// The page of a trace: the same analysis as `trainscope analyze
+// --format=json`, on every core, and the timeline cut from the same read.
+absl::StatusOr<std::string> TracePageOf(const std::string& path) {
+  const analysis::TimelineViewOptions view;
+  absl::StatusOr<analyze::AnalyzedTrace> trace = analyze::AnalyzeFile(path, 0, &view);
+  if (!trace.ok()) return trace.status();
+  return html::TracePage(
+      path, analyze::AnalysisToJson(*trace),
+      trace->view.empty() ? std::string() : analysis::TimelineViewToJson(trace->view));
+}
+
+// The page of a classified input (not kUnknown).
+absl::StatusOr<std::string> PageOf(const Input& input) {
+  if (input.kind == InputKind::kRun) return RunPageOf(input.path);
+  if (input.kind == InputKind::kRanks) return html::RanksPage(input.path);
+  if (input.kind == InputKind::kExperiment) return ExperimentPageOf(input.path);
+  return TracePageOf(input.path);
+}
+
 }  // namespace
 
 int RunHtml(const std::vector<std::string>& args) {
@@ -124,72 +199,7 @@ int RunHtml(const std::vector<std::string>& args) {
   if (const std::string chosen = absl::GetFlag(FLAGS_output); !chosen.empty()) {
     input.output = chosen;
   }
-  absl::StatusOr<std::string> page;
-  if (input.kind == InputKind::kRun) {
-    // The timeline comes from the run's trace; a run without one (or with
-    // one that does not read) still gets its page, saying why.
-    const std::string trace_path = exporter::TraceFileForReport(input.path);
-    const std::string steps_path = exporter::StepsFileForReport(input.path);
-    // The report first: a page needs it, and the timeline its warm-up.
-    absl::StatusOr<Report> report = exporter::ReadReportFile(input.path);
-    std::string timeline, note;
-    struct stat st;
-    if (!report.ok()) {
-      page = report.status();
-    } else if (stat(trace_path.c_str(), &st) != 0) {
-      const int error = errno;
-      note = error == ENOENT ? "No timeline: " + trace_path +
-                                   " does not exist (the run was recorded without "
-                                   "Sink::kTraceJson)."
-                             : "No timeline: " + trace_path + ": " + std::strerror(error);
-    } else {
-      // Steps after the report's warm-up, where the trace keeps some: from
-      // the index of the steps file's row just past it (rows in start order).
-      analysis::TimelineViewOptions options;
-      const int64_t warmup = report->timing.warmup_steps;
-      int64_t row = 0;
-      (void)exporter::ForEachStepRow(steps_path, [&](const Report::Step& step) {
-        if (row++ < warmup) return true;
-        options.steady_from_step = step.index;
-        return false;
-      });
-      absl::StatusOr<analysis::TimelineView> view =
-          analyze::ReadTimelineView(trace_path, 0, options);
-      if (view.ok() && !view->empty()) {
-        timeline = analysis::TimelineViewToJson(*view);
-      } else {
-        note = "No timeline: " + (view.ok() ? trace_path + " holds no intervals."
-                                            : std::string(view.status().message()));
-        std::fprintf(stderr, "trainscope html: warning: %s\n", note.c_str());
-      }
-    }
-    if (report.ok()) page = html::RunPage(input.path, steps_path, timeline, note);
-  } else if (input.kind == InputKind::kRanks) {
-    page = html::RanksPage(input.path);
-  } else if (input.kind == InputKind::kExperiment) {
-    // Read and checked as `trainscope compare` reads it, then drawn.
-    absl::StatusOr<tuning::ExperimentRecord> record = tuning::ReadExperiment(input.path);
-    absl::StatusOr<std::string> text = ground::ReadFileToString(input.path);
-    if (!record.ok()) {
-      page = record.status();
-    } else if (!text.ok()) {
-      page = text.status();
-    } else {
-      page = html::ExperimentPage(input.path, *text);
-    }
-  } else {
-    // The same analysis as `trainscope analyze --format=json`, on every core.
-    // The timeline is cut from the same read.
-    const analysis::TimelineViewOptions view;
-    absl::StatusOr<analyze::AnalyzedTrace> trace = analyze::AnalyzeFile(input.path, 0, &view);
-    if (!trace.ok()) {
-      page = trace.status();
-    } else {
-      page = html::TracePage(
-          input.path, analyze::AnalysisToJson(*trace),
-          trace->view.empty() ? std::string() : analysis::TimelineViewToJson(trace->view));
-    }
-  }
+  const absl::StatusOr<std::string> page = PageOf(input);
   if (!page.ok()) {
     std::fprintf(stderr, "trainscope html: %s\n", std::string(page.status().message()).c_str());
     return kExitBadInput;

@@ -230,30 +230,12 @@ std::vector<NextStep> NextSteps(const Report& r) {
   return next;
 }
 
-}  // namespace
+// The page's data, one writer per section of run.js; each writes its keys
+// into the open object of `j`.
 
-// The page's own code (run.js): the data's sections, in order.
-extern const unsigned char kRunJs[];
-extern const unsigned long kRunJsSize;
-
-absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path,
-                                    std::string_view timeline_json,
-                                    std::string_view timeline_note) {
-  if (absl::Status need = NeedChartJs(); !need.ok()) return need;
-  absl::StatusOr<Report> report = exporter::ReadReportFile(report_path);
-  if (!report.ok()) return report.status();
-  Bars bars;
-  if (!steps_path.empty()) {
-    absl::Status status = exporter::ForEachStepRow(steps_path, [&bars](const Report::Step& row) {
-      bars.Add(row);
-      return true;
-    });
-    // A run killed before its first row may leave no steps file.
-    if (!status.ok() && status.code() != absl::StatusCode::kNotFound) return status;
-  }
-  const Report& r = *report;
-  ground::JsonWriter j;
-  j.BeginObject();
+// The record and what to do next: recommendation, next steps, the record's
+// rows, the configuration.
+void WriteOverview(ground::JsonWriter& j, const Report& r, const std::string& steps_path) {
   j.Key("recommendation").String(r.recommendation);
   j.Key("docs").String("file://" TRAINSCOPE_DOCS_DIR);
   j.Key("next").BeginArray();
@@ -271,6 +253,12 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
   j.Key("config").BeginArray();
   for (const auto& [key, value] : r.config) j.BeginArray().String(key).String(value).EndArray();
   j.EndArray();
+}
+
+// The phases seen, in their NVTX colours, and the steps' bars: a column
+// per bar for the step range, the fastest and slowest step, each phase's
+// mean and the idle time by cause.
+void WriteSteps(ground::JsonWriter& j, const Bars& bars) {
   std::vector<int> phases;
   for (int p = 0; p < kPhaseCount; ++p) {
     if (bars.phase_seen(p)) phases.push_back(p);
@@ -312,6 +300,11 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
   }
   j.EndObject();
   j.EndObject();
+}
+
+// The gaps' histogram and the longest gaps; HTA's device breakdowns; the
+// phase table.
+void WriteGapsAndDevice(ground::JsonWriter& j, const Report& r) {
   j.Key("gaps").BeginObject();
   j.Key("count").Int(r.gaps.count);
   j.Key("largest_ms").Number(r.gaps.largest_ms);
@@ -351,7 +344,10 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
     j.String(fmt::format("{:.3f}", p.max_ms)).String(Percent(p.share_of_steps)).EndArray();
   }
   j.EndArray();
-  // Each loader, with its queue depth over time (counters.<name>.queue_depth).
+}
+
+// Each loader, with its queue depth over time (counters.<name>.queue_depth).
+void WriteLoaders(ground::JsonWriter& j, const Report& r) {
   j.Key("loaders").BeginArray();
   for (const Report::Loader& l : r.loaders) {
     j.BeginObject().Key("name").String(l.name).Key("kind").String(l.kind);
@@ -383,6 +379,36 @@ absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::s
     j.EndObject().EndObject();
   }
   j.EndArray();
+}
+
+}  // namespace
+
+// The page's own code (run.js): the data's sections, in order.
+extern const unsigned char kRunJs[];
+extern const unsigned long kRunJsSize;
+
+absl::StatusOr<std::string> RunPage(const std::string& report_path, const std::string& steps_path,
+                                    std::string_view timeline_json,
+                                    std::string_view timeline_note) {
+  if (absl::Status need = NeedChartJs(); !need.ok()) return need;
+  absl::StatusOr<Report> report = exporter::ReadReportFile(report_path);
+  if (!report.ok()) return report.status();
+  Bars bars;
+  if (!steps_path.empty()) {
+    absl::Status status = exporter::ForEachStepRow(steps_path, [&bars](const Report::Step& row) {
+      bars.Add(row);
+      return true;
+    });
+    // A run killed before its first row may leave no steps file.
+    if (!status.ok() && status.code() != absl::StatusCode::kNotFound) return status;
+  }
+  const Report& r = *report;
+  ground::JsonWriter j;
+  j.BeginObject();
+  WriteOverview(j, r, steps_path);
+  WriteSteps(j, bars);
+  WriteGapsAndDevice(j, r);
+  WriteLoaders(j, r);
   j.Key("timeline_note").String(timeline_note);
   j.EndObject();
   return Page(fmt::format("trainscope \u00b7 {}", r.run.name), j.str(),
