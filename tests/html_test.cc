@@ -478,7 +478,7 @@ TEST(HtmlTracePageTest, DrawsTheAnalysisOfARealTraceAndOfACpuOnlyOne) {
                              hostile);
   testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "html", hostile});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  const std::string page = hostile.substr(0, hostile.size() - 8) + ".html";
+  const std::string page = hostile + ".html";
   EXPECT_NE(run.out.find("wrote " + page), std::string::npos) << run.out;
   const std::string text = testing::ReadAll(page);
   EXPECT_LT(text.size(), 1u << 20) << "a 26 MB trace, a page of its analysis";
@@ -504,6 +504,44 @@ TEST(HtmlTracePageTest, DrawsTheAnalysisOfARealTraceAndOfACpuOnlyOne) {
   EXPECT_EQ(Attribute(cpu, "data-kernels"), "0");
   EXPECT_NE(cpu.find("id=\"no-device\""), std::string::npos);
   EXPECT_EQ(Attribute(cpu, "data-charts-drawn"), Attribute(cpu, "data-charts"));
+}
+
+// A trace and its compressed copy side by side: x.json's page is x.html,
+// x.json.gz's is x.json.gz.html, whichever is drawn first; neither writes
+// over the other's page.
+TEST(HtmlTracePageTest, ATraceAndItsCompressedCopyGetPagesOfTheirOwn) {
+  TempDir dir;
+  const std::string gz = dir.File("x.json.gz");
+  std::filesystem::copy_file(std::string(TRAINSCOPE_SHARED_KINETO_DIR) + "/simple_add.json.gz", gz);
+  ASSERT_EQ(RunProcess({"/usr/bin/gzip", "-dk", gz}).exit_code, 0);
+  ASSERT_TRUE(std::filesystem::exists(dir.File("x.json")));
+  testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("x.json")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("wrote " + dir.File("x.html") + " "), std::string::npos) << run.out;
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", gz});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("wrote " + dir.File("x.json.gz.html") + " "), std::string::npos)
+      << run.out;
+  // Each page names its own input, x.html still x.json's.
+  EXPECT_NE(testing::ReadAll(dir.File("x.html")).find("<title>trainscope \u00b7 x.json</title>"),
+            std::string::npos);
+  EXPECT_NE(testing::ReadAll(dir.File("x.json.gz.html"))
+                .find("<title>trainscope \u00b7 x.json.gz</title>"),
+            std::string::npos);
+  // In the other order too.
+  std::filesystem::remove(dir.File("x.html"));
+  std::filesystem::remove(dir.File("x.json.gz.html"));
+  ASSERT_EQ(RunProcess({TRAINSCOPE_CLI_PATH, "html", gz}).exit_code, 0);
+  ASSERT_EQ(RunProcess({TRAINSCOPE_CLI_PATH, "html", dir.File("x.json")}).exit_code, 0);
+  EXPECT_NE(testing::ReadAll(dir.File("x.json.gz.html"))
+                .find("<title>trainscope \u00b7 x.json.gz</title>"),
+            std::string::npos);
+  EXPECT_NE(testing::ReadAll(dir.File("x.html")).find("<title>trainscope \u00b7 x.json</title>"),
+            std::string::npos);
+  // -o still names the page.
+  run = RunProcess({TRAINSCOPE_CLI_PATH, "html", gz, "-o", dir.File("chosen.html")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("wrote " + dir.File("chosen.html") + " "), std::string::npos) << run.out;
 }
 
 }  // namespace

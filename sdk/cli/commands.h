@@ -36,8 +36,10 @@ int RunCompare(const std::vector<std::string>& args);
 // TRACE.json[.gz] [-o PAGE.html]`: the run's report, a distributed run's
 // ranks, an experiment, or a trace's analysis (`trainscope analyze`'s), as
 // one self-contained HTML page
-// (default: beside the input, its name with .html for .json or .json.gz:
-// report.html, report-rank3.html, trace.html; DIR/ranks.html).
+// (default: beside the input, X.json -> X.html: report.html,
+// report-rank3.html, trace.html; X.json.gz -> X.json.gz.html, so that a
+// trace and its compressed copy never share a page; DIR/report.html,
+// DIR/ranks.html).
 int RunHtml(const std::vector<std::string>& args);
 
 // `trainscope tune amp|batch|loader [flags] -- COMMAND`: an experiment on

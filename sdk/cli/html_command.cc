@@ -62,7 +62,8 @@ bool IsRanksDirectory(const std::string& dir) {
   return reports.size() == 1 && reports[0].find("/report-rank") != std::string::npos;
 }
 
-// What `input` names, and the page's path beside it.
+// What `input` names, and the page's path beside it: X.json -> X.html,
+// X.json.gz -> X.json.gz.html, DIR -> DIR/report.html or DIR/ranks.html.
 enum class InputKind { kRun, kRanks, kTrace, kExperiment, kUnknown };
 struct Input {
   InputKind kind = InputKind::kUnknown;
@@ -92,9 +93,10 @@ Input Classify(const std::string& input) {
     const std::string page = input.substr(0, input.size() - 5) + ".html";
     return {LooksLikeExperiment(input) ? InputKind::kExperiment : InputKind::kTrace, input, page};
   }
-  if (EndsWith(base, ".json.gz")) {
-    return {InputKind::kTrace, input, input.substr(0, input.size() - 8) + ".html"};
-  }
+  // trace.json.gz -> trace.json.gz.html: not trace.html, which is
+  // trace.json's page, so that a trace and its compressed copy side by side
+  // never write over each other's page.
+  if (EndsWith(base, ".json.gz")) return {InputKind::kTrace, input, input + ".html"};
   return {InputKind::kUnknown, input, ""};
 }
 
@@ -179,7 +181,9 @@ int RunHtml(const std::vector<std::string>& args) {
   if (args.size() != 1) {
     std::fprintf(stderr,
                  "usage: trainscope html RUN_DIR|RANKS_DIR|REPORT.json|EXPERIMENT.json|"
-                 "TRACE.json[.gz] [-o PAGE.html]\n");
+                 "TRACE.json[.gz] [-o PAGE.html]\n"
+                 "  the page goes beside the input unless -o names it: DIR/report.html,\n"
+                 "  DIR/ranks.html, X.json -> X.html, X.json.gz -> X.json.gz.html\n");
     return kExitUsage;
   }
   if (!html::HaveChartJs()) {

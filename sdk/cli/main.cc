@@ -53,6 +53,7 @@ constexpr char kUsage[] =
     "                        trials\n"
     "  html TRACE.json[.gz]  a PyTorch-profiler trace (or ours) as one page:\n"
     "                        analyze's figures, HTA's breakdowns drawn\n"
+    "                        (TRACE.html; TRACE.json.gz.html for a .json.gz)\n"
     "  tune amp|batch|loader [flags] -- COMMAND\n"
     "                        tune your own program: fp32 against mixed precision\n"
     "                        ({precision}), the batch size ({batch}, {lr}), the\n"
