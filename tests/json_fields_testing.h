@@ -99,6 +99,7 @@ class FillEveryField {
     v = static_cast<Int>(++n_);
   }
   void WriteOnly(std::string_view, bool) {}
+  void Check(std::string_view, bool, std::string_view) {}
   template <typename Fn>
   void Object(std::string_view, unsigned, Fn&& fn) {
     fn();

@@ -586,7 +586,7 @@ TEST(ExperimentSpecTest, BadSpecsAreNamedByKey) {
 // the p99 time of a step (a larger batch's step takes longer by design).
 TEST(ExperimentTest, ServingObjectivesRollBackOnTheRequestsTailNotTheBatches) {
   ExperimentSpec spec;
-  spec.objective = "latency_p50_ms";
+  spec.objective = ObjectiveId::kLatencyP50Ms;
   spec.variants = {{"max1", {}, {}, {}}, {"max8", {}, {}, {}}};
   std::vector<Trial> trials;
   for (int k = 0; k < 6; ++k) {
@@ -734,6 +734,7 @@ class PrintFields {
     keys.insert(std::string(key));
   }
   void WriteOnly(std::string_view key, bool) { keys.insert(std::string(key)); }
+  void Check(std::string_view, bool, std::string_view) {}
   template <typename T>
   void List(std::string_view key, const T& v, unsigned) {
     out.push_back(fmt::format("{}{}=[{}]", prefix_, key, fmt::join(v, ",")));
@@ -859,6 +860,20 @@ TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
   record = ReadExperiment(path);
   ASSERT_FALSE(record.ok());
   EXPECT_EQ(record.status().message(), path + ": field 'spec.objective' is missing");
+
+  // An objective is looked up by name where it is read: one there is not
+  // is named with the names there are.
+  std::string unknown = json;
+  unknown.replace(objective, std::string("\"objective\": \"time_to_target\"").size(),
+                  "\"objective\": \"loss\"");
+  testing::WriteAll(path, unknown);
+  record = ReadExperiment(path);
+  ASSERT_FALSE(record.ok());
+  EXPECT_EQ(record.status().message(),
+            path +
+                ": field 'spec.objective' is \"loss\", not \"time_to_target\", "
+                "\"steady_samples_per_s\", \"median_step_ms\", \"latency_p50_ms\", "
+                "\"latency_p90_ms\" or \"latency_p99_ms\"");
 
   std::string older = json;
   for (size_t at; (at = older.find("\"latency_p99_ms\": 3,")) != std::string::npos;) {

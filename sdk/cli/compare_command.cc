@@ -277,7 +277,7 @@ int CompareExperiments(const std::string& a_path, const std::string& b_path) {
     std::printf(
         "\nThe objectives differ (A: %s, B: %s): only the verdicts and environments "
         "are compared.\n",
-        a.spec.objective.c_str(), b.spec.objective.c_str());
+        tuning::ObjectiveInfo(a.spec.objective).name, tuning::ObjectiveInfo(b.spec.objective).name);
   }
   std::printf("\nverdict A%s: %s\nverdict B%s: %s\n", a.complete ? "" : " (incomplete)",
               a.reason.c_str(), b.complete ? "" : " (incomplete)", b.reason.c_str());

@@ -358,8 +358,7 @@ int RunTune(const std::vector<std::string>& args, const std::vector<std::string>
   std::fputs(tuning::LoaderTable(loaded_spec, loaded_knee).c_str(), stderr);
   exit = Finish(loaded_output, loaded);
   if (exit != kExitOk) return exit;  // no verdict from a sweep cut short
-  const std::string verdict =
-      tuning::CoLoadVerdict(quiet_knee, loaded_knee, spec->lower_is_better());
+  const std::string verdict = tuning::CoLoadVerdict(quiet_knee, loaded_knee, spec->objective);
   std::fprintf(stderr, "\nco-load: %s\n", verdict.c_str());
   if (absl::Status s = ground::WriteFileAtomically(
           knee_path, tuning::KneeJson(*spec, quiet_knee, &loaded_knee, verdict));

@@ -169,12 +169,6 @@ std::optional<double> StepP99(const std::string& steps_path) {
   return sketch.Percentile(99);
 }
 
-// A serving objective: the requests' latency, whose tail is the requests'
-// p99, not the batches' (a larger batch takes longer by design).
-bool ServingObjective(const ExperimentSpec& spec) {
-  return spec.objective.rfind("latency_", 0) == 0;
-}
-
 // Replaces every `placeholder` in `arg` with `value`.
 void Substitute(std::string* arg, std::string_view placeholder, const std::string& value) {
   for (size_t at = arg->find(placeholder); at != std::string::npos;
@@ -246,14 +240,14 @@ void Assess(const ExperimentSpec& spec, const ProcessExit& exit, Trial* t) {
   } else if (!report.ok()) {
     t->failure = fmt::format("no readable report: {}", std::string(report.status().message()));
   } else if (report->acceptance.passed == false ||
-             (spec.objective == "time_to_target" && !t->time_to_target_s)) {
+             (spec.objective == ObjectiveId::kTimeToTarget && !t->time_to_target_s)) {
     t->failure = !report->acceptance.target
                      ? std::string(kNoQualityTarget)
                      : fmt::format("did not reach {} {} {:g}", report->acceptance.metric,
                                    report->acceptance.higher_is_better ? ">=" : "<=",
                                    report->acceptance.target.value_or(NAN));
-  } else if (!ObjectiveOf(spec, *t)) {
-    t->failure = fmt::format("the report has no {}", spec.objective);
+  } else if (!ObjectiveValue(spec.objective, *t)) {
+    t->failure = fmt::format("the report has no {}", ObjectiveInfo(spec.objective).name);
   }
   t->failed = !t->failure.empty();
 }
@@ -267,13 +261,6 @@ std::string Seconds(double s) {
   return fmt::format("{:.1f}s", s);
 }
 
-std::string ObjectiveText(const ExperimentSpec& spec, std::optional<double> v) {
-  if (!v) return "-";
-  if (spec.objective == "time_to_target") return fmt::format("{:.3f} s", *v);
-  if (spec.objective == "steady_samples_per_s") return fmt::format("{:.1f} samples/s", *v);
-  return fmt::format("{:.3f} ms", *v);  // median step time, latencies
-}
-
 }  // namespace
 
 VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec) {
@@ -284,21 +271,24 @@ VerdictOptions VerdictOptionsOf(const ExperimentSpec& spec) {
   o.resamples = spec.resamples;
   o.seed = spec.seed;
   o.rollback = spec.rollback;
-  const Objective* objective = FindObjective(spec.objective);
-  o.objective_name = objective != nullptr ? objective->label : "median step time";
-  if (ServingObjective(spec)) o.tail_name = "the p99 latency";
+  const Objective& objective = ObjectiveInfo(spec.objective);
+  o.objective_name = objective.label;
+  // A request latency's tail is the requests' p99, not the batches' (a
+  // larger batch takes longer by design).
+  if (objective.serving) o.tail_name = "the p99 latency";
   return o;
 }
 
 std::vector<VariantOutcomes> Outcomes(const ExperimentSpec& spec,
                                       const std::vector<Trial>& trials) {
+  const bool serving = ObjectiveInfo(spec.objective).serving;
   std::vector<VariantOutcomes> out;
   for (const VariantSpec& v : spec.variants) out.push_back({v.name, {}, {}});
   for (const Trial& t : trials) {
     TrialOutcome o;
     o.failed = t.failed;
-    o.objective = ObjectiveOf(spec, t).value_or(0);
-    o.p99_step_ms = (ServingObjective(spec) ? t.latency_p99_ms : t.p99_step_ms).value_or(NAN);
+    o.objective = ObjectiveValue(spec.objective, t).value_or(0);
+    o.p99_step_ms = (serving ? t.latency_p99_ms : t.p99_step_ms).value_or(NAN);
     o.resource_hours = t.resource_hours.value_or(NAN);
     o.peak_memory_bytes = t.peak_memory_bytes.value_or(NAN);
     out[static_cast<size_t>(t.variant)].trials.push_back(o);
@@ -453,12 +443,12 @@ absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
                                  t.gpu_temperature_c_max.value_or(NAN),
                                  t.gpu_clock_events->empty() ? "" : ", ", *t.gpu_clock_events);
         }
-        std::fprintf(options.progress, "trial %d of %d  %-12s %s  (%.1f s wall)  ~%s left%s\n",
-                     done, planned, v.name.c_str(),
-                     t.failed ? fmt::format("FAILED: {}", t.failure).c_str()
-                              : ObjectiveText(spec, ObjectiveOf(spec, t)).c_str(),
-                     t.wall_s, Seconds(elapsed / here * (planned - done)).c_str(),
-                     gpu_text.c_str());
+        std::fprintf(
+            options.progress, "trial %d of %d  %-12s %s  (%.1f s wall)  ~%s left%s\n", done,
+            planned, v.name.c_str(),
+            t.failed ? fmt::format("FAILED: {}", t.failure).c_str()
+                     : ObjectiveText(spec.objective, ObjectiveValue(spec.objective, t)).c_str(),
+            t.wall_s, Seconds(elapsed / here * (planned - done)).c_str(), gpu_text.c_str());
         std::fflush(options.progress);
       }
       if (absl::Status s = write(); !s.ok()) return s;
@@ -492,7 +482,7 @@ std::string ExperimentTable(const ExperimentSpec& spec, const ExperimentResult& 
     std::vector<double> ok;
     for (const Trial& t : result.trials) {
       if (t.variant == static_cast<int>(v) && !t.failed) {
-        if (std::optional<double> value = ObjectiveOf(spec, t)) ok.push_back(*value);
+        if (std::optional<double> value = ObjectiveValue(spec.objective, t)) ok.push_back(*value);
       }
     }
     const std::optional<double> median =
@@ -508,7 +498,7 @@ std::string ExperimentTable(const ExperimentSpec& spec, const ExperimentResult& 
     int failures = 0;
     for (const TrialOutcome& t : outcomes[v].trials) failures += t.failed;
     out += fmt::format("{:<14} {:>7} {:>16} {:>22} {:>9}  {}\n", outcomes[v].name,
-                       outcomes[v].trials.size(), ObjectiveText(spec, median), ratio,
+                       outcomes[v].trials.size(), ObjectiveText(spec.objective, median), ratio,
                        fmt::format("{}/{}", failures, outcomes[v].trials.size()), verdict);
   }
   if (!result.curves.empty()) {

@@ -27,12 +27,12 @@
 // first variant is the baseline. With "curve", each trial's training curve
 // is checked against the baseline's noise band (curves.h), and a variant
 // whose curve leaves it is rolled back even when it is faster.
-// Objectives: time_to_target (report acceptance.time_to_target_s; lower is
-// better), steady_samples_per_s (higher), median_step_ms (lower), and for
-// serving runs latency_p50_ms, latency_p90_ms, latency_p99_ms (report
-// serving, Session::RecordLatency; lower). "notes" are strings recorded
-// with the spec (a rule the variants follow, its sources); they change
-// nothing in how the experiment runs.
+// Objectives (the table in objectives.h): time_to_target (report
+// acceptance.time_to_target_s; lower is better), steady_samples_per_s
+// (higher), median_step_ms (lower), and for serving runs latency_p50_ms,
+// latency_p90_ms, latency_p99_ms (report serving, Session::RecordLatency;
+// lower). "notes" are strings recorded with the spec (a rule the variants
+// follow, its sources); they change nothing in how the experiment runs.
 //
 // A trial fails (MLPerf's rule: infinite time to target) when it exits
 // non-zero, is killed by a signal or the per-trial timeout, writes no
@@ -62,6 +62,7 @@
 
 #include "absl/status/statusor.h"
 #include "sdk/tuning/curves.h"
+#include "sdk/tuning/objectives.h"
 #include "sdk/tuning/verdict.h"
 
 namespace trainscope::tuning {
@@ -82,7 +83,8 @@ struct ExperimentSpec {
   std::vector<std::string> command;
   std::vector<VariantSpec> variants;  // [0] is the baseline
   int repeats = 5;                    // per variant (the budget when sequential)
-  std::string objective = "time_to_target";
+  // Its name, direction and unit are the table's (objectives.h).
+  ObjectiveId objective = ObjectiveId::kTimeToTarget;
   double threshold = 0.02;
   double trial_timeout_s = 600;
   uint64_t seed = 1;
@@ -94,7 +96,7 @@ struct ExperimentSpec {
   CurveSpec curve;                                         // curve.file "" = no curve check
   std::vector<std::pair<std::string, std::string>> notes;  // recorded, not interpreted
 
-  bool lower_is_better() const { return objective != "steady_samples_per_s"; }
+  bool lower_is_better() const { return ObjectiveInfo(objective).lower_is_better; }
 };
 
 // The trial's command line: spec.command, then the variant's args, each

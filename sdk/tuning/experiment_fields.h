@@ -16,18 +16,38 @@
 #ifndef TRAINSCOPE_SDK_TUNING_EXPERIMENT_FIELDS_H_
 #define TRAINSCOPE_SDK_TUNING_EXPERIMENT_FIELDS_H_
 
+#include <string>
+#include <type_traits>
+
 #include "sdk/ground/json_fields.h"
 #include "sdk/tuning/experiment.h"
+#include "sdk/tuning/objectives.h"
 
 namespace trainscope::tuning::experiment_fields {
 
 using ground::json_fields::kAbsentOk;
 using ground::json_fields::kRequired;
 
+// The spec's objective: its name in the file (objectives.h), looked up
+// once when read; a name that is none is an error naming the field and
+// the names there are.
+template <typename S, typename V>
+void DescribeObjective(S& spec, V& v) {
+  std::string name = ObjectiveInfo(spec.objective).name;
+  v.Field("objective", name, kRequired);
+  if constexpr (!std::is_const_v<S>) {
+    if (const Objective* objective = FindObjective(name); objective != nullptr) {
+      spec.objective = objective->id;
+    } else {
+      v.Check("objective", false, "is \"" + name + "\", not " + ObjectiveChoices());
+    }
+  }
+}
+
 template <typename S, typename V>
 void DescribeSpec(S& spec, V& v) {
   v.List("command", spec.command, kRequired);
-  v.Field("objective", spec.objective, kRequired);
+  DescribeObjective(spec, v);
   v.WriteOnly("lower_is_better", spec.lower_is_better());
   v.Field("repeats", spec.repeats, kAbsentOk);
   v.Field("sequential", spec.sequential, kAbsentOk);

@@ -186,18 +186,10 @@ absl::StatusOr<ExperimentSpec> ParseSpec(std::string_view json, std::string_view
     return Bad(where, "variants", "needs a baseline and at least one variant");
   }
   if (object["objective"].get(e) == simdjson::SUCCESS) {
-    if (e.get_string().get(text) != simdjson::SUCCESS || FindObjective(text) == nullptr) {
-      std::string names;
-      for (size_t i = 0; i < std::size(kObjectives); ++i) {
-        names += fmt::format("{}\"{}\"",
-                             i == 0                           ? ""
-                             : i + 1 < std::size(kObjectives) ? ", "
-                                                              : " or ",
-                             kObjectives[i].name);
-      }
-      return Bad(where, "objective", "must be " + names);
-    }
-    spec.objective = std::string(text);
+    const Objective* objective =
+        e.get_string().get(text) == simdjson::SUCCESS ? FindObjective(text) : nullptr;
+    if (objective == nullptr) return Bad(where, "objective", "must be " + ObjectiveChoices());
+    spec.objective = objective->id;
   }
   if (object["sequential"].get(e) == simdjson::SUCCESS &&
       e.get_bool().get(spec.sequential) != simdjson::SUCCESS) {

@@ -161,7 +161,7 @@ absl::StatusOr<ExperimentSpec> AmpSpec(const TuneOptions& o, const AmpOptions& a
       fmt::format("{} reach{} the quality target sooner than {}, with {} loss curve",
                   absl::StrJoin(amp.precisions, " or "), amp.precisions.size() > 1 ? "" : "es",
                   amp.baseline, amp.precisions.size() > 1 ? "the same" : "the same");
-  spec.objective = "time_to_target";
+  spec.objective = ObjectiveId::kTimeToTarget;
   spec.repeats = Repeats(o, spec.variants.size(), 5);
   spec.curve.file = "loss.jsonl";  // Session::RecordLoss's
   spec.curve.value = "loss";
@@ -294,7 +294,7 @@ absl::StatusOr<ExperimentSpec> BatchSpec(const TuneOptions& o, const BatchOption
                                 {"lr", Number(ScaledLr(b, n))},
                                 {"memory_mb", std::to_string(CapMb(b))}}});
     }
-    spec.objective = "latency_p99_ms";
+    spec.objective = ObjectiveId::kLatencyP99Ms;
     spec.hypothesis = "batching requests up to a larger maximum lowers the p99 latency";
     spec.notes = {{"batch", "{batch}: the largest batch of requests the server forms"}};
   } else {
@@ -324,7 +324,7 @@ absl::StatusOr<ExperimentSpec> BatchSpec(const TuneOptions& o, const BatchOption
     spec.hypothesis =
         fmt::format("a larger batch, with {}, reaches the quality target sooner than batch {}",
                     lr_phrase, b.base_batch);
-    spec.objective = "time_to_target";
+    spec.objective = ObjectiveId::kTimeToTarget;
     spec.notes = {{"lr_rule", b.lr_rule},
                   {"lr_rule_source", LrRuleSource(b.lr_rule)},
                   {"base_batch", std::to_string(b.base_batch)},
@@ -368,7 +368,7 @@ std::string BatchTable(const ExperimentSpec& spec, const ExperimentResult& resul
     double median = NAN, rh_per_accepted = NAN, samples_per_s = NAN;
     double p50 = NAN, p90 = NAN, p99 = NAN, rps = NAN;
   };
-  const bool serving = spec.objective.rfind("latency_", 0) == 0;
+  const bool serving = ObjectiveInfo(spec.objective).serving;
   std::vector<Row> rows(spec.variants.size());
   for (size_t v = 0; v < rows.size(); ++v) {
     Row& r = rows[v];
@@ -383,7 +383,8 @@ std::string BatchTable(const ExperimentSpec& spec, const ExperimentResult& resul
     }
     // MLPerf's rule, as the verdict reads it: a failed trial is infinite.
     r.median = MedianOf(
-        result.trials, vi, [&](const Trial& t) { return ObjectiveOf(spec, t); }, true, kInf);
+        result.trials, vi, [&](const Trial& t) { return ObjectiveValue(spec.objective, t); }, true,
+        kInf);
     r.rh_per_accepted = r.trials > r.failed ? hours / (r.trials - r.failed) : kInf;
     r.samples_per_s = MedianOf(
         result.trials, vi, [](const Trial& t) { return t.steady_samples_per_s; }, false, 0);
@@ -448,9 +449,13 @@ absl::StatusOr<ExperimentSpec> LoaderSpec(const TuneOptions& o, const LoaderOpti
   for (int p : l.pin) {
     if (p != 0 && p != 1) return Bad(o, fmt::format("--pin: {} is not 0 (off) or 1 (on)", p));
   }
-  if (l.objective != "time_to_target" && l.objective != "steady_samples_per_s") {
-    return Bad(o, fmt::format("--objective={}: expected time_to_target or steady_samples_per_s",
-                              l.objective));
+  // The loader's objectives: the time to the target, or the throughput.
+  const Objective* objective = FindObjective(l.objective);
+  if (objective == nullptr || (objective->id != ObjectiveId::kTimeToTarget &&
+                               objective->id != ObjectiveId::kSteadySamplesPerS)) {
+    return Bad(o, fmt::format("--objective={}: expected {} or {}", l.objective,
+                              ObjectiveInfo(ObjectiveId::kTimeToTarget).name,
+                              ObjectiveInfo(ObjectiveId::kSteadySamplesPerS).name));
   }
   std::vector<int> workers = l.workers, prefetch = with_prefetch ? l.prefetch : std::vector<int>{0},
                    pin = with_pin ? l.pin : std::vector<int>{0};
@@ -473,13 +478,13 @@ absl::StatusOr<ExperimentSpec> LoaderSpec(const TuneOptions& o, const LoaderOpti
     }
   }
   if (spec.variants.size() < 2) return Bad(o, "--workers/--prefetch: give two settings or more");
-  spec.objective = l.objective;
+  spec.objective = objective->id;
   spec.hypothesis =
       fmt::format("more loader workers{}{} {} than {}, up to a knee past which they do not pay",
                   with_prefetch ? " or a deeper prefetch" : "",
                   with_pin && pin.size() > 1 ? " or pinned batches" : "",
-                  l.objective == "time_to_target" ? "reach the quality target sooner"
-                                                  : "give a higher steady throughput",
+                  objective->id == ObjectiveId::kTimeToTarget ? "reach the quality target sooner"
+                                                              : "give a higher steady throughput",
                   spec.variants[0].name);
   spec.repeats = Repeats(o, spec.variants.size(), 4);
   // Workers make single steps jitter (a batch a moment late) while the
@@ -520,7 +525,8 @@ LoaderKnee FindKnee(const ExperimentSpec& spec, const ExperimentResult& result,
       r.failures += t.failed;
     }
     r.objective = MedianOf(
-        result.trials, vi, [&](const Trial& t) { return ObjectiveOf(spec, t); }, true, worst);
+        result.trials, vi, [&](const Trial& t) { return ObjectiveValue(spec.objective, t); }, true,
+        worst);
     r.data_wait_share = MedianOf(
         result.trials, vi, [](const Trial& t) { return t.data_wait_share; }, false, 0);
     r.cpu_s = MedianOf(
@@ -588,19 +594,22 @@ LoaderKnee FindKnee(const ExperimentSpec& spec, const ExperimentResult& result,
 }
 
 std::string LoaderTable(const ExperimentSpec& spec, const LoaderKnee& k) {
-  const bool ttt = spec.objective == "time_to_target";
+  // A rate's unit heads its column; a time's name does, with its unit in
+  // each cell.
+  const Objective& objective = ObjectiveInfo(spec.objective);
+  const bool rate = !objective.lower_is_better;
   std::string out = fmt::format("\n  {:<8} {:>16} {:>10} {:>8} {:>9} {:>9}  {}\n", "setting",
-                                ttt ? "time to target" : "samples/s", "input wait", "CPU s",
+                                rate ? objective.unit : objective.label, "input wait", "CPU s",
                                 "peak MiB", "failures", "");
   for (size_t i = 0; i < k.rows.size(); ++i) {
     const LoaderRow& r = k.rows[i];
     std::string note = static_cast<int>(i) == k.knee ? "<- knee" : "";
     if (static_cast<int>(i) == k.best && k.best != k.knee) note = "best";
     if (!r.rejected.empty()) note = "rejected: " + r.rejected;
-    const std::string value =
-        !std::isfinite(r.objective) || r.objective == 0
-            ? std::string("never")
-            : (ttt ? fmt::format("{:.3f} s", r.objective) : fmt::format("{:.1f}", r.objective));
+    const std::string value = !std::isfinite(r.objective) || r.objective == 0
+                                  ? std::string("never")
+                                  : (rate ? fmt::format("{:.{}f}", r.objective, objective.decimals)
+                                          : ObjectiveText(spec.objective, r.objective));
     out += fmt::format("  {:<8} {:>16} {:>9.1f}% {:>8.2f} {:>9.1f} {:>5} of {}  {}\n", r.variant,
                        value, 100 * r.data_wait_share, r.cpu_s, r.peak_rss_mb, r.failures, r.trials,
                        note);
@@ -609,7 +618,9 @@ std::string LoaderTable(const ExperimentSpec& spec, const LoaderKnee& k) {
   return out;
 }
 
-std::string CoLoadVerdict(const LoaderKnee& quiet, const LoaderKnee& loaded, bool lower) {
+std::string CoLoadVerdict(const LoaderKnee& quiet, const LoaderKnee& loaded,
+                          ObjectiveId objective) {
+  const bool lower = ObjectiveInfo(objective).lower_is_better;
   // The gain is what the best setting adds over the baseline, in the
   // objective's units (samples/s, or seconds to target saved): on a shared
   // host extra workers take their CPU from the other jobs, so the ratio to
@@ -624,7 +635,7 @@ std::string CoLoadVerdict(const LoaderKnee& quiet, const LoaderKnee& loaded, boo
     const double best = k.rows[static_cast<size_t>(k.best)].objective;
     return lower ? base / best : best / base;
   };
-  const std::string unit = lower ? " s" : " samples/s";
+  const std::string unit = std::string(" ") + ObjectiveInfo(objective).unit;
   const std::string& q = quiet.rows[static_cast<size_t>(quiet.knee)].variant;
   const std::string& c = loaded.rows[static_cast<size_t>(loaded.knee)].variant;
   const double aq = added(quiet), ac = added(loaded);
@@ -684,7 +695,7 @@ std::string KneeJson(const ExperimentSpec& spec, const LoaderKnee& quiet, const 
     j.EndObject();
   };
   j.BeginObject();
-  j.Key("objective").String(spec.objective);
+  j.Key("objective").String(ObjectiveInfo(spec.objective).name);
   j.Key("threshold").Number(spec.threshold);
   j.Key("quiet");
   knee(quiet);

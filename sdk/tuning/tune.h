@@ -127,11 +127,13 @@ std::string BatchTable(const ExperimentSpec& spec, const ExperimentResult& resul
 // ---- loader ----------------------------------------------------------
 
 struct LoaderOptions {
-  std::vector<int> workers = {0, 1, 2, 4};   // {workers}
-  std::vector<int> prefetch = {2};           // {prefetch}, when the command has it
-  std::vector<int> pin = {0};                // {pin} (0: off, 1: on), when the command has it
-  std::string objective = "time_to_target";  // or steady_samples_per_s
-  int64_t max_rss_mb = 0;                    // a setting past it is rejected; 0: no limit
+  std::vector<int> workers = {0, 1, 2, 4};  // {workers}
+  std::vector<int> prefetch = {2};          // {prefetch}, when the command has it
+  std::vector<int> pin = {0};               // {pin} (0: off, 1: on), when the command has it
+  // --objective as given, looked up (objectives.h) by LoaderSpec:
+  // time_to_target or steady_samples_per_s.
+  std::string objective = "time_to_target";
+  int64_t max_rss_mb = 0;  // a setting past it is rejected; 0: no limit
 };
 
 // Every worker count x prefetch depth x pinning ({prefetch} and {pin}
@@ -180,8 +182,9 @@ std::string LoaderTable(const ExperimentSpec& spec, const LoaderKnee& knee);
 // to a baseline that is slowed too can grow while the work won shrinks.
 // ("the knee stays at w2 under co-load; the best gain shrank by 35%
 // (+7351 samples/s quiet, +4801 samples/s co-loaded; 1.96x and 2.17x each
-// sweep's own baseline): ...").
-std::string CoLoadVerdict(const LoaderKnee& quiet, const LoaderKnee& loaded, bool lower_is_better);
+// sweep's own baseline): ..."). `objective` is the sweeps': its
+// direction and unit.
+std::string CoLoadVerdict(const LoaderKnee& quiet, const LoaderKnee& loaded, ObjectiveId objective);
 
 // The loader's knee as JSON ("<output>-knee.json"): the objective, each
 // setting's row, the knee and the best, the sentence; with co-load, the
