@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -330,143 +331,196 @@ std::vector<CurveCheck> CheckTrialCurves(const ExperimentSpec& spec, std::vector
   return checks;
 }
 
-absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
-                                               const RunOptions& options) {
-  if (absl::Status s = CheckSpec(spec, "the experiment's spec"); !s.ok()) return s;
-  ExperimentResult result;
-  const std::string trials_dir = TrialsDir(options);
-  if (absl::Status s = ground::EnsureWritableDirectory(trials_dir); !s.ok()) return s;
-  const GpuCovariates gpu;
-  result.gpu_covariates = gpu.status();
-  if (options.progress != nullptr) {
-    std::fprintf(options.progress, "GPU covariates: %s\n", gpu.status().c_str());
+namespace {
+
+// What every stage of a run reads.
+struct RunContext {
+  const ExperimentSpec& spec;
+  const RunOptions& options;
+  const GpuCovariates& gpu;
+  std::string trials_dir;
+  VerdictOptions verdict;
+  std::chrono::steady_clock::time_point started;
+};
+
+// The record so far: the trials' curves checked, the verdict on them, the
+// baseline's environment and the preset, written to OUTPUT. Errors: the
+// write's, naming OUTPUT.
+absl::Status WriteRecord(const RunContext& run, CurveCache* curves, ExperimentResult* result) {
+  std::vector<VariantOutcomes> outcomes = Outcomes(run.spec, result->trials);
+  result->curves = CheckTrialCurves(run.spec, &result->trials, &outcomes, curves);
+  result->verdict = Decide(outcomes, run.verdict);
+  if (!result->baseline) result->baseline = WorkloadOf(result->trials, 0);
+  result->preset = MakePreset(run.spec, result->trials, result->verdict);
+  return ground::WriteFileAtomically(run.options.output, ExperimentJson(run.spec, *result));
+}
+
+// Runs the trial `order` of `variant` in `round` in its own directory,
+// with the covariates sampled, and assesses it. Empty when `stop`
+// interrupted it (it is not counted). Errors: its directory cannot be
+// made (naming it).
+absl::StatusOr<std::optional<Trial>> RunTrial(const RunContext& run, int round, int variant,
+                                              int order) {
+  const ExperimentSpec& spec = run.spec;
+  Trial t;
+  t.order = order;
+  t.round = round;
+  t.variant = variant;
+  const VariantSpec& v = spec.variants[static_cast<size_t>(variant)];
+  t.output_dir = fmt::format("{}/{:03d}-{}", run.trials_dir, t.order, v.name);
+  if (absl::Status s = ground::EnsureWritableDirectory(t.output_dir); !s.ok()) return s;
+  // A directory an earlier experiment left (the same -o, no --resume):
+  // its outputs must not stand in for this trial's.
+  for (const std::string& stale :
+       {std::string("report.json"), std::string("steps.jsonl"), spec.curve.file}) {
+    if (!stale.empty()) unlink((t.output_dir + "/" + stale).c_str());
   }
-  const int n = static_cast<int>(spec.variants.size());
-  const int planned = spec.repeats * n;
-  const VerdictOptions verdict_options = VerdictOptionsOf(spec);
+  const std::vector<std::string> argv = TrialArgv(spec, v, t.output_dir, round);
+  std::vector<std::pair<std::string, std::string>> env = v.env;
+  env.emplace_back("TRAINSCOPE_OUTPUT_DIR", t.output_dir);
+  t.cpu_mhz = ReadCpuMhz();
+  t.load_1m = ReadLoad();
+  GpuTrialSample gpu_sample;
+  std::function<void()> sample_gpu;
+  if (run.gpu.available()) sample_gpu = [&] { run.gpu.Sample(&gpu_sample); };
+  const auto trial_start = std::chrono::steady_clock::now();
+  const ProcessExit exit = RunLogged(argv, env, t.output_dir + "/trial.log", spec.trial_timeout_s,
+                                     run.options.stop, sample_gpu);
+  if (gpu_sample.samples > 0) {
+    t.gpu_sm_clock_mhz_min = gpu_sample.sm_clock_mhz_min;
+    t.gpu_temperature_c_max = gpu_sample.temperature_c_max;
+    t.gpu_clock_events = ClockEventReasonNames(gpu_sample.reasons);
+  }
+  t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count();
+  if (exit.stopped) return std::optional<Trial>();
+  Assess(spec, exit, &t);
+  return std::optional<Trial>(std::move(t));
+}
+
+// A program that breaks the trial contract, said after its first trial
+// (which is not recorded: a --resume after the fix runs it again):
+// FailedPrecondition saying which call is missing; OK when it keeps it.
+absl::Status BrokenContract(const ExperimentSpec& spec, const Trial& t) {
+  if (!t.failed && !spec.curve.file.empty() &&
+      access((t.output_dir + "/" + spec.curve.file).c_str(), F_OK) != 0) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} ran, and wrote no {}: the curve check needs the training curve, so the program "
+        "must call Session::RecordLoss(step, loss) at each step (docs/experiments.md, \"The "
+        "trial contract\"; its log: {}/trial.log)",
+        t.output_dir, spec.curve.file, t.output_dir));
+  }
+  if (t.failure == kNoQualityTarget) {
+    // Every trial would fail the same way: say so now, not after all.
+    return absl::FailedPreconditionError(fmt::format(
+        "{} ran, and its report has no quality target, so no trial can reach one: the "
+        "program must call Session::SetQualityTarget(metric, target, higher_is_better) and "
+        "then Session::RecordQuality(metric, value) at each evaluation (docs/experiments.md, "
+        "\"The trial contract\"; its log: {}/trial.log)",
+        t.output_dir, t.output_dir));
+  }
+  return absl::OkStatus();
+}
+
+// The progress line of trial `t`, the `done`th of `planned`.
+void PrintTrial(const RunContext& run, const Trial& t, int done, int planned) {
+  const ExperimentSpec& spec = run.spec;
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - run.started).count();
+  const int here = done - static_cast<int>(run.options.done.size());  // run by this process
+  std::string gpu_text;
+  if (t.gpu_sm_clock_mhz_min || t.gpu_temperature_c_max) {
+    gpu_text =
+        fmt::format("  [GPU: SM clock min {:.0f} MHz, max {:.0f} C{}{}]",
+                    t.gpu_sm_clock_mhz_min.value_or(NAN), t.gpu_temperature_c_max.value_or(NAN),
+                    t.gpu_clock_events->empty() ? "" : ", ", *t.gpu_clock_events);
+  }
+  std::fprintf(run.options.progress, "trial %d of %d  %-12s %s  (%.1f s wall)  ~%s left%s\n", done,
+               planned, spec.variants[static_cast<size_t>(t.variant)].name.c_str(),
+               t.failed ? fmt::format("FAILED: {}", t.failure).c_str()
+                        : ObjectiveText(spec.objective, ObjectiveValue(spec.objective, t)).c_str(),
+               t.wall_s, Seconds(elapsed / here * (planned - done)).c_str(), gpu_text.c_str());
+  std::fflush(run.options.progress);
+}
+
+// A sequential design's interim look after `round`: whether the answer is
+// already clear (then it says so).
+bool DecidedEarly(const RunContext& run, const std::vector<Trial>& trials, int round) {
   SequentialOptions sequential;
-  sequential.min_repeats = spec.min_repeats;
-  sequential.max_repeats = spec.repeats;
-  const auto started = std::chrono::steady_clock::now();
-  CurveCache curve_cache;  // each finished trial's curve, read once
-  auto write = [&]() -> absl::Status {
-    std::vector<VariantOutcomes> outcomes = Outcomes(spec, result.trials);
-    result.curves = CheckTrialCurves(spec, &result.trials, &outcomes, &curve_cache);
-    result.verdict = Decide(outcomes, verdict_options);
-    if (!result.baseline) result.baseline = WorkloadOf(result.trials, 0);
-    result.preset = MakePreset(spec, result.trials, result.verdict);
-    return ground::WriteFileAtomically(options.output, ExperimentJson(spec, result));
-  };
-  bool stopped = false;
-  result.trials = options.done;
-  std::sort(result.trials.begin(), result.trials.end(),
-            [](const Trial& a, const Trial& b) { return a.order < b.order; });
+  sequential.min_repeats = run.spec.min_repeats;
+  sequential.max_repeats = run.spec.repeats;
+  if (ShouldContinue(Outcomes(run.spec, trials), run.verdict, sequential) !=
+      Continue::kStopDecided) {
+    return false;
+  }
+  if (run.options.progress != nullptr) {
+    std::fprintf(run.options.progress, "sequential: the answer is clear after %d rounds\n",
+                 round + 1);
+  }
+  return true;
+}
+
+// Runs the schedule's trials that are not done yet (options.done holds
+// the first), in randomised blocks, writing the record after each.
+// Returns whether `stop` ended it. Errors: BrokenContract's, after the
+// record of the trials before it is written; a directory or OUTPUT that
+// cannot be written.
+absl::StatusOr<bool> RunSchedule(const RunContext& run, CurveCache* curves,
+                                 ExperimentResult* result) {
+  const ExperimentSpec& spec = run.spec;
+  const RunOptions& options = run.options;
+  const int planned = spec.repeats * static_cast<int>(spec.variants.size());
   size_t slot = 0;  // the schedule's position; resumed trials take the first
-  for (int round = 0; round < spec.repeats && !stopped; ++round) {
+  for (int round = 0; round < spec.repeats; ++round) {
     bool ran = false;  // a trial of this round ran here, not only read back (--resume)
     for (int variant : RoundOrder(spec, round)) {
       if (slot++ < options.done.size()) continue;
       ran = true;
-      if (options.stop != nullptr && options.stop->load()) {
-        stopped = true;
-        break;
+      if (options.stop != nullptr && options.stop->load()) return true;
+      absl::StatusOr<std::optional<Trial>> t =
+          RunTrial(run, round, variant, static_cast<int>(result->trials.size()));
+      if (!t.ok()) return t.status();
+      if (!t->has_value()) return true;  // stopped: the interrupted trial is not counted
+      if (absl::Status broken = BrokenContract(spec, **t); !broken.ok()) {
+        result->complete = false;
+        if (absl::Status s = WriteRecord(run, curves, result); !s.ok()) return s;
+        return broken;
       }
-      Trial t;
-      t.order = static_cast<int>(result.trials.size());
-      t.round = round;
-      t.variant = variant;
-      const VariantSpec& v = spec.variants[static_cast<size_t>(variant)];
-      t.output_dir = fmt::format("{}/{:03d}-{}", trials_dir, t.order, v.name);
-      if (absl::Status s = ground::EnsureWritableDirectory(t.output_dir); !s.ok()) return s;
-      // A directory an earlier experiment left (the same -o, no --resume):
-      // its outputs must not stand in for this trial's.
-      for (const std::string& stale :
-           {std::string("report.json"), std::string("steps.jsonl"), spec.curve.file}) {
-        if (!stale.empty()) unlink((t.output_dir + "/" + stale).c_str());
-      }
-      const std::vector<std::string> argv = TrialArgv(spec, v, t.output_dir, round);
-      std::vector<std::pair<std::string, std::string>> env = v.env;
-      env.emplace_back("TRAINSCOPE_OUTPUT_DIR", t.output_dir);
-      t.cpu_mhz = ReadCpuMhz();
-      t.load_1m = ReadLoad();
-      GpuTrialSample gpu_sample;
-      std::function<void()> sample_gpu;
-      if (gpu.available()) sample_gpu = [&] { gpu.Sample(&gpu_sample); };
-      const auto trial_start = std::chrono::steady_clock::now();
-      const ProcessExit exit = RunLogged(argv, env, t.output_dir + "/trial.log",
-                                         spec.trial_timeout_s, options.stop, sample_gpu);
-      if (gpu_sample.samples > 0) {
-        t.gpu_sm_clock_mhz_min = gpu_sample.sm_clock_mhz_min;
-        t.gpu_temperature_c_max = gpu_sample.temperature_c_max;
-        t.gpu_clock_events = ClockEventReasonNames(gpu_sample.reasons);
-      }
-      t.wall_s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count();
-      if (exit.stopped) {
-        stopped = true;  // the interrupted trial is not counted
-        break;
-      }
-      Assess(spec, exit, &t);
-      // A program that breaks the trial contract: said after this trial,
-      // which is not recorded (a --resume after the fix runs it again).
-      if (!t.failed && !spec.curve.file.empty() &&
-          access((t.output_dir + "/" + spec.curve.file).c_str(), F_OK) != 0) {
-        result.complete = false;
-        if (absl::Status s = write(); !s.ok()) return s;
-        return absl::FailedPreconditionError(fmt::format(
-            "{} ran, and wrote no {}: the curve check needs the training curve, so the program "
-            "must call Session::RecordLoss(step, loss) at each step (docs/experiments.md, \"The "
-            "trial contract\"; its log: {}/trial.log)",
-            t.output_dir, spec.curve.file, t.output_dir));
-      }
-      if (t.failure == kNoQualityTarget) {
-        // Every trial would fail the same way: say so now, not after all.
-        result.complete = false;
-        if (absl::Status s = write(); !s.ok()) return s;
-        return absl::FailedPreconditionError(fmt::format(
-            "{} ran, and its report has no quality target, so no trial can reach one: the "
-            "program must call Session::SetQualityTarget(metric, target, higher_is_better) and "
-            "then Session::RecordQuality(metric, value) at each evaluation (docs/experiments.md, "
-            "\"The trial contract\"; its log: {}/trial.log)",
-            t.output_dir, t.output_dir));
-      }
-      result.trials.push_back(t);
+      result->trials.push_back(**t);
       if (options.progress != nullptr) {
-        const double elapsed =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        const int done = static_cast<int>(result.trials.size());
-        const int here = done - static_cast<int>(options.done.size());  // run by this process
-        std::string gpu_text;
-        if (t.gpu_sm_clock_mhz_min || t.gpu_temperature_c_max) {
-          gpu_text = fmt::format("  [GPU: SM clock min {:.0f} MHz, max {:.0f} C{}{}]",
-                                 t.gpu_sm_clock_mhz_min.value_or(NAN),
-                                 t.gpu_temperature_c_max.value_or(NAN),
-                                 t.gpu_clock_events->empty() ? "" : ", ", *t.gpu_clock_events);
-        }
-        std::fprintf(
-            options.progress, "trial %d of %d  %-12s %s  (%.1f s wall)  ~%s left%s\n", done,
-            planned, v.name.c_str(),
-            t.failed ? fmt::format("FAILED: {}", t.failure).c_str()
-                     : ObjectiveText(spec.objective, ObjectiveValue(spec.objective, t)).c_str(),
-            t.wall_s, Seconds(elapsed / here * (planned - done)).c_str(), gpu_text.c_str());
-        std::fflush(options.progress);
+        PrintTrial(run, **t, static_cast<int>(result->trials.size()), planned);
       }
-      if (absl::Status s = write(); !s.ok()) return s;
+      if (absl::Status s = WriteRecord(run, curves, result); !s.ok()) return s;
     }
     // Only after a round this process ran: the rounds read back hold
     // trials of later rounds too, and would be judged unbalanced.
-    if (!stopped && ran && spec.sequential &&
-        ShouldContinue(Outcomes(spec, result.trials), verdict_options, sequential) ==
-            Continue::kStopDecided) {
-      if (options.progress != nullptr) {
-        std::fprintf(options.progress, "sequential: the answer is clear after %d rounds\n",
-                     round + 1);
-      }
-      break;
-    }
+    if (ran && spec.sequential && DecidedEarly(run, result->trials, round)) break;
   }
-  result.complete = !stopped;
-  if (absl::Status s = write(); !s.ok()) return s;
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<ExperimentResult> RunExperiment(const ExperimentSpec& spec,
+                                               const RunOptions& options) {
+  if (absl::Status s = CheckSpec(spec, "the experiment's spec"); !s.ok()) return s;
+  const std::string trials_dir = TrialsDir(options);
+  if (absl::Status s = ground::EnsureWritableDirectory(trials_dir); !s.ok()) return s;
+  const GpuCovariates gpu;
+  ExperimentResult result;
+  result.gpu_covariates = gpu.status();
+  if (options.progress != nullptr) {
+    std::fprintf(options.progress, "GPU covariates: %s\n", gpu.status().c_str());
+  }
+  const RunContext run{
+      spec, options, gpu, trials_dir, VerdictOptionsOf(spec), std::chrono::steady_clock::now()};
+  result.trials = options.done;
+  std::sort(result.trials.begin(), result.trials.end(),
+            [](const Trial& a, const Trial& b) { return a.order < b.order; });
+  CurveCache curves;  // each finished trial's curve, read once
+  absl::StatusOr<bool> stopped = RunSchedule(run, &curves, &result);
+  if (!stopped.ok()) return stopped.status();
+  result.complete = !*stopped;
+  if (absl::Status s = WriteRecord(run, &curves, &result); !s.ok()) return s;
   if (options.progress != nullptr) {
     std::fputs(ExperimentTable(spec, result).c_str(), options.progress);
     std::fflush(options.progress);
