@@ -91,94 +91,128 @@ absl::StatusOr<ExperimentSpec> LoaderSpec(const TuneOptions& o, const LoaderOpti
   return spec;
 }
 
+namespace {
+
+// Setting `v`'s row, less the verdict: its {workers}, {prefetch} and
+// {pin}, its trials and failures, and its medians (a failed trial counts
+// as the worst objective; `lower`: lower is better).
+LoaderRow SettingRow(const ExperimentSpec& spec, const std::vector<Trial>& trials, size_t v,
+                     bool lower) {
+  const VariantSpec& vs = spec.variants[v];
+  LoaderRow r;
+  r.variant = vs.name;
+  for (const auto& [name, value] : vs.values) {
+    int n = 0;
+    if (!absl::SimpleAtoi(value, &n)) continue;
+    if (name == "workers") r.workers = n;
+    if (name == "prefetch") r.prefetch = n;
+    if (name == "pin") r.pin = n == 1;
+  }
+  const int vi = static_cast<int>(v);
+  for (const Trial& t : trials) {
+    if (t.variant != vi) continue;
+    ++r.trials;
+    r.failures += t.failed;
+  }
+  r.objective = MedianOf(
+      trials, vi, [&](const Trial& t) { return ObjectiveValue(spec.objective, t); }, true,
+      lower ? kInf : 0);
+  r.data_wait_share = MedianOf(
+      trials, vi, [](const Trial& t) { return t.data_wait_share; }, false, 0);
+  r.cpu_s = MedianOf(
+      trials, vi, [](const Trial& t) { return t.cpu_s; }, false, 0);
+  const double peak = MedianOf(
+      trials, vi, [](const Trial& t) { return t.peak_memory_bytes; }, false, 0);
+  r.peak_rss_mb = std::isnan(peak) ? 0 : peak / (1 << 20);
+  return r;
+}
+
+// The verdict on a setting (`c`, its comparison with `baseline`): whether
+// it is accepted, and why it cannot be the knee when it cannot.
+void JudgeSetting(const Comparison& c, const LoaderRow& baseline, const LoaderOptions& l,
+                  bool lower, LoaderRow* r) {
+  const bool clear = c.clears_threshold && c.p_adjusted < VerdictOptions().alpha;
+  r->accepted = clear && c.rollbacks.empty();
+  const double gain = lower ? 1 - c.ratio : c.ratio - 1;
+  const double width = c.ci_high - c.ci_low;
+  if (c.failures > 0 && c.failures > baseline.failures) {
+    r->rejected = fmt::format("more failures ({} of {})", c.failures, c.trials);
+  } else if (l.max_rss_mb > 0 && r->peak_rss_mb > static_cast<double>(l.max_rss_mb)) {
+    r->rejected =
+        fmt::format("peak memory {:.0f} MiB past --max_rss_mb={}", r->peak_rss_mb, l.max_rss_mb);
+  } else if (clear && width > gain) {
+    r->rejected = fmt::format("unstable: its interval ({:.3f} to {:.3f}) is wider than its gain",
+                              c.ci_low, c.ci_high);
+  } else if (!c.rollbacks.empty()) {
+    r->rejected = c.rollbacks.front();
+  } else if (!r->accepted) {
+    r->rejected = "no gain beyond the noise";
+  }
+}
+
+// The best eligible row: the baseline unless a setting not rejected does
+// better.
+int BestSetting(const std::vector<LoaderRow>& rows, bool lower) {
+  auto better = [&](double a, double b) { return lower ? a < b : a > b; };
+  int best = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i].rejected.empty() &&
+        better(rows[i].objective, rows[static_cast<size_t>(best)].objective)) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+// The first row, in the spec's order (the least first), not rejected and
+// within `threshold` of the best's objective; the baseline when none is.
+int Knee(const std::vector<LoaderRow>& rows, int best, double threshold, bool lower) {
+  const double best_objective = rows[static_cast<size_t>(best)].objective;
+  const double bound = lower ? best_objective * (1 + threshold) : best_objective * (1 - threshold);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const LoaderRow& r = rows[i];
+    if (!r.rejected.empty()) continue;
+    if (lower ? r.objective <= bound : r.objective >= bound) return static_cast<int>(i);
+  }
+  return 0;
+}
+
+// The knee's sentence.
+std::string KneeReason(const LoaderKnee& k, double threshold, bool lower) {
+  const LoaderRow& knee = k.rows[static_cast<size_t>(k.knee)];
+  const LoaderRow& base = k.rows[0];
+  if (k.knee == 0) {
+    return fmt::format(
+        "the knee is {}: no setting gains beyond the noise and the {:g}% "
+        "threshold; more workers cost CPU and memory for nothing here",
+        base.variant, 100 * threshold);
+  }
+  const double gain = lower ? base.objective / knee.objective : knee.objective / base.objective;
+  return fmt::format("the knee is {}: {:.2f}x {}'s {}, within {:g}% of the best ({}){}",
+                     knee.variant, gain, base.variant, lower ? "speed to target" : "throughput",
+                     100 * threshold, k.rows[static_cast<size_t>(k.best)].variant,
+                     k.best != k.knee ? "; the larger settings add CPU and memory, not speed" : "");
+}
+
+}  // namespace
+
 LoaderKnee FindKnee(const ExperimentSpec& spec, const ExperimentResult& result,
                     const LoaderOptions& l) {
-  LoaderKnee k;
   const bool lower = spec.lower_is_better();
-  const double worst = lower ? kInf : 0;
+  const std::vector<Comparison>& comparisons = result.verdict.comparisons;
+  LoaderKnee k;
   for (size_t v = 0; v < spec.variants.size(); ++v) {
-    const VariantSpec& vs = spec.variants[v];
-    LoaderRow r;
-    r.variant = vs.name;
-    for (const auto& [name, value] : vs.values) {
-      int n = 0;
-      if (!absl::SimpleAtoi(value, &n)) continue;
-      if (name == "workers") r.workers = n;
-      if (name == "prefetch") r.prefetch = n;
-      if (name == "pin") r.pin = n == 1;
-    }
-    const int vi = static_cast<int>(v);
-    for (const Trial& t : result.trials) {
-      if (t.variant != vi) continue;
-      ++r.trials;
-      r.failures += t.failed;
-    }
-    r.objective = MedianOf(
-        result.trials, vi, [&](const Trial& t) { return ObjectiveValue(spec.objective, t); }, true,
-        worst);
-    r.data_wait_share = MedianOf(
-        result.trials, vi, [](const Trial& t) { return t.data_wait_share; }, false, 0);
-    r.cpu_s = MedianOf(
-        result.trials, vi, [](const Trial& t) { return t.cpu_s; }, false, 0);
-    const double peak = MedianOf(
-        result.trials, vi, [](const Trial& t) { return t.peak_memory_bytes; }, false, 0);
-    r.peak_rss_mb = std::isnan(peak) ? 0 : peak / (1 << 20);
+    LoaderRow r = SettingRow(spec, result.trials, v, lower);
     if (v == 0) {
       r.accepted = true;  // the baseline is always a candidate
-    } else if (v - 1 < result.verdict.comparisons.size()) {
-      const Comparison& c = result.verdict.comparisons[v - 1];
-      const bool clear = c.clears_threshold && c.p_adjusted < VerdictOptions().alpha;
-      r.accepted = clear && c.rollbacks.empty();
-      const double gain = lower ? 1 - c.ratio : c.ratio - 1;
-      const double width = c.ci_high - c.ci_low;
-      if (c.failures > 0 && c.failures > k.rows[0].failures) {
-        r.rejected = fmt::format("more failures ({} of {})", c.failures, c.trials);
-      } else if (l.max_rss_mb > 0 && r.peak_rss_mb > static_cast<double>(l.max_rss_mb)) {
-        r.rejected =
-            fmt::format("peak memory {:.0f} MiB past --max_rss_mb={}", r.peak_rss_mb, l.max_rss_mb);
-      } else if (clear && width > gain) {
-        r.rejected = fmt::format("unstable: its interval ({:.3f} to {:.3f}) is wider than its gain",
-                                 c.ci_low, c.ci_high);
-      } else if (!c.rollbacks.empty()) {
-        r.rejected = c.rollbacks.front();
-      } else if (!r.accepted) {
-        r.rejected = "no gain beyond the noise";
-      }
+    } else if (v - 1 < comparisons.size()) {
+      JudgeSetting(comparisons[v - 1], k.rows[0], l, lower, &r);
     }
     k.rows.push_back(r);
   }
-  auto better = [&](double a, double b) { return lower ? a < b : a > b; };
-  for (size_t i = 1; i < k.rows.size(); ++i) {
-    if (k.rows[i].rejected.empty() &&
-        better(k.rows[i].objective, k.rows[static_cast<size_t>(k.best)].objective)) {
-      k.best = static_cast<int>(i);
-    }
-  }
-  const double best = k.rows[static_cast<size_t>(k.best)].objective;
-  const double bound = lower ? best * (1 + spec.threshold) : best * (1 - spec.threshold);
-  for (size_t i = 0; i < k.rows.size(); ++i) {  // the spec's order is the least first
-    const LoaderRow& r = k.rows[i];
-    if (!r.rejected.empty()) continue;
-    if (lower ? r.objective <= bound : r.objective >= bound) {
-      k.knee = static_cast<int>(i);
-      break;
-    }
-  }
-  const LoaderRow& knee = k.rows[static_cast<size_t>(k.knee)];
-  const LoaderRow& base = k.rows[0];
-  const double gain = lower ? base.objective / knee.objective : knee.objective / base.objective;
-  if (k.knee == 0) {
-    k.reason = fmt::format(
-        "the knee is {}: no setting gains beyond the noise and the {:g}% "
-        "threshold; more workers cost CPU and memory for nothing here",
-        base.variant, 100 * spec.threshold);
-  } else {
-    k.reason =
-        fmt::format("the knee is {}: {:.2f}x {}'s {}, within {:g}% of the best ({}){}",
-                    knee.variant, gain, base.variant, lower ? "speed to target" : "throughput",
-                    100 * spec.threshold, k.rows[static_cast<size_t>(k.best)].variant,
-                    k.best != k.knee ? "; the larger settings add CPU and memory, not speed" : "");
-  }
+  k.best = BestSetting(k.rows, lower);
+  k.knee = Knee(k.rows, k.best, spec.threshold, lower);
+  k.reason = KneeReason(k, spec.threshold, lower);
   return k;
 }
 
