@@ -464,6 +464,31 @@ TEST(CompareTest, RepeatsOnBothSidesGetTheExperimentsVerdict) {
   EXPECT_NE(run.out.find("the same on both sides"), std::string::npos) << run.out;
 }
 
+// Most runs of each side never reach the target: both medians are
+// infinite, and their ratio of 1 says nothing about which side is faster.
+TEST(CompareTest, BothMediansInfiniteAreNoComparison) {
+  TempDir dir;
+  for (int k = 0; k < 5; ++k) {
+    for (const char* side : {"a", "b"}) {
+      const std::string run = dir.File(fmt::format("{}/run{}", side, k));
+      std::filesystem::create_directories(run);
+      Report r = TimedRun(10 + 0.1 * k, "off");
+      if (k < 3) {  // never reached the target
+        r.acceptance.time_to_target_s.reset();
+        r.acceptance.passed = false;
+      }
+      testing::WriteAll(run + "/report.json", exporter::ReportToJson(r));
+    }
+  }
+  const testing::ProcessResult run =
+      RunProcess({TRAINSCOPE_CLI_PATH, "compare", dir.File("a"), dir.File("b")});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("B: both medians of time to target are infinite: no comparison"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("0% higher"), std::string::npos) << run.out;
+}
+
 TEST(CompareTest, BadInputsAreNamed) {
   TempDir dir;
   testing::WriteAll(dir.File("a.json"), exporter::ReportToJson(TimedRun(10, "off")));

@@ -149,8 +149,16 @@ Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOption
                     Ratio(c.ratio), level, Ratio(c.ci_low), Ratio(c.ci_high), c.p_adjusted,
                     verdict.comparisons.size() > 1 ? " after Holm" : "");
     const double change = c.ratio - 1;
+    // Both medians infinite (most trials of each side never reached the
+    // result) or both 0: their ratio of 1 compares nothing.
+    const double base_median = Median(base_values);
+    const double median = Median(ObjectiveValues(variants[i + 1], o.lower_is_better));
+    const bool no_comparison =
+        (std::isinf(base_median) && std::isinf(median)) || (base_median == 0 && median == 0);
     const std::string moved =
-        std::isinf(c.ratio) || c.ratio == 0
+        no_comparison ? fmt::format("both medians of {} are {}: no comparison", o.objective_name,
+                                    std::isinf(median) ? "infinite" : "0")
+        : std::isinf(c.ratio) || c.ratio == 0
             ? "never reached its result"
             : fmt::format("{} {} {} than {}'s", o.objective_name, Percent(change),
                           change < 0 ? "lower" : "higher", base.name);
