@@ -359,6 +359,28 @@ TEST(SummaryTest, ShowsPhasesIdleShareTopCauseAndRecommendation) {
   EXPECT_NE(text.find("→ 42% of step time waits on input"), std::string::npos);
 }
 
+// The idle gaps get a line when the run had any: how many, the longest
+// (its step and cause) and the length that holds the most idle time.
+TEST(SummaryTest, GapsLineWhenTheRunHadGaps) {
+  Report r = SampleReport();
+  EXPECT_EQ(exporter::FormatSummary(r).find("gaps:"), std::string::npos) << "no gaps, no line";
+  r.gaps.count = 812;
+  r.gaps.largest_ms = 52.1;
+  r.gaps.histogram = {{"<10us", 700, 2.5}, {"10ms-100ms", 12, 640}, {"100ms-1s", 0, 0}};
+  r.gaps.largest = {{3.5, 52.1, 17, "data_wait"}, {4.0, 40, -1, "host"}};
+  const std::string text = exporter::FormatSummary(r);
+  EXPECT_NE(text.find("\ngaps: 812 idle gaps; the longest 52.100 ms (step 17, data_wait); most "
+                      "idle time in gaps of 10ms-100ms (640.000 ms)\n"),
+            std::string::npos)
+      << text;
+  r.gaps.count = 1;
+  r.gaps.largest = {{3.5, 52.1, -1, ""}};
+  EXPECT_NE(exporter::FormatSummary(r).find("gaps: 1 idle gap; the longest 52.100 ms (between "
+                                            "steps); most"),
+            std::string::npos)
+      << exporter::FormatSummary(r);
+}
+
 TEST(CliTest, SummaryPrintsTheSameSummaryAsTheLibrary) {
   TempDir dir;
   testing::WriteAll(dir.File("report.json"), exporter::ReportToJson(SampleReport()));

@@ -7,6 +7,32 @@
 
 namespace trainscope::exporter {
 
+namespace {
+
+// "gaps: 812 idle gaps; the longest 52.100 ms (step 17, data_wait); most
+// idle time in gaps of 10ms-100ms (640.000 ms)": how the idle time splits.
+std::string GapsLine(const Report::Gaps& g) {
+  std::string out = fmt::format("gaps: {} idle gap{}; the longest {:.3f} ms", g.count,
+                                g.count == 1 ? "" : "s", g.largest_ms);
+  if (!g.largest.empty()) {
+    const Report::Gaps::Gap& longest = g.largest.front();
+    const std::string where =
+        longest.step >= 0 ? fmt::format("step {}", longest.step) : "between steps";
+    out += longest.cause.empty() ? fmt::format(" ({})", where)
+                                 : fmt::format(" ({}, {})", where, longest.cause);
+  }
+  const Report::Gaps::Bucket* most = nullptr;
+  for (const Report::Gaps::Bucket& b : g.histogram) {
+    if (b.total_ms > 0 && (most == nullptr || b.total_ms > most->total_ms)) most = &b;
+  }
+  if (most != nullptr) {
+    out += fmt::format("; most idle time in gaps of {} ({:.3f} ms)", most->label, most->total_ms);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatSummary(const Report& r) {
   std::string out;
   auto line = [&out](auto&&... args) {
@@ -40,6 +66,7 @@ std::string FormatSummary(const Report& r) {
     line("idle: {:.1f}% of the step window ({}); top cause {} ({:.2f} s)", 100 * r.idle.share,
          r.idle.busy_source, r.idle.top_cause, top_s);
   }
+  if (r.gaps.count > 0) line("{}", GapsLine(r.gaps));
   line("device timeline: {}{}", r.device_timeline.status,
        r.device_timeline.status == "collected"
            ? fmt::format(" ({} kernels, {} records dropped)", r.device_timeline.kernels,
