@@ -109,6 +109,95 @@ std::vector<double> ObjectiveValues(const VariantOutcomes& variant, bool lower_i
   return values;
 }
 
+namespace {
+
+// Variant `v` (the `index`th) against the baseline by the numbers: the
+// ratio of medians, its bootstrap interval, the rank test, whether the
+// interval lies beyond the threshold, and what got worse.
+Comparison Compare(const VariantOutcomes& base, const std::vector<double>& base_values,
+                   const VariantOutcomes& v, size_t index, const VerdictOptions& o) {
+  Comparison c;
+  c.variant = v.name;
+  c.trials = static_cast<int>(v.trials.size());
+  c.failures = Failures(v);
+  const std::vector<double> values = ObjectiveValues(v, o.lower_is_better);
+  c.ratio = RatioOfMedians(Median(base_values), Median(values));
+  const Interval ci =
+      BootstrapRatioOfMedians(base_values, values, o.level, o.resamples, o.seed + index);
+  c.ci_low = ci.low;
+  c.ci_high = ci.high;
+  c.p_value = MannWhitneyP(base_values, values);
+  c.clears_threshold = Better(o.lower_is_better ? c.ci_high : c.ci_low, o, o.threshold);
+  c.rollbacks = Rollbacks(base, v, o);
+  c.rollbacks.insert(c.rollbacks.end(), v.vetoes.begin(), v.vetoes.end());
+  return c;
+}
+
+// How the variant's median moved against the baseline's, in words: "time
+// to target 12% lower than base's", "never reached its result", or, when
+// both medians are infinite or both 0, that there is no comparison.
+std::string Moved(const Comparison& c, const VariantOutcomes& base,
+                  const std::vector<double>& base_values, const VariantOutcomes& v,
+                  const VerdictOptions& o) {
+  const double change = c.ratio - 1;
+  // Both medians infinite (most trials of each side never reached the
+  // result) or both 0: their ratio of 1 compares nothing.
+  const double base_median = Median(base_values);
+  const double median = Median(ObjectiveValues(v, o.lower_is_better));
+  const bool no_comparison =
+      (std::isinf(base_median) && std::isinf(median)) || (base_median == 0 && median == 0);
+  return no_comparison ? fmt::format("both medians of {} are {}: no comparison", o.objective_name,
+                                     std::isinf(median) ? "infinite" : "0")
+         : std::isinf(c.ratio) || c.ratio == 0
+             ? "never reached its result"
+             : fmt::format("{} {} {} than {}'s", o.objective_name, Percent(change),
+                           change < 0 ? "lower" : "higher", base.name);
+}
+
+// The comparison's reason, and whether the variant is accepted: it has
+// trials, not all failed, its interval clears the threshold, nothing
+// rolls it back and the rank test (Holm-adjusted, `several` variants)
+// reaches alpha.
+void Judge(const VariantOutcomes& base, const std::vector<double>& base_values,
+           const VariantOutcomes& v, const VerdictOptions& o, bool several, Comparison* c) {
+  const std::string level = fmt::format("{:g}%", 100 * o.level);
+  const std::string threshold = Percent(o.threshold);
+  const std::string numbers = fmt::format(
+      "ratio of medians {}, {} interval {} to {}; rank test p = {:.3g}{}", Ratio(c->ratio), level,
+      Ratio(c->ci_low), Ratio(c->ci_high), c->p_adjusted, several ? " after Holm" : "");
+  const std::string moved = Moved(*c, base, base_values, v, o);
+  if (c->trials == 0) {
+    c->reason = fmt::format("{} has no trials", c->variant);
+  } else if (c->failures == c->trials) {
+    c->reason = fmt::format("{} failed every trial ({} of {})", c->variant, c->failures, c->trials);
+    for (const std::string& r : v.vetoes) c->reason += "; also " + r;
+  } else if (!c->clears_threshold) {
+    const bool worse =
+        o.lower_is_better ? c->ci_low >= 1 + o.threshold : c->ci_high <= 1 - o.threshold;
+    c->reason = fmt::format(
+        "{}: {} ({}); {}", c->variant, moved, numbers,
+        worse ? std::string("worse beyond the noise")
+              : fmt::format("the interval does not lie wholly beyond the {} threshold in the "
+                            "better direction: no gain beyond the noise",
+                            threshold));
+    for (const std::string& r : c->rollbacks) c->reason += "; also " + r;
+  } else if (!c->rollbacks.empty()) {
+    std::string what;
+    for (const std::string& r : c->rollbacks) what += (what.empty() ? "" : ", and ") + r;
+    c->reason = fmt::format("{} is rolled back: {} ({}: {})", c->variant, what, moved, numbers);
+  } else if (!(c->p_adjusted < o.alpha)) {
+    c->reason = fmt::format("{}: {} ({}), but the rank test does not reach p < {:g}", c->variant,
+                            moved, numbers, o.alpha);
+  } else {
+    c->accepted = true;
+    c->reason =
+        fmt::format("{}: {} ({}): beyond the {} threshold, and no rollback condition got worse",
+                    c->variant, moved, numbers, threshold);
+  }
+}
+
+}  // namespace
+
 Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOptions& o) {
   Verdict verdict;
   if (variants.size() < 2) {
@@ -119,79 +208,16 @@ Verdict Decide(const std::vector<VariantOutcomes>& variants, const VerdictOption
   const std::vector<double> base_values = ObjectiveValues(base, o.lower_is_better);
   std::vector<double> p_values;
   for (size_t i = 1; i < variants.size(); ++i) {
-    const VariantOutcomes& v = variants[i];
-    Comparison c;
-    c.variant = v.name;
-    c.trials = static_cast<int>(v.trials.size());
-    c.failures = Failures(v);
-    const std::vector<double> values = ObjectiveValues(v, o.lower_is_better);
-    c.ratio = RatioOfMedians(Median(base_values), Median(values));
-    const Interval ci =
-        BootstrapRatioOfMedians(base_values, values, o.level, o.resamples, o.seed + i);
-    c.ci_low = ci.low;
-    c.ci_high = ci.high;
-    c.p_value = MannWhitneyP(base_values, values);
-    c.clears_threshold = Better(o.lower_is_better ? c.ci_high : c.ci_low, o, o.threshold);
-    c.rollbacks = Rollbacks(base, v, o);
-    c.rollbacks.insert(c.rollbacks.end(), v.vetoes.begin(), v.vetoes.end());
-    p_values.push_back(c.p_value);
-    verdict.comparisons.push_back(std::move(c));
+    verdict.comparisons.push_back(Compare(base, base_values, variants[i], i, o));
+    p_values.push_back(verdict.comparisons.back().p_value);
   }
   const std::vector<double> adjusted = HolmAdjust(p_values);
-  const std::string level = fmt::format("{:g}%", 100 * o.level);
-  const std::string threshold = Percent(o.threshold);
   const Comparison* best = nullptr;
   for (size_t i = 0; i < verdict.comparisons.size(); ++i) {
     Comparison& c = verdict.comparisons[i];
     c.p_adjusted = adjusted[i];
-    const std::string numbers =
-        fmt::format("ratio of medians {}, {} interval {} to {}; rank test p = {:.3g}{}",
-                    Ratio(c.ratio), level, Ratio(c.ci_low), Ratio(c.ci_high), c.p_adjusted,
-                    verdict.comparisons.size() > 1 ? " after Holm" : "");
-    const double change = c.ratio - 1;
-    // Both medians infinite (most trials of each side never reached the
-    // result) or both 0: their ratio of 1 compares nothing.
-    const double base_median = Median(base_values);
-    const double median = Median(ObjectiveValues(variants[i + 1], o.lower_is_better));
-    const bool no_comparison =
-        (std::isinf(base_median) && std::isinf(median)) || (base_median == 0 && median == 0);
-    const std::string moved =
-        no_comparison ? fmt::format("both medians of {} are {}: no comparison", o.objective_name,
-                                    std::isinf(median) ? "infinite" : "0")
-        : std::isinf(c.ratio) || c.ratio == 0
-            ? "never reached its result"
-            : fmt::format("{} {} {} than {}'s", o.objective_name, Percent(change),
-                          change < 0 ? "lower" : "higher", base.name);
-    if (c.trials == 0) {
-      c.reason = fmt::format("{} has no trials", c.variant);
-    } else if (c.failures == c.trials) {
-      c.reason = fmt::format("{} failed every trial ({} of {})", c.variant, c.failures, c.trials);
-      const VariantOutcomes& v = variants[i + 1];
-      for (const std::string& r : v.vetoes) c.reason += "; also " + r;
-    } else if (!c.clears_threshold) {
-      const bool worse =
-          o.lower_is_better ? c.ci_low >= 1 + o.threshold : c.ci_high <= 1 - o.threshold;
-      c.reason = fmt::format(
-          "{}: {} ({}); {}", c.variant, moved, numbers,
-          worse ? std::string("worse beyond the noise")
-                : fmt::format("the interval does not lie wholly beyond the {} threshold in the "
-                              "better direction: no gain beyond the noise",
-                              threshold));
-      for (const std::string& r : c.rollbacks) c.reason += "; also " + r;
-    } else if (!c.rollbacks.empty()) {
-      std::string what;
-      for (const std::string& r : c.rollbacks) what += (what.empty() ? "" : ", and ") + r;
-      c.reason = fmt::format("{} is rolled back: {} ({}: {})", c.variant, what, moved, numbers);
-    } else if (!(c.p_adjusted < o.alpha)) {
-      c.reason = fmt::format("{}: {} ({}), but the rank test does not reach p < {:g}", c.variant,
-                             moved, numbers, o.alpha);
-    } else {
-      c.accepted = true;
-      c.reason =
-          fmt::format("{}: {} ({}): beyond the {} threshold, and no rollback condition got worse",
-                      c.variant, moved, numbers, threshold);
-      if (best == nullptr || Better(c.ratio / best->ratio, o, 0)) best = &c;
-    }
+    Judge(base, base_values, variants[i + 1], o, verdict.comparisons.size() > 1, &c);
+    if (c.accepted && (best == nullptr || Better(c.ratio / best->ratio, o, 0))) best = &c;
   }
   if (best != nullptr) {
     verdict.accepted = best->variant;
