@@ -113,6 +113,97 @@ TEST(TraceReaderTest, AnEmptyFileACutOneNotUtf8AndANegativeDurationAreNamed) {
                                                      dir.File("negative.json"), offset));
 }
 
+// Ids are read exactly, never through a double: 19 digits keep every one,
+// and 4515.0 is 4515. A number that is no int64 id (a fraction, past 2^63,
+// past a double, or a float past 2^53 whose digits a double may have
+// lost) is an error naming the file, the event's byte, its index and the
+// member.
+TEST(TraceReaderTest, IdsAreReadExactlyOrRefusedByName) {
+  TempDir dir;
+  const std::string path = WriteTrace(
+      dir, "ids.json",
+      {R"({"ph": "X", "cat": "cuda_runtime", "name": "a", "pid": 1234567890123456789, )"
+       R"("tid": -9223372036854775808, "ts": 1, "dur": 1, )"
+       R"("args": {"correlation": 9007199254740993123, "stream": 4515.0}})",
+       R"({"ph": "X", "cat": "cpu_op", "name": "b", "pid": "Spans", "tid": 9223372036854775807, )"
+       R"("ts": 2, "dur": 1})"});
+  std::vector<kineto::RawEvent> events;
+  kineto::TraceReader reader;
+  ASSERT_TRUE(reader.Read(path, [&](const kineto::RawEvent& e) { events.push_back(e); }).ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].pid, 1234567890123456789);
+  EXPECT_EQ(events[0].tid, std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(events[0].correlation, 9007199254740993123);
+  EXPECT_EQ(events[0].stream, 4515);
+  EXPECT_EQ(events[1].pid, -1) << "a string: a named track";
+  EXPECT_EQ(events[1].tid, std::numeric_limits<int64_t>::max());
+  // Tracks are told apart by their whole ids (no arithmetic on them).
+  const absl::StatusOr<kineto::ImportedTrace> imported = kineto::ImportTrace(path);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  std::set<std::pair<int64_t, int64_t>> tracks;
+  for (const ground::Track& t : imported->timeline.tracks()) tracks.insert({t.pid, t.tid});
+  EXPECT_EQ(tracks.count({1234567890123456789, std::numeric_limits<int64_t>::min()}), 1u);
+
+  const std::string out_of_range = "is out of the int64 range (ids are read exactly)";
+  const struct {
+    std::string member, value, name, what;
+  } kBad[] = {
+      {"pid", "1e300", "pid", out_of_range},
+      {"pid", "1e400", "pid", out_of_range},
+      {"tid", "9223372036854775808", "tid", out_of_range},
+      {"tid", "-9223372036854775809", "tid", out_of_range},
+      {"tid", "3.5", "tid", "is not an integer (an id)"},
+      {"pid", "1e17", "pid",
+       "is 2^53 or more written as a float, which cannot be read exactly (an id)"},
+      {"args", R"({"correlation": 18446744073709551616})", "args.correlation", out_of_range},
+      {"args", R"({"stream": 7.25})", "args.stream", "is not an integer (an id)"},
+  };
+  for (const auto& bad : kBad) {
+    const std::string event =
+        fmt::format(R"({{"ph": "X", "cat": "kernel", "name": "k", "{}": {}, "ts": 5, "dur": 1}})",
+                    bad.member, bad.value);
+    const std::string file = WriteTrace(dir, "bad.json", {Kernel("a", 0, 1, 7, 1), event});
+    const absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(file);
+    ASSERT_FALSE(trace.ok()) << bad.value;
+    EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(trace.status().message(),
+              fmt::format("{}: byte {}: event 1: \"{}\": {}", file,
+                          testing::ReadAll(file).find(event), bad.name, bad.what));
+  }
+  // Malformed stays malformed: simdjson's words.
+  const std::string file = WriteTrace(
+      dir, "bad.json",
+      {Kernel("a", 0, 1, 7, 1), R"({"ph": "X", "cat": "kernel", "pid": 1.e5, "ts": 5})"});
+  const std::string message(kineto::ImportTrace(file).status().message());
+  EXPECT_NE(message.find("event 1: \"pid\": Problem while parsing a number"), std::string::npos)
+      << message;
+}
+
+// rank0_queue.json.gz writes some of its runtime threads with negative ids
+// ("tid": -1107294656, "tid": -1220540864: the profiler that wrote it
+// wrapped them through 32 bits). They are read as the file has them, and
+// the trace names those threads by them.
+TEST(TraceReaderTest, TheNegativeTidsOfTheRealTraceAreTheFilesOwn) {
+  std::set<int64_t> tids;
+  kineto::TraceReader reader;
+  ASSERT_TRUE(reader
+                  .Read(SharedTrace("rank0_queue.json.gz"),
+                        [&](const kineto::RawEvent& e) {
+                          if (e.pid == 4515) tids.insert(e.tid);
+                        })
+                  .ok());
+  EXPECT_EQ(tids.count(-1107294656), 1u);
+  EXPECT_EQ(tids.count(-1220540864), 1u);
+  EXPECT_EQ(*tids.begin(), -1220540864) << "no other negative tid";
+  const absl::StatusOr<kineto::ImportedTrace> trace =
+      kineto::ImportTrace(SharedTrace("rank0_queue.json.gz"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::set<std::string> names;
+  for (const ground::Track& t : trace->timeline.tracks()) names.insert(t.name);
+  EXPECT_EQ(names.count("thread -1107294656"), 1u);
+  EXPECT_EQ(names.count("thread -1220540864"), 1u);
+}
+
 TEST(TraceReaderTest, NotATraceIsRefused) {
   TempDir dir;
   testing::WriteAll(dir.File("a.json"), "[1, 2, 3]");

@@ -72,8 +72,9 @@ inline simdjson::error_code ParseArgs(simdjson::ondemand::value& value, bool esc
     }
     for (const auto& member : kInts) {
       if (key != member.key) continue;
-      if (auto error = AsInt(arg.value(), &(event->*member.field))) {
-        return Fault(error, member.name, fault);
+      const char* what = nullptr;
+      if (auto error = AsInt(arg.value(), &(event->*member.field), &what)) {
+        return Fault(error, member.name, fault, what);
       }
       break;
     }
@@ -113,10 +114,12 @@ inline simdjson::error_code ParseObject(simdjson::ondemand::object& object, bool
       saw_name = true;
     } else if (key == "pid") {
       if (skip()) continue;
-      if (auto error = AsInt(value, &event->pid)) return Fault(error, "pid", fault);
+      const char* what = nullptr;
+      if (auto error = AsInt(value, &event->pid, &what)) return Fault(error, "pid", fault, what);
     } else if (key == "tid") {
       if (skip()) continue;
-      if (auto error = AsInt(value, &event->tid)) return Fault(error, "tid", fault);
+      const char* what = nullptr;
+      if (auto error = AsInt(value, &event->tid, &what)) return Fault(error, "tid", fault, what);
     } else if (key == "ts") {
       const NumberRead read = GetMicros(value, &event->ts_ns, &event->ts_is_float);
       if (auto error = TimeFault(read)) return Fault(error, "ts", fault);

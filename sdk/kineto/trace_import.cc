@@ -83,9 +83,21 @@ Category Classify(std::string_view cat) {
   }
 }
 
-struct PairHash {
-  size_t operator()(const std::pair<int64_t, int64_t>& p) const {
-    return std::hash<int64_t>()(p.first * 1000003 ^ p.second);
+// A track's identity: its kind, pid and tid, any int64 each (hashed in
+// unsigned arithmetic: no overflow).
+struct TrackKey {
+  TrackKind kind;
+  int64_t pid;
+  int64_t tid;
+  bool operator==(const TrackKey& o) const {
+    return kind == o.kind && pid == o.pid && tid == o.tid;
+  }
+};
+struct TrackKeyHash {
+  size_t operator()(const TrackKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.pid) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ static_cast<uint64_t>(k.tid)) * 0xbf58476d1ce4e5b9ull;
+    return std::hash<uint64_t>()(h ^ static_cast<uint64_t>(k.kind));
   }
 };
 
@@ -197,7 +209,7 @@ class Importer : public ParallelSink {
 
   // The track (kind, pid, tid), added with its usual name on first use.
   uint32_t Track(TrackKind kind, int64_t pid, int64_t tid) {
-    const auto key = std::make_pair(pid * 4 + static_cast<int64_t>(kind), tid);
+    const TrackKey key{kind, pid, tid};
     auto it = tracks_.find(key);
     if (it != tracks_.end()) return it->second;
     const uint32_t track = out_->timeline.AddTrack({kind, pid, tid,
@@ -211,7 +223,7 @@ class Importer : public ParallelSink {
   ImportedTrace* out_;
   bool first_seen_ = false;
   std::unordered_set<std::string> step_names_;
-  std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, PairHash> tracks_;
+  std::unordered_map<TrackKey, uint32_t, TrackKeyHash> tracks_;
 };
 
 // A run of events imported on a worker thread, into a trace of its own.

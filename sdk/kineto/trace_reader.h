@@ -49,6 +49,11 @@ namespace trainscope::kineto {
 // number shape ("5e-05" too), further digits rounded to the nearest. A time
 // that reads as 2^53 us or more, or a ts + dur that reaches it
 // (ground::kMaxTraceNanos), is an error naming the event and the member.
+//
+// Ids (pid, tid and the args below) are read exactly as int64, never
+// through a double; one written with a point or an exponent counts when
+// it is a whole number below 2^53 ("4515.0"). Any other number ("3.5",
+// "1e300", 2^63) is an error naming the event and the member.
 struct RawEvent {
   std::string_view ph;
   std::string_view cat;

@@ -8,6 +8,7 @@
 
 #include <simdjson.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -211,30 +212,6 @@ inline FastTime FastMicros(simdjson::ondemand::value& value, int64_t* ns, bool* 
 // range is kOutOfRange.
 enum class NumberRead { kNumber, kOther, kMalformed, kOutOfRange };
 
-// A number as a double. Integers (most of Kineto's) are parsed once. A failed
-// get_int64() does not consume the value, so floats, integers past 64 bits
-// and the rest then take simdjson's get_double().
-inline NumberRead GetNumber(simdjson::ondemand::value& value, double* out) {
-  int64_t fast = 0;
-  if (FastInteger(value, &fast)) {
-    *out = static_cast<double>(fast);
-    return NumberRead::kNumber;
-  }
-  // Not get_number(): in simdjson 3.0.1 it reads some long floats wrong
-  // (1682725898082212.000 as 0) and accepts numbers that run into a stray
-  // byte ("5\"9"), which get_int64() and get_double() refuse.
-  int64_t integer = 0;
-  if (value.get_int64().get(integer) == simdjson::SUCCESS) {
-    *out = static_cast<double>(integer);
-    return NumberRead::kNumber;
-  }
-  simdjson::ondemand::json_type type;
-  if (value.type().get(type) != simdjson::SUCCESS) return NumberRead::kMalformed;
-  if (type != simdjson::ondemand::json_type::number) return NumberRead::kOther;
-  return value.get_double().get(*out) == simdjson::SUCCESS ? NumberRead::kNumber
-                                                           : NumberRead::kMalformed;
-}
-
 // A time in microseconds ("ts", "dur") as whole nanoseconds into *ns, and
 // whether it was written as a floating-point literal into *is_float (both
 // untouched unless kNumber). kOutOfRange past kMaxTraceNanos. FastMicros
@@ -257,13 +234,68 @@ inline NumberRead GetMicros(simdjson::ondemand::value& value, int64_t* ns, bool*
   return NumberRead::kMalformed;
 }
 
-// A number (through the double, as before) into *out, or -1 for any other
-// value (strings such as Kineto's named tracks); NUMBER_ERROR when malformed.
-inline simdjson::error_code AsInt(simdjson::ondemand::value& value, int64_t* out) {
+// An id (pid, tid, args.stream, args.correlation, ...) into *out, exactly,
+// never through a double: a JSON integer in the int64 range, or one written
+// with a point or an exponent whose value is a whole number below 2^53
+// ("4515.0", as pandas writes an integer column with gaps). Any other JSON
+// value (strings such as Kineto's named tracks, null) reads as -1. A
+// number that is no such id is refused: NUMBER_OUT_OF_RANGE with *what
+// saying why ("3.5", "1e300", "9223372036854775808"); NUMBER_ERROR for a
+// malformed one ("12a"), *what untouched.
+inline simdjson::error_code AsInt(simdjson::ondemand::value& value, int64_t* out,
+                                  const char** what) {
+  if (FastInteger(value, out)) return simdjson::SUCCESS;
+  simdjson::ondemand::json_type type;
+  if (value.type().get(type) != simdjson::SUCCESS) return simdjson::NUMBER_ERROR;
+  if (type != simdjson::ondemand::json_type::number) {
+    *out = -1;
+    return simdjson::SUCCESS;
+  }
+  // Not get_number(): in simdjson 3.0.1 it reads some long floats wrong and
+  // accepts numbers that run into a stray byte ("5\"9"), which get_int64()
+  // and get_double() refuse. A failed get_int64() does not consume the value.
+  int64_t integer = 0;
+  const simdjson::error_code as_int = value.get_int64().get(integer);
+  if (as_int == simdjson::SUCCESS) {
+    *out = integer;
+    return simdjson::SUCCESS;
+  }
+  if (as_int == simdjson::NUMBER_ERROR) return simdjson::NUMBER_ERROR;
+  const std::string_view text = NumberText(value);
+  const bool is_float = text.find_first_of(".eE") != std::string_view::npos;
+  if (!is_float) {  // digits only, past 64 bits
+    *what = "is out of the int64 range (ids are read exactly)";
+    return simdjson::NUMBER_OUT_OF_RANGE;
+  }
   double number = 0;
-  const NumberRead read = GetNumber(value, &number);
-  *out = read == NumberRead::kNumber ? static_cast<int64_t>(number) : -1;
-  return read == NumberRead::kMalformed ? simdjson::NUMBER_ERROR : simdjson::SUCCESS;
+  if (value.get_double().get(number) != simdjson::SUCCESS) {
+    // Past a double's range ("1e400"), or not a number ("1.e5"): the
+    // grammar tells which.
+    const std::string_view digits = text.substr(text.size() > 0 && text[0] == '-' ? 1 : 0);
+    uint64_t magnitude = 0;
+    bool point = false;
+    if (ExactMicros(digits.data(), digits.size(), &magnitude, &point) == FastTime::kNotANumber) {
+      return simdjson::NUMBER_ERROR;
+    }
+    *what = "is out of the int64 range (ids are read exactly)";
+    return simdjson::NUMBER_OUT_OF_RANGE;
+  }
+  constexpr double kExact = 9007199254740992.0;     // 2^53: past it a double skips integers
+  constexpr double kInt64 = 9223372036854775808.0;  // 2^63
+  if (!(std::fabs(number) < kInt64)) {
+    *what = "is out of the int64 range (ids are read exactly)";
+    return simdjson::NUMBER_OUT_OF_RANGE;
+  }
+  if (number != std::trunc(number)) {
+    *what = "is not an integer (an id)";
+    return simdjson::NUMBER_OUT_OF_RANGE;
+  }
+  if (!(std::fabs(number) < kExact)) {
+    *what = "is 2^53 or more written as a float, which cannot be read exactly (an id)";
+    return simdjson::NUMBER_OUT_OF_RANGE;
+  }
+  *out = static_cast<int64_t>(number);
+  return simdjson::SUCCESS;
 }
 
 // A string's text, or "" for anything else. Without a backslash in it, the
