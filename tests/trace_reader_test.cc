@@ -825,6 +825,31 @@ std::string Gzip(const std::string& plain) {
   return gz;
 }
 
+// A gzip file whose stream inflates to nothing is told apart from a file
+// of no bytes, read from a file (ISA-L) or a pipe (zlib) alike.
+TEST(TraceReaderTest, AnEmptyGzipStreamIsNotAnEmptyFile) {
+  TempDir dir;
+  testing::WriteAll(dir.File("empty.json"), "");
+  const std::string gz = Gzip(dir.File("empty.json"));
+  ASSERT_GT(testing::ReadAll(gz).size(), 0u);
+  absl::StatusOr<kineto::ImportedTrace> trace = kineto::ImportTrace(gz);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().message(),
+            gz + ": byte 0: the gzip stream holds no data (it inflates to 0 bytes)");
+  const std::string fifo = dir.File("pipe.json.gz");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { testing::WriteAll(fifo, testing::ReadAll(gz)); });
+  trace = kineto::ImportTrace(fifo);
+  writer.join();
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().message(),
+            fifo + ": byte 0: the gzip stream holds no data (it inflates to 0 bytes)");
+  testing::WriteAll(dir.File("empty.json.gz"), "");  // no bytes at all, whatever its name
+  trace = kineto::ImportTrace(dir.File("empty.json.gz"));
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().message(), dir.File("empty.json.gz") + ": byte 0: the file is empty");
+}
+
 // About `bytes` of CPU ops, kernels and launches, one per line as Kineto
 // writes them (or all on one line).
 std::string BigTrace(const TempDir& dir, const std::string& name, size_t bytes, bool one_line) {

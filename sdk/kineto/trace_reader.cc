@@ -110,7 +110,11 @@ absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
     while (in.begin < in.end && IsSpace(in.data[in.begin])) ++in.begin;
     if (in.begin == in.end) {
       if (in.eof) {
-        if (in.consumed + in.end == 0) return in.Error(0, "the file is empty");
+        if (in.consumed + in.end == 0) {
+          return in.Error(0, stats.compressed
+                                 ? "the gzip stream holds no data (it inflates to 0 bytes)"
+                                 : "the file is empty");
+        }
         return in.Error(in.begin, saw_events
                                       ? "unexpected end of file inside the trace (truncated?)"
                                       : "unexpected end of file: no traceEvents array");
