@@ -583,7 +583,7 @@ TEST(DeviceTimingsTest, CompletePairsAreHandedBackInOrderWithoutWaiting) {
     double start_s, end_s;
     const bool* done;
   };
-  libtorch::internal::DeviceTimings<FakeEvents> timings(/*capacity=*/3);
+  libtorch::detail::DeviceTimings<FakeEvents> timings(/*capacity=*/3);
   bool done[4] = {true, true, false, true};
   timings.Add(10, {1.000, 1.004, &done[0]});
   timings.Add(11, {2.000, 2.010, &done[1]});
@@ -667,7 +667,7 @@ TEST(ProcessGroupTest, UsageErrorsAreNotPeerFailures) {
     try {
       fn();
     } catch (const std::exception& e) {
-      return libtorch::internal::IsPeerFailure(e);
+      return libtorch::detail::IsPeerFailure(e);
     }
     ADD_FAILURE() << "nothing thrown";
     return false;
@@ -687,7 +687,7 @@ TEST(ProcessGroupTest, UsageErrorsAreNotPeerFailures) {
 // it is not, as c10d reads them.
 TEST(ProcessGroupTest, TorchNcclBlockingWaitWinsOverNcclBlockingWait) {
   auto blocking = [](std::map<std::string, std::string> env) {
-    return libtorch::internal::NcclBlockingWait([&](const char* name) -> const char* {
+    return libtorch::detail::NcclBlockingWait([&](const char* name) -> const char* {
       auto it = env.find(name);
       return it == env.end() ? nullptr : it->second.c_str();
     });
@@ -706,9 +706,9 @@ TEST(MemoryTest, ACudaDeviceWithoutAnIndexResolvesToTheCurrentOne) {
     ++asked;
     return 3;
   };
-  EXPECT_EQ(libtorch::internal::ResolveDeviceIndex(::torch::Device(::torch::kCUDA), current), 3);
+  EXPECT_EQ(libtorch::detail::ResolveDeviceIndex(::torch::Device(::torch::kCUDA), current), 3);
   EXPECT_EQ(asked, 1);
-  EXPECT_EQ(libtorch::internal::ResolveDeviceIndex(::torch::Device(::torch::kCUDA, 1), current), 1);
+  EXPECT_EQ(libtorch::detail::ResolveDeviceIndex(::torch::Device(::torch::kCUDA, 1), current), 1);
   EXPECT_EQ(asked, 1) << "an explicit index needs no current device";
 }
 

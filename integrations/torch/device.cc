@@ -34,7 +34,7 @@ namespace trainscope::libtorch {
 namespace {
 // The CUDA device `device` names ("cuda" alone: the current one).
 c10::DeviceIndex CudaIndex(const at::Device& device) {
-  return internal::ResolveDeviceIndex(device, [] { return c10::cuda::current_device(); });
+  return detail::ResolveDeviceIndex(device, [] { return c10::cuda::current_device(); });
 }
 }  // namespace
 #endif

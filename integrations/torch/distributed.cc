@@ -39,7 +39,7 @@
 
 namespace trainscope::libtorch {
 
-namespace internal {
+namespace detail {
 
 bool IsPeerFailure(const std::exception& error) {
   if (dynamic_cast<const c10::DistError*>(&error) != nullptr) return true;
@@ -57,7 +57,7 @@ bool NcclBlockingWait(const std::function<const char*(const char*)>& getenv) {
   return false;
 }
 
-}  // namespace internal
+}  // namespace detail
 
 struct ProcessGroup::Impl {
   DistributedOptions options;
@@ -73,14 +73,14 @@ struct ProcessGroup::Impl {
   struct Events {
     std::shared_ptr<at::cuda::CUDAEvent> start, end;
   };
-  internal::DeviceTimings<Events> timings{256};
+  detail::DeviceTimings<Events> timings{256};
   int finish_hook = 0;
   bool device_timed = false;  // decided once, in the constructor
   // Set from Create: NCCL, a session, and no blocking wait (wait() then
   // blocks the host, and the kSync range is the collective's time already).
   void DecideDeviceTiming() {
     device_timed = backend_name == "nccl" && session.has_value() &&
-                   !internal::NcclBlockingWait([](const char* name) { return std::getenv(name); });
+                   !detail::NcclBlockingWait([](const char* name) { return std::getenv(name); });
     // Their times come steps late: the session's rows wait for them.
     if (device_timed) session->ExpectStepSyncTimes();
   }
@@ -231,7 +231,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(
 absl::Status ProcessGroup::Failed(const char* what, const std::exception& error) {
   std::string message = error.what();
   if (const size_t eol = message.find('\n'); eol != std::string::npos) message.resize(eol);
-  if (!internal::IsPeerFailure(error)) {  // c10d refused the call: no rank is to blame
+  if (!detail::IsPeerFailure(error)) {  // c10d refused the call: no rank is to blame
     return absl::InvalidArgumentError(std::string("c10d ") + what + " #" +
                                       std::to_string(impl_->collectives) + " on rank " +
                                       std::to_string(impl_->options.rank) + ": " + message);
@@ -412,8 +412,8 @@ absl::Status ProcessGroup::Barrier() {
   try {
 #if TRAINSCOPE_TORCH_NCCL
     if (impl_->backend_name == "nccl") {
-      barrier.device_ids = {internal::ResolveDeviceIndex(
-          impl_->options.device, [] { return c10::cuda::current_device(); })};
+      barrier.device_ids = {detail::ResolveDeviceIndex(impl_->options.device,
+                                                       [] { return c10::cuda::current_device(); })};
     }
 #endif
     impl_->backend->barrier(barrier)->wait();  // blocks the host under NCCL too: host timing

@@ -61,7 +61,7 @@ inline torch::data::DataLoaderOptions DataLoaderOptionsFor(const LoaderSettings&
       .max_jobs(workers * static_cast<size_t>(std::max(1, settings.prefetch)));
 }
 
-namespace internal {
+namespace detail {
 
 // What the copies of a MeasuredDataset (one per LibTorch worker) share.
 struct LoaderGauge {
@@ -108,7 +108,7 @@ inline void PinBatch(std::vector<torch::data::Example<at::Tensor, at::Tensor>>& 
   for (torch::data::Example<at::Tensor, at::Tensor>& example : batch) PinBatch(example, device);
 }
 
-}  // namespace internal
+}  // namespace detail
 
 // `Dataset` (any LibTorch batch dataset: a Dataset, or one mapped with a
 // transform) measured: get_batch runs the inner dataset's, pins the batch
@@ -124,23 +124,23 @@ class MeasuredDataset
   using Batch = typename Dataset::BatchType;
   using BatchRequest = typename Dataset::BatchRequestType;
 
-  MeasuredDataset(Dataset inner, std::shared_ptr<internal::LoaderGauge> gauge)
+  MeasuredDataset(Dataset inner, std::shared_ptr<detail::LoaderGauge> gauge)
       : inner_(std::move(inner)), gauge_(std::move(gauge)) {}
 
   Batch get_batch(BatchRequest request) override {
     if (gauge_->name_threads) {
-      thread_local const internal::LoaderGauge* named_for = nullptr;
+      thread_local const detail::LoaderGauge* named_for = nullptr;
       if (named_for != gauge_.get()) {
         named_for = gauge_.get();
         NameThisThread(gauge_->name + "/" + std::to_string(gauge_->threads.fetch_add(1)));
       }
     }
-    const int64_t before = internal::ThreadCpuUs();
+    const int64_t before = detail::ThreadCpuUs();
     Batch batch = inner_.get_batch(std::move(request));
-    if constexpr (internal::Pinnable<Batch>::value) {
-      if (gauge_->pin) internal::PinBatch(batch, gauge_->device);
+    if constexpr (detail::Pinnable<Batch>::value) {
+      if (gauge_->pin) detail::PinBatch(batch, gauge_->device);
     }
-    RecordCounter(gauge_->cpu_name, internal::ThreadCpuUs() - before);
+    RecordCounter(gauge_->cpu_name, detail::ThreadCpuUs() - before);
     gauge_->made.fetch_add(1, std::memory_order_release);
     return batch;
   }
@@ -149,7 +149,7 @@ class MeasuredDataset
 
  private:
   Dataset inner_;
-  std::shared_ptr<internal::LoaderGauge> gauge_;
+  std::shared_ptr<detail::LoaderGauge> gauge_;
 };
 
 // LibTorch's StatelessDataLoader over MeasuredDataset<Dataset>, which
@@ -162,7 +162,7 @@ class MeasuredLoader {
   using Inner = torch::data::StatelessDataLoader<MeasuredDataset<Dataset>, Sampler>;
   using Batch = typename Dataset::BatchType;
 
-  MeasuredLoader(std::unique_ptr<Inner> inner, std::shared_ptr<internal::LoaderGauge> gauge,
+  MeasuredLoader(std::unique_ptr<Inner> inner, std::shared_ptr<detail::LoaderGauge> gauge,
                  int64_t max_jobs)
       : inner_(std::move(inner)), gauge_(std::move(gauge)), max_jobs_(max_jobs) {}
 
@@ -211,7 +211,7 @@ class MeasuredLoader {
   }
 
   std::unique_ptr<Inner> inner_;
-  std::shared_ptr<internal::LoaderGauge> gauge_;
+  std::shared_ptr<detail::LoaderGauge> gauge_;
   int64_t max_jobs_;
   int64_t handed_out_ = 0;  // batches the iterators handed out, all epochs
 };
@@ -235,9 +235,9 @@ absl::StatusOr<std::unique_ptr<MeasuredLoader<Dataset, Sampler>>> MakeDataLoader
   }
   settings.kind = "torch::data::DataLoader";
   settings.pin_memory = settings.pin_memory && device.is_cuda() && BuiltWithCuda() &&
-                        internal::Pinnable<typename Dataset::BatchType>::value;
+                        detail::Pinnable<typename Dataset::BatchType>::value;
   if (absl::Status s = session.RecordLoader(settings); !s.ok()) return s;
-  auto gauge = std::make_shared<internal::LoaderGauge>();
+  auto gauge = std::make_shared<detail::LoaderGauge>();
   gauge->name = settings.name;
   gauge->cpu_name = InternName(settings.name + ".cpu_us");
   gauge->depth_name = InternName(settings.name + ".queue_depth");

@@ -60,7 +60,7 @@
 
 namespace trainscope::libtorch {
 
-namespace internal {
+namespace detail {
 inline NameId LoaderNextName() {
   static const NameId id = InternName("loader.next");
   return id;
@@ -69,7 +69,7 @@ inline NameId LoaderBatchName() {
   static const NameId id = InternName("loader.batch");
   return id;
 }
-}  // namespace internal
+}  // namespace detail
 
 // Wraps an iterable so that fetching each batch is a kDataWait range named
 // "loader.next", and the counter "loader.batch" records the index of each
@@ -98,11 +98,11 @@ class InstrumentedLoader {
     // Fetches the next batch (a kDataWait range).
     Iterator& operator++() {
       {
-        PhaseScope wait(Phase::kDataWait, internal::LoaderNextName());
+        PhaseScope wait(Phase::kDataWait, detail::LoaderNextName());
         ++*it_;
         at_end_ = *it_ == *end_;
       }
-      if (!at_end_) RecordCounter(internal::LoaderBatchName(), ++index_);
+      if (!at_end_) RecordCounter(detail::LoaderBatchName(), ++index_);
       return *this;
     }
     bool operator!=(const Sentinel&) const { return !at_end_; }
@@ -114,12 +114,12 @@ class InstrumentedLoader {
     friend class InstrumentedLoader;
     explicit Iterator(Iterable& source) {
       {
-        PhaseScope wait(Phase::kDataWait, internal::LoaderNextName());
+        PhaseScope wait(Phase::kDataWait, detail::LoaderNextName());
         it_.emplace(std::begin(source));
         end_.emplace(std::end(source));
         at_end_ = *it_ == *end_;  // where LibTorch's iterator really waits
       }
-      if (!at_end_) RecordCounter(internal::LoaderBatchName(), 0);
+      if (!at_end_) RecordCounter(detail::LoaderBatchName(), 0);
     }
     std::optional<SourceIterator> it_;
     std::optional<SourceEnd> end_;
@@ -203,7 +203,7 @@ class StepLoop {
       step_.emplace(loop_->session_, StepIndex(loop_->next_));
       bool at_end;
       {
-        PhaseScope wait(Phase::kDataWait, internal::LoaderNextName());
+        PhaseScope wait(Phase::kDataWait, detail::LoaderNextName());
         if (!it_.has_value()) {
           it_.emplace(std::begin(*loop_->source_));
           end_.emplace(std::end(*loop_->source_));
@@ -217,7 +217,7 @@ class StepLoop {
         step_.reset();
         return;
       }
-      RecordCounter(internal::LoaderBatchName(), batch_);
+      RecordCounter(detail::LoaderBatchName(), batch_);
       item_.emplace(Item{*step_, **it_});
       ++loop_->next_;
     }
@@ -269,7 +269,7 @@ struct PrefetchOptions {
   int64_t batch_size = 0;  // for the report only; 0: not said
 };
 
-namespace internal {
+namespace detail {
 // This thread's CPU time in microseconds (CLOCK_THREAD_CPUTIME_ID; 0 if
 // the clock cannot be read). Cost: a system call.
 inline int64_t ThreadCpuUs() {
@@ -277,7 +277,7 @@ inline int64_t ThreadCpuUs() {
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
   return static_cast<int64_t>(t.tv_sec) * 1'000'000 + t.tv_nsec / 1000;
 }
-}  // namespace internal
+}  // namespace detail
 
 // A loader of our own: `workers` threads call produce(i) for i = 0, 1, ...
 // (each index once, several at a time) and keep up to `queue_depth` batches
@@ -393,13 +393,13 @@ class PrefetchLoader {
       const int64_t index = taken_++;
       lock.unlock();
       Slot slot;
-      const int64_t cpu_before = internal::ThreadCpuUs();
+      const int64_t cpu_before = detail::ThreadCpuUs();
       try {
         slot.batch = produce_(index);
       } catch (...) {
         slot.error = std::current_exception();
       }
-      if (slot.batch) RecordCounter(cpu_name_, internal::ThreadCpuUs() - cpu_before);
+      if (slot.batch) RecordCounter(cpu_name_, detail::ThreadCpuUs() - cpu_before);
       lock.lock();
       if (!slot.batch && !slot.error) {
         if (index < end_) end_ = index;  // past the end: nothing from here on

@@ -1,13 +1,16 @@
 // trainscope/torch/internal/collectives.h: what libtorch::ProcessGroup
 // decides from an error and from the environment, apart from c10d, so that
 // it can be tested without peers.
+//
+// Not for users (docs/architecture.md, "Layers"): namespace
+// trainscope::libtorch::detail; it may change without notice.
 #ifndef TRAINSCOPE_TORCH_INTERNAL_COLLECTIVES_H_
 #define TRAINSCOPE_TORCH_INTERNAL_COLLECTIVES_H_
 
 #include <exception>
 #include <functional>
 
-namespace trainscope::libtorch::internal {
+namespace trainscope::libtorch::detail {
 
 // Whether a collective's error means a peer or the transport failed (a
 // rank died, timed out, or the store is gone), rather than a call c10d
@@ -25,6 +28,6 @@ bool IsPeerFailure(const std::exception& error);
 // `getenv` returns a variable's value or null.
 bool NcclBlockingWait(const std::function<const char*(const char*)>& getenv);
 
-}  // namespace trainscope::libtorch::internal
+}  // namespace trainscope::libtorch::detail
 
 #endif  // TRAINSCOPE_TORCH_INTERNAL_COLLECTIVES_H_

@@ -5,12 +5,15 @@
 // calling thread's current device. The caching allocator's queries take an
 // index in [0, device_count) and throw for -1, so each CUDA path resolves
 // the index first, here.
+//
+// Not for users (docs/architecture.md, "Layers"): namespace
+// trainscope::libtorch::detail; it may change without notice.
 #ifndef TRAINSCOPE_TORCH_INTERNAL_DEVICE_INDEX_H_
 #define TRAINSCOPE_TORCH_INTERNAL_DEVICE_INDEX_H_
 
 #include <c10/core/Device.h>
 
-namespace trainscope::libtorch::internal {
+namespace trainscope::libtorch::detail {
 
 // The index of `device` when it has one, else `current()` (the caller's
 // c10::cuda::current_device, only called when needed).
@@ -19,6 +22,6 @@ c10::DeviceIndex ResolveDeviceIndex(const c10::Device& device, CurrentIndex curr
   return device.has_index() ? device.index() : static_cast<c10::DeviceIndex>(current());
 }
 
-}  // namespace trainscope::libtorch::internal
+}  // namespace trainscope::libtorch::detail
 
 #endif  // TRAINSCOPE_TORCH_INTERNAL_DEVICE_INDEX_H_

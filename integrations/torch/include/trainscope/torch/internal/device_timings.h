@@ -6,6 +6,9 @@
 // enqueue. Events recorded on the stream before and after it measure the
 // collective itself (the wait for the slowest rank included). They are
 // read at a later step boundary, never waited for while training.
+//
+// Not for users (docs/architecture.md, "Layers"): namespace
+// trainscope::libtorch::detail; it may change without notice.
 #ifndef TRAINSCOPE_TORCH_INTERNAL_DEVICE_TIMINGS_H_
 #define TRAINSCOPE_TORCH_INTERNAL_DEVICE_TIMINGS_H_
 
@@ -15,7 +18,7 @@
 #include <optional>
 #include <utility>
 
-namespace trainscope::libtorch::internal {
+namespace trainscope::libtorch::detail {
 
 // Pairs of events (any type: CUDA events on the device, plain numbers in
 // tests) queued with the step they belong to, and handed back with their
@@ -63,6 +66,6 @@ class DeviceTimings {
   int64_t dropped_ = 0;
 };
 
-}  // namespace trainscope::libtorch::internal
+}  // namespace trainscope::libtorch::detail
 
 #endif  // TRAINSCOPE_TORCH_INTERNAL_DEVICE_TIMINGS_H_
