@@ -49,7 +49,10 @@ constexpr Sink operator&(Sink a, Sink b) {
 // True when `sinks` holds any of `which`: Writes(options.sinks, Sink::kSummary).
 constexpr bool Writes(Sink sinks, Sink which) { return (sinks & which) != Sink::kNone; }
 
-// How a Session is set up. Every field has a usable default.
+// How a Session is set up. Every field has a usable default. What a
+// session keeps in memory does not grow with the run's length: its bound
+// is a formula of these fields, stated once in docs/architecture.md
+// ("Memory"); a field below names the term of it that it sets.
 struct Options {
   // Where trace.json and report.json go; created (with parents) if missing.
   // The environment variable TRAINSCOPE_OUTPUT_DIR, when set and not empty,
@@ -59,8 +62,7 @@ struct Options {
   // A name for the run, stored in the report and trace.
   std::string run_name = "run";
   // Ring size per recording thread. Rounded down to a power of two events
-  // (32 bytes each). Memory is bounded by this times the threads alive at
-  // once: a thread that exits gives its ring back once it is drained.
+  // (32 bytes each). Memory: the `rings` term.
   Bytes buffer_bytes_per_thread{1u << 20};
   // Emit NVTX ranges (the `trainscope` domain) for Nsight Systems. Without a
   // tool attached they add a few nanoseconds to a scope (bench/).
@@ -95,7 +97,7 @@ struct Options {
   // has active steps, and what the run records before its first step. What
   // the windows hold, in memory and on disk, stays within
   // `trace_budget_bytes`; a window that would pass it is left out whole and
-  // counted in report.trace.windows_dropped.
+  // counted in report.trace.windows_dropped. Memory: the `trace` term.
   int64_t trace_first_steps = 20;
   int trace_slowest_steps = 5;
   // Like torch.profiler.schedule: after skip_first steps, cycles of wait +
@@ -120,13 +122,14 @@ struct Options {
   // while an AsyncRange is open or once step sync times are expected
   // (Session::ExpectStepSyncTimes; their times are on no thread's scope). A range still open longer
   // than this (a background checkpoint write) arrives late: its earlier part is missing from phases
-  // and idle, counted in report.events.late. Memory: at most the intervals recorded in this time.
+  // and idle, counted in report.events.late.
   int fold_delay_ms = 5000;
   // The most the analysis holds in intervals not yet folded (48 bytes each).
   // When fold_delay_ms of intervals at the rate they come would fill more
   // than half of it, the delay shrinks to fit (at 10^6 ranges a second, the
   // default gives about 170 ms); past it, it folds everything drained at
   // once. Either way ranges still open then arrive late. At least 1 MiB.
+  // Memory: the `fold` term.
   Bytes fold_buffer_bytes{16u << 20};
 
   // Collect the device timeline with CUPTI (kernels, copies, CUDA API calls,
@@ -140,7 +143,8 @@ struct Options {
   // so that long runs stay cheap. Host ranges are always recorded.
   int64_t profile_start_step = -1;
   int64_t profile_stop_step = -1;
-  // Size of each CUPTI activity buffer (16 are pooled).
+  // Size of each CUPTI activity buffer (16 are pooled). Memory: the `device`
+  // term.
   Bytes cupti_buffer_bytes{8u << 20};
 
   // Baseline-record facts. Empty strings are filled from the environment:
