@@ -1,6 +1,7 @@
 // The analyses on hand-built timelines with hand-computed answers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "sdk/analysis/interval_set.h"
 #include "sdk/analysis/launch_attribution.h"
 #include "sdk/analysis/phase_stats.h"
+#include "sdk/analysis/quantile_sketch.h"
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/step_analysis.h"
 #include "sdk/analysis/straggler.h"
@@ -626,6 +628,178 @@ TEST(StragglerTest, TheRankThatMakesTheOthersWaitIsNamedWithItsLagAndTheWait) {
   ranks[1].steps.resize(4);
   EXPECT_EQ(AnalyzeStragglers(ranks).common_steps, 4);
   EXPECT_EQ(AnalyzeStragglers({ranks[0]}).slowest_rank, -1) << "one rank: nobody to lag";
+}
+
+// Rows made up as they are read, never held: a rank of `steps` steps of
+// 100 ms whose sync is `sync_ms` plus a jitter of a few microseconds
+// (values all distinct, so medians past the exact limit are bucketed).
+class MadeUpRows : public StepRows {
+ public:
+  MadeUpRows(int64_t steps, double sync_ms) : steps_(steps), sync_ms_(sync_ms) {}
+  absl::Status Rewind() override {
+    at_ = 0;
+    ++rewinds;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> Next(Report::Step* row) override {
+    if (at_ == steps_) return false;
+    row->index = at_;
+    row->duration_ms = 100 + static_cast<double>(at_ % 1000) * 1e-3;
+    row->sync_ms = sync_ms_ + static_cast<double>(at_ % 997) * 1e-3;
+    ++at_;
+    return true;
+  }
+  int rewinds = 0;
+
+ private:
+  int64_t steps_;
+  double sync_ms_;
+  int64_t at_ = 0;
+};
+
+// The streaming analysis over rows it reads twice and never holds: 50,000
+// steps a rank, past the sketches' exact limit. Counts and sums are exact,
+// medians within QuantileSketch::kRelativeError of the exact ones, and the
+// straggler is the one the in-memory analysis names.
+TEST(StragglerTest, RowsReadAsStreamsGiveTheInMemoryFiguresWithinTheSketchError) {
+  constexpr int64_t kSteps = 50000;
+  std::vector<RankInfo> info(3);
+  std::vector<MadeUpRows> made;
+  made.reserve(3);
+  std::vector<StepRows*> rows;
+  std::vector<RankSteps> in_memory(3);
+  for (int r = 0; r < 3; ++r) {
+    info[r].rank = 2 - r;  // any order: the report is by rank
+    info[r].world_size = 3;
+    made.emplace_back(kSteps, r == 0 ? 5 : 35);  // rank 2 computes 30 ms longer
+    rows.push_back(&made.back());
+    static_cast<RankInfo&>(in_memory[r]) = info[r];
+    Report::Step step;
+    while (*made.back().Next(&step)) in_memory[r].steps.push_back(step);
+    ASSERT_TRUE(made.back().Rewind().ok());
+    made.back().rewinds = 0;
+  }
+  const absl::StatusOr<StragglerReport> streamed = AnalyzeStragglers(info, rows);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  const StragglerReport exact = AnalyzeStragglers(in_memory);  // the same rows, exact
+  for (const MadeUpRows& m : made) EXPECT_EQ(m.rewinds, 2) << "read twice, from the start";
+  EXPECT_EQ(streamed->common_steps, kSteps);
+  EXPECT_EQ(streamed->slowest_rank, 2);
+  EXPECT_EQ(exact.slowest_rank, 2);
+  EXPECT_TRUE(streamed->straggler);
+  EXPECT_DOUBLE_EQ(streamed->wait_caused_s, exact.wait_caused_s);
+  EXPECT_DOUBLE_EQ(streamed->wait_share, exact.wait_share);
+  auto near = [](double got, double want) {
+    return std::abs(got - want) <= QuantileSketch::kRelativeError * std::abs(want);
+  };
+  EXPECT_TRUE(near(streamed->lag_ms, exact.lag_ms)) << streamed->lag_ms << " " << exact.lag_ms;
+  ASSERT_EQ(streamed->ranks.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    const auto& s = streamed->ranks[r];
+    const auto& e = exact.ranks[r];
+    EXPECT_EQ(s.rank, r);
+    EXPECT_EQ(s.steps, kSteps);
+    EXPECT_EQ(s.times_slowest, e.times_slowest);
+    EXPECT_DOUBLE_EQ(s.total_sync_s, e.total_sync_s);
+    EXPECT_TRUE(near(s.median_step_ms, e.median_step_ms)) << r;
+    EXPECT_TRUE(near(s.median_compute_ms, e.median_compute_ms)) << r;
+    EXPECT_TRUE(near(s.median_sync_ms, e.median_sync_ms)) << r;
+  }
+  // Below the exact limit the streamed figures are the exact ones.
+  StragglerOptions options;
+  options.exact_steps = kSteps;
+  const absl::StatusOr<StragglerReport> all_exact = AnalyzeStragglers(info, rows, options);
+  ASSERT_TRUE(all_exact.ok());
+  EXPECT_EQ(all_exact->lag_ms, exact.lag_ms);
+  EXPECT_EQ(all_exact->ranks[1].median_compute_ms, exact.ranks[1].median_compute_ms);
+}
+
+// Lags of either sign: two ranks whose compute differs by noise of +-1 ms
+// around a lead of 0.1 ms, over 20,000 steps (past the exact limit). The
+// median lag read as streams is the exact one within the sketch's error.
+TEST(StragglerTest, NegativeLagsCountInTheMedianLag) {
+  std::vector<RankSteps> ranks(2);
+  uint64_t x = 42;
+  for (int r = 0; r < 2; ++r) {
+    ranks[r].rank = r;
+    ranks[r].world_size = 2;
+    for (int i = 0; i < 20000; ++i) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      Report::Step step;
+      step.index = i;
+      step.duration_ms = 100;
+      step.sync_ms = 50 - (r == 0 ? 0.1 : 0) + static_cast<double>((x >> 33) % 2001) / 1000 - 1;
+      ranks[r].steps.push_back(step);
+    }
+  }
+  class InMemory : public StepRows {
+   public:
+    explicit InMemory(const std::vector<Report::Step>& steps) : steps_(steps) {}
+    absl::Status Rewind() override {
+      at_ = 0;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<bool> Next(Report::Step* row) override {
+      if (at_ == steps_.size()) return false;
+      *row = steps_[at_++];
+      return true;
+    }
+
+   private:
+    const std::vector<Report::Step>& steps_;
+    size_t at_ = 0;
+  } a(ranks[0].steps), b(ranks[1].steps);
+  const StragglerReport exact = AnalyzeStragglers(ranks);
+  const absl::StatusOr<StragglerReport> streamed =
+      AnalyzeStragglers({ranks[0], ranks[1]}, {&a, &b});
+  ASSERT_TRUE(streamed.ok());
+  ASSERT_EQ(exact.slowest_rank, 0);
+  EXPECT_EQ(streamed->slowest_rank, 0);
+  EXPECT_GT(exact.lag_ms, 0.05);
+  EXPECT_LT(exact.lag_ms, 0.15);
+  EXPECT_NEAR(streamed->lag_ms, exact.lag_ms, QuantileSketch::kRelativeError * 1.0)
+      << "within the error of a value of 1 ms (the lags around the median)";
+  EXPECT_DOUBLE_EQ(streamed->wait_caused_s, exact.wait_caused_s);
+}
+
+// Steps are matched by index within runs of increasing indices: a loop
+// that counts from 0 each epoch matches epoch with epoch, a step one rank
+// lacks is not compared, and a read error is the analysis' error.
+TEST(StragglerTest, EpochsThatCountFromZeroMatchEpochByEpoch) {
+  std::vector<RankSteps> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks[r].rank = r;
+    ranks[r].world_size = 2;
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      for (int i = 0; i < 10; ++i) {
+        if (r == 1 && epoch == 1 && i == 4) continue;  // a row rank 1 lost
+        Report::Step step;
+        step.index = i;
+        step.duration_ms = 100;
+        step.sync_ms = r == 0 ? 10 : 30;
+        ranks[r].steps.push_back(step);
+      }
+    }
+  }
+  const StragglerReport report = AnalyzeStragglers(ranks);
+  EXPECT_EQ(report.common_steps, 29);
+  EXPECT_EQ(report.ranks[0].steps, 30);
+  EXPECT_EQ(report.ranks[1].steps, 29);
+  EXPECT_EQ(report.slowest_rank, 0);
+  EXPECT_DOUBLE_EQ(report.lag_ms, 20);
+  EXPECT_EQ(report.ranks[0].times_slowest, 29);
+
+  class Failing : public StepRows {
+   public:
+    absl::Status Rewind() override { return absl::OkStatus(); }
+    absl::StatusOr<bool> Next(Report::Step*) override {
+      return absl::DataLossError("steps-rank1.jsonl:3: broken");
+    }
+  } failing;
+  MadeUpRows good(10, 5);
+  const absl::StatusOr<StragglerReport> failed =
+      AnalyzeStragglers({ranks[0], ranks[1]}, {&good, &failing});
+  EXPECT_EQ(failed.status(), absl::DataLossError("steps-rank1.jsonl:3: broken"));
 }
 
 // Sorting in two halves on two threads and merging gives the stable order

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -754,6 +755,104 @@ TEST(StepsFileTest, BadLinesAreNamedByFileAndLine) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(exporter::StepsFileForReport("out/report.json"), "out/steps.jsonl");
   EXPECT_EQ(exporter::StepsFileForReport("a/b/report-rank3.json"), "a/b/steps-rank3.jsonl");
+}
+
+// StepRowReader gives ForEachStepRow's rows one at a time, across blocks
+// of any size (lines cut by a block, longer than a block), skipping empty
+// lines and a cut last line; Rewind starts over; a bad line is named by
+// file and line, and stays the answer.
+TEST(StepsFileTest, StepRowReaderReadsRowsOneAtATimeAcrossBlocks) {
+  TempDir dir;
+  const std::string path = dir.File("steps.jsonl");
+  std::string text;
+  for (int i = 0; i < 50; ++i) {
+    Report::Step row;
+    row.index = i;
+    row.duration_ms = 100 + i;
+    row.top_cause = std::string(i == 7 ? 700 : 3, 'c');  // one line longer than the blocks
+    text += exporter::StepRowToJsonLine(row);
+    if (i == 20) text += "\n";
+  }
+  testing::WriteAll(path, text + "{\"step\":50,\"start");  // a cut last line
+  const absl::StatusOr<std::vector<Report::Step>> all = exporter::ReadStepsFile(path);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 50u);
+  for (const size_t block : {size_t{1}, size_t{64}, size_t{333}, size_t{1} << 20}) {
+    absl::StatusOr<std::unique_ptr<exporter::StepRowReader>> reader =
+        exporter::StepRowReader::Open(path, block);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    for (int pass = 0; pass < 2; ++pass) {
+      Report::Step row;
+      size_t n = 0;
+      for (absl::StatusOr<bool> got; (got = (*reader)->Next(&row)), got.ok() && *got; ++n) {
+        ASSERT_LT(n, all->size());
+        EXPECT_EQ(row.index, (*all)[n].index) << block;
+        EXPECT_EQ(row.duration_ms, (*all)[n].duration_ms) << block;
+        EXPECT_EQ(row.top_cause, (*all)[n].top_cause) << block;
+      }
+      EXPECT_EQ(n, 50u) << block;
+      EXPECT_EQ((*reader)->rows(), 50);
+      ASSERT_TRUE((*reader)->Rewind().ok());
+    }
+  }
+  testing::WriteAll(path, text.substr(0, text.find('\n') + 1) + "{\"step\": \"x\"}\n");
+  std::unique_ptr<exporter::StepRowReader> reader = *exporter::StepRowReader::Open(path, 16);
+  Report::Step row;
+  EXPECT_TRUE(*reader->Next(&row));
+  const absl::StatusOr<bool> bad = reader->Next(&row);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find(path + ":2: field 'step'"), std::string::npos)
+      << bad.status();
+  EXPECT_EQ(reader->Next(&row).status(), bad.status());
+  testing::WriteAll(path, std::string(3 << 20, ' '));
+  reader = *exporter::StepRowReader::Open(path);
+  EXPECT_NE(reader->Next(&row).status().message().find(
+                path + ":1: a line of more than 1048576 bytes: not a steps file"),
+            std::string::npos);
+  EXPECT_EQ(exporter::StepRowReader::Open(dir.File("absent.jsonl")).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// `trainscope ranks` on real files: three ranks whose loops count from 0
+// each epoch, rank 1 a row short and rank 2 the straggler; a bad row in a
+// steps file is named by the file, its line and the rank's report.
+TEST(RanksReportTest, StepsFilesAreReadAsStreamsAndEpochsMatch) {
+  TempDir dir;
+  auto write_rank = [&](int rank, const std::string& extra_line) {
+    Report report;
+    report.run.rank = rank;
+    report.run.world_size = 3;
+    testing::WriteAll(dir.File(fmt::format("report-rank{}.json", rank)),
+                      exporter::ReportToJson(report));
+    std::string rows;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (int i = 0; i < 5; ++i) {
+        if (rank == 1 && epoch == 1 && i == 2) continue;
+        Report::Step row;
+        row.index = i;
+        row.duration_ms = 100;
+        row.sync_ms = rank == 2 ? 5 : 35;
+        rows += exporter::StepRowToJsonLine(row);
+      }
+    }
+    testing::WriteAll(dir.File(fmt::format("steps-rank{}.jsonl", rank)), rows + extra_line);
+  };
+  for (int rank = 0; rank < 3; ++rank) write_rank(rank, "");
+  const testing::ProcessResult run = RunProcess({TRAINSCOPE_CLI_PATH, "ranks", dir.path()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("3 of 3 ranks reported; 9 steps on every rank\n"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("slowest rank: 2 (its compute is 30.000 ms a step longer"),
+            std::string::npos)
+      << run.out;
+  write_rank(1, "{\"step\":5}\n");
+  const testing::ProcessResult bad = RunProcess({TRAINSCOPE_CLI_PATH, "ranks", dir.path()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find(fmt::format("{}:10: field 'start_s' is missing (the per-step rows of {})",
+                                     dir.File("steps-rank1.jsonl"), dir.File("report-rank1.json"))),
+            std::string::npos)
+      << bad.err;
 }
 
 // A distributed run's reports in rank order, rank2 before rank10, whether

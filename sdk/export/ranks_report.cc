@@ -1,10 +1,17 @@
 // `trainscope ranks DIR`: the straggler report. See trainscope/ranks.h.
+// Each rank's steps file is read twice through a StepRowReader, never held:
+// for R ranks the memory is straggler.h's bound plus R readers' block
+// (StepRowReader::kDefaultBlockBytes, 64 KiB) and longest line each (a few
+// hundred bytes; 1 MiB at most), and one report at a time: about
+// 280 KiB x R + 140 KiB, whatever the number of steps (bench/ranks_bench
+// measures it). R files are open at once.
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -94,6 +101,33 @@ std::string ToText(const analysis::StragglerReport& s) {
   return out;
 }
 
+// `status` with the report whose steps file it is about named.
+absl::Status AboutStepsOf(const absl::Status& status, const std::string& report_file) {
+  return absl::Status(status.code(), fmt::format("{} (the per-step rows of {})",
+                                                 std::string(status.message()), report_file));
+}
+
+// A rank's steps file as StepRows: read a block at a time, never held.
+// Errors name the steps file and its report.
+class FileRows : public analysis::StepRows {
+ public:
+  FileRows(std::unique_ptr<exporter::StepRowReader> reader, std::string report_file)
+      : reader_(std::move(reader)), report_file_(std::move(report_file)) {}
+  absl::Status Rewind() override {
+    absl::Status status = reader_->Rewind();
+    return status.ok() ? status : AboutStepsOf(status, report_file_);
+  }
+  absl::StatusOr<bool> Next(Report::Step* row) override {
+    absl::StatusOr<bool> got = reader_->Next(row);
+    if (!got.ok()) return AboutStepsOf(got.status(), report_file_);
+    return got;
+  }
+
+ private:
+  std::unique_ptr<exporter::StepRowReader> reader_;
+  std::string report_file_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::string> RanksReport(const std::string& dir, RanksFormat format) {
@@ -107,34 +141,35 @@ absl::StatusOr<std::string> RanksReport(const std::string& dir, RanksFormat form
     return absl::NotFoundError(fmt::format(
         "{}: no per-rank reports (report-rank<R>.json, or <dir>/report.json per rank)", dir));
   }
-  std::vector<analysis::RankSteps> ranks;
+  std::vector<analysis::RankInfo> ranks;
+  std::vector<std::unique_ptr<FileRows>> sources;
+  std::vector<analysis::StepRows*> rows;
   for (const std::string& file : files) {
     absl::StatusOr<Report> report = exporter::ReadReportFile(file);
     if (!report.ok()) return report.status();
-    analysis::RankSteps r;
+    analysis::RankInfo r;
     r.rank = report->run.rank;
     r.world_size = report->run.world_size;
-    const std::string steps_file = exporter::StepsFileForReport(file);
-    absl::StatusOr<std::vector<Report::Step>> steps = exporter::ReadStepsFile(steps_file);
-    if (!steps.ok()) {
-      return absl::Status(
-          steps.status().code(),
-          fmt::format("{} (the per-step rows of {})", std::string(steps.status().message()), file));
-    }
-    r.steps = std::move(*steps);
     r.missing_ranks = report->distributed.missing_ranks;
     r.error = report->distributed.error;
     r.source = file;
-    for (const analysis::RankSteps& other : ranks) {
+    for (const analysis::RankInfo& other : ranks) {
       if (other.rank == r.rank) {
         return absl::InvalidArgumentError(fmt::format(
             "{} and {} are both rank {}: one run per directory", other.source, file, r.rank));
       }
     }
+    absl::StatusOr<std::unique_ptr<exporter::StepRowReader>> reader =
+        exporter::StepRowReader::Open(exporter::StepsFileForReport(file));
+    if (!reader.ok()) return AboutStepsOf(reader.status(), file);
+    sources.push_back(std::make_unique<FileRows>(*std::move(reader), file));
+    rows.push_back(sources.back().get());
     ranks.push_back(std::move(r));
   }
-  const analysis::StragglerReport stragglers = analysis::AnalyzeStragglers(ranks);
-  return json ? ToJson(stragglers) : ToText(stragglers);
+  const absl::StatusOr<analysis::StragglerReport> stragglers =
+      analysis::AnalyzeStragglers(ranks, rows);
+  if (!stragglers.ok()) return stragglers.status();
+  return json ? ToJson(*stragglers) : ToText(*stragglers);
 }
 
 namespace exporter {

@@ -182,12 +182,16 @@ std::string StepRowToJsonLine(const Report::Step& row) {
   return line;
 }
 
-absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_view where) {
-  simdjson::dom::parser parser;
-  simdjson::padded_string padded(line);
+namespace {
+
+// ParseStepRow with the caller's parser, over `line`, which at least
+// simdjson::SIMDJSON_PADDING readable bytes follow (no copy).
+absl::StatusOr<Report::Step> ParsePaddedStepRow(simdjson::dom::parser& parser,
+                                                std::string_view line, std::string_view where) {
   simdjson::dom::element root;
   simdjson::dom::object object;
-  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+  if (auto error = parser.parse(line.data(), line.size(), /*realloc_if_needed=*/false).get(root);
+      error != simdjson::SUCCESS) {
     return absl::InvalidArgumentError(fmt::format("{}: not a JSON object ({})", where,
                                                   ground::json_fields::ParseErrorWhy(error)));
   }
@@ -220,6 +224,14 @@ absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_vie
   r.Field("peak_memory_bytes", step.peak_memory_bytes, kRequired);
   if (!status.ok()) return status;
   return step;
+}
+
+}  // namespace
+
+absl::StatusOr<Report::Step> ParseStepRow(std::string_view line, std::string_view where) {
+  simdjson::dom::parser parser;
+  const simdjson::padded_string padded(line);
+  return ParsePaddedStepRow(parser, padded, where);
 }
 
 absl::Status ForEachStepRow(const std::string& path,
@@ -294,6 +306,109 @@ absl::StatusOr<std::vector<Report::Step>> ReadStepsFile(const std::string& path)
   });
   if (!status.ok()) return status;
   return rows;
+}
+
+struct StepRowReader::Parser {
+  simdjson::dom::parser parser;
+};
+
+absl::StatusOr<std::unique_ptr<StepRowReader>> StepRowReader::Open(const std::string& path,
+                                                                   size_t block_bytes) {
+  std::unique_ptr<StepRowReader> reader(new StepRowReader());
+  reader->path_ = path;
+  reader->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader->fd_ < 0) return ground::ErrnoStatus(errno, "opening " + path);
+  // A line inside the block has the rest of the block and the padding
+  // after it: simdjson reads it in place.
+  reader->block_.resize(std::max<size_t>(block_bytes, 1) + simdjson::SIMDJSON_PADDING);
+  reader->parser_ = std::make_unique<Parser>();
+  return reader;
+}
+
+StepRowReader::~StepRowReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status StepRowReader::Rewind() {
+  if (::lseek(fd_, 0, SEEK_SET) < 0) return ground::ErrnoStatus(errno, "rewinding " + path_);
+  at_ = got_ = 0;
+  pending_.clear();
+  pending_size_ = 0;
+  eof_ = false;
+  line_no_ = rows_ = 0;
+  status_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> StepRowReader::NextLine(std::string_view* line) {
+  constexpr size_t kMaxLine = 1 << 20;  // as ForEachStepRow's
+  if (pending_size_ > 0) {              // handed out last time
+    pending_.clear();
+    pending_size_ = 0;
+  }
+  const size_t block_bytes = block_.size() - simdjson::SIMDJSON_PADDING;
+  for (;;) {
+    const std::string_view got(block_.data() + at_, got_ - at_);
+    const size_t newline = got.find('\n');
+    if (newline != std::string_view::npos) {
+      ++line_no_;
+      at_ += newline + 1;
+      if (pending_.empty()) {
+        *line = got.substr(0, newline);
+        return true;
+      }
+      pending_.append(got.substr(0, newline));
+      pending_size_ = pending_.size();
+      pending_.reserve(pending_size_ + simdjson::SIMDJSON_PADDING);
+      *line = std::string_view(pending_.data(), pending_size_);
+      return true;
+    }
+    pending_.append(got);
+    at_ = got_;
+    // A row is a few hundred bytes: far more without a newline is not a
+    // steps file, and must not be held whole.
+    if (pending_.size() > kMaxLine) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}:{}: a line of more than {} bytes: not a steps file", path_, line_no_ + 1, kMaxLine));
+    }
+    if (eof_) return false;
+    const ssize_t n = ::read(fd_, block_.data(), block_bytes);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ground::ErrnoStatus(errno, "reading " + path_);
+    }
+    at_ = 0;
+    got_ = static_cast<size_t>(n);
+    // At the end, a last line without its newline was cut by a crash: not
+    // a row.
+    if (n == 0) eof_ = true;
+  }
+}
+
+absl::StatusOr<bool> StepRowReader::Next(Report::Step* row) {
+  if (!status_.ok()) return status_;
+  for (;;) {
+    std::string_view line;
+    absl::StatusOr<bool> got = NextLine(&line);
+    if (!got.ok()) {
+      status_ = got.status();
+      return status_;
+    }
+    if (!*got) return false;
+    if (line.empty()) continue;
+    where_.assign(path_);
+    where_ += ':';
+    char digits[24];
+    where_.append(digits, std::to_chars(digits, digits + sizeof digits, line_no_).ptr);
+    absl::StatusOr<Report::Step> parsed = ParsePaddedStepRow(parser_->parser, line, where_);
+    if (!parsed.ok()) {
+      status_ = parsed.status();
+      return status_;
+    }
+    *row = std::move(*parsed);
+    ++rows_;
+    return true;
+  }
 }
 
 std::string StepsFileForReport(const std::string& report_path) {

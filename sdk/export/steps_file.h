@@ -55,6 +55,66 @@ absl::StatusOr<std::vector<Report::Step>> ReadStepsFile(const std::string& path)
 absl::Status ForEachStepRow(const std::string& path,
                             const std::function<bool(const Report::Step&)>& fn);
 
+// Reads a steps file's complete rows one at a time, in file order, a block
+// at a time: for walking several files side by side (the ranks of a
+// distributed run), which ForEachStepRow's callback cannot. The rows and
+// errors are ForEachStepRow's. Memory: block_bytes (plus simdjson's
+// padding), the longest line (at most 1 MiB) and a parser sized to it,
+// whatever the file's length. Holds the file open.
+//
+//   absl::StatusOr<std::unique_ptr<StepRowReader>> reader = StepRowReader::Open(path);
+//   Report::Step row;
+//   for (;;) {
+//     absl::StatusOr<bool> got = (*reader)->Next(&row);
+//     if (!got.ok()) return got.status();
+//     if (!*got) break;
+//     ...
+//   }
+class StepRowReader {
+ public:
+  static constexpr size_t kDefaultBlockBytes = 64 << 10;
+
+  // Opens `path`. Errors: the open error, naming the path.
+  static absl::StatusOr<std::unique_ptr<StepRowReader>> Open(
+      const std::string& path, size_t block_bytes = kDefaultBlockBytes);
+  ~StepRowReader();
+  StepRowReader(const StepRowReader&) = delete;
+  StepRowReader& operator=(const StepRowReader&) = delete;
+
+  // The next complete row into *row: true; false past the last (a last
+  // line without its newline is not a row). Errors: the read error naming
+  // the path, a bad line's (InvalidArgument "<path>:<line>: ..."), or
+  // InvalidArgument for a line longer than 1 MiB; after one, Next returns
+  // it again.
+  absl::StatusOr<bool> Next(Report::Step* row);
+  // Starts over at the first row. Errors: lseek's, naming the path.
+  absl::Status Rewind();
+
+  int64_t rows() const { return rows_; }  // returned since the start
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Parser;
+  StepRowReader() = default;
+  // The next line's bytes (newline excluded) into *line, padded for
+  // simdjson: false at the end. Errors as Next's.
+  absl::StatusOr<bool> NextLine(std::string_view* line);
+
+  std::string path_;
+  int fd_ = -1;
+  std::string block_;    // block_bytes read at a time, then simdjson's padding
+  size_t at_ = 0;        // the next unread byte of block_
+  size_t got_ = 0;       // bytes of block_ read from the file
+  std::string pending_;  // the start of a line the last block cut, padded
+  size_t pending_size_ = 0;
+  bool eof_ = false;
+  int64_t line_no_ = 0;
+  int64_t rows_ = 0;
+  std::string where_;  // "<path>:<line>", rewritten for each line
+  absl::Status status_;
+  std::unique_ptr<Parser> parser_;
+};
+
 // The steps file that goes with a report file: out/report.json ->
 // out/steps.jsonl, report-rank3.json -> steps-rank3.jsonl.
 std::string StepsFileForReport(const std::string& report_path);
