@@ -103,10 +103,10 @@ part "checkpoint benchmark" env TMPDIR="$PWD/build" build/bin/checkpoint_bench
 # The experiment engine's own cost per trial, beside a 10 s trial (a few
 # seconds; reports, never fails).
 part "tune benchmark" build/bin/tune_bench
-# A long run in constant memory (issue 15): 10^7 events paced at 500,000/s,
+# A long run in constant memory: 10^7 events paced at 500,000/s,
 # its peak RSS and drops after 10^6 and 10^7 (about 20 s; reports, never fails).
 part "soak (10^7 events)" bash -c 'rm -rf build/soak-out && build/bin/soak build/soak-out --events=10000000 --rate=500000 && rm -rf build/soak-out'
 # The drain's capacity (events per CPU second, beside the producer's rate)
-# and 2 M events/s sustained with the default ring (issue 15, about 20 s;
-# reports, never fails).
+# and 2 M events/s sustained with the default ring (about 20 s; reports,
+# never fails).
 part "drain benchmark" bash -c 'rm -rf build/drain-out && build/bin/drain_bench build/drain-out --runs=3 --seconds=3 && rm -rf build/drain-out'

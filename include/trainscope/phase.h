@@ -34,7 +34,7 @@ inline constexpr int kPhaseCount = 9;
 
 namespace internal {
 // PhaseName's and PhaseColor's tables. At namespace scope: a table local
-// to the function was built on the stack at every call (about 250
+// to the function would be built on the stack at every call (about 250
 // instructions a steps.jsonl row).
 inline constexpr std::string_view kPhaseNames[kPhaseCount] = {
     "data_wait", "h2d", "forward", "backward", "optimizer", "sync", "checkpoint", "eval", "other"};

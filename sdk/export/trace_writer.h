@@ -19,7 +19,7 @@
 // The copy of the body (up to Options::trace_budget_bytes, 256 MiB) is not
 // made on the caller's thread while the run goes on: PublishSoon() hands it
 // to the writer's own thread ("ts-publish"), so that the drain, which calls
-// it, keeps emptying the rings (issue 15, point 7).
+// it, keeps emptying the rings.
 #ifndef TRAINSCOPE_SDK_EXPORT_TRACE_WRITER_H_
 #define TRAINSCOPE_SDK_EXPORT_TRACE_WRITER_H_
 
