@@ -85,90 +85,95 @@ void ParseShare(BatchParser& batches, Share& share, Batcher& batcher, EventSink&
   }
 }
 
-}  // namespace
+using Shares = std::vector<std::unique_ptr<Share>>;
 
-int ParseThreadsFor(size_t bytes, int max_threads) {
-  const int cpus = max_threads > 0 ? max_threads : ground::AvailableCpus();
-  return static_cast<int>(std::min<size_t>({static_cast<size_t>(cpus), bytes / kMinShare, 64}));
-}
-
-bool ParseShares(const ShareInput& in, ParallelSink& sink, ReadStats* stats, bool* at_element) {
-  TraceInput& input = in.input;
-  const size_t begin = input.begin, end = input.end;
-  if (!input.held_whole() || end > kMaxParallel || begin == 0) return false;
-  const int threads = ParseThreadsFor(end - begin, in.max_threads);
-  if (threads < 2) return false;
-  if (in.whole != nullptr) *in.whole = std::string_view(input.data, end);
-  const size_t piece =
-      std::max(kSharePiece, (end - begin) / (static_cast<size_t>(threads) * kSharesPerThread));
-  std::vector<std::unique_ptr<Share>> shares;
+// The elements in [begin, end) cut at guessed element starts into shares
+// of `piece` bytes or so (a guess that does not move on is passed over).
+Shares CutShares(BatchParser& batches, size_t begin, size_t end, size_t piece) {
+  Shares shares;
   shares.push_back(std::make_unique<Share>());
   shares[0]->start = begin;
   for (size_t at = begin + piece; at < end; at += piece) {
-    const size_t guess = in.batches.GuessElement(at, begin);
+    const size_t guess = batches.GuessElement(at, begin);
     if (guess == kScanIncomplete || guess <= shares.back()->start) continue;
     shares.back()->limit = guess;
     shares.push_back(std::make_unique<Share>());
     shares.back()->start = guess;
   }
   shares.back()->limit = end;
-  if (shares.size() < 2) return false;
-  const uint64_t count = shares.size();
-  stats->shares = static_cast<int>(count);
-  // Who has which share: the low half is the first share this thread has
-  // not taken, the high half the first one a worker has taken (count when
-  // none). This thread owns share 0 from the start.
-  std::atomic<uint64_t> claims{count << 32 | 1};
-  auto take_front = [&](uint64_t k) {  // this thread takes share k, its next one
-    uint64_t c = claims.load();
+  return shares;
+}
+
+// Who has which of `count` shares: the calling thread takes them from the
+// front, the workers from the back, never the same one. In one word: the
+// low half is the first share the calling thread has not taken, the high
+// half the first one a worker has taken (count when none). The calling
+// thread owns share 0 from the start.
+class Claims {
+ public:
+  explicit Claims(uint64_t count) : count_(count), claims_(count << 32 | 1) {}
+  // The calling thread takes share k, its next one: false if a worker has it.
+  bool TakeFront(uint64_t k) {
+    uint64_t c = claims_.load();
     while (k < (c >> 32)) {
-      if (claims.compare_exchange_weak(c, (c >> 32) << 32 | (k + 1))) return true;
+      if (claims_.compare_exchange_weak(c, (c >> 32) << 32 | (k + 1))) return true;
     }
     return false;
-  };
-  auto take_back = [&]() -> uint64_t {  // a worker takes the last free share, or count
-    uint64_t c = claims.load();
+  }
+  // A worker takes the last free share; count when none is left.
+  uint64_t TakeBack() {
+    uint64_t c = claims_.load();
     for (;;) {
       const uint64_t low = c & 0xffffffff, high = c >> 32;
-      if (high <= low) return count;
-      if (claims.compare_exchange_weak(c, (high - 1) << 32 | low)) return high - 1;
-    }
-  };
-  std::vector<std::thread> workers;
-  struct JoinAll {  // whatever happens on this thread, no worker outlives the shares
-    std::vector<std::unique_ptr<Share>>& shares;
-    std::vector<std::thread>& workers;
-    ~JoinAll() {
-      for (auto& share : shares) share->cancel = true;
-      for (std::thread& worker : workers) worker.join();
-    }
-  } join_all{shares, workers};
-  auto work = [&] {
-    pthread_setname_np(pthread_self(), "ts-parse");
-    Batcher batcher;
-    for (uint64_t k; (k = take_back()) < count;) {
-      Share& share = *shares[k];
-      try {
-        share.sink = sink.NewShare();
-        ParseShare(in.batches, share, batcher, *share.sink, /*relocate=*/true);
-      } catch (...) {  // rethrown on the calling thread, at this share's turn
-        share.error = std::current_exception();
-      }
-      share.finished.store(true, std::memory_order_release);
-    }
-  };
-  for (int t = 1; t < threads; ++t) {
-    try {
-      workers.emplace_back(work);
-    } catch (...) {  // no thread: this one takes more shares
-      break;
+      if (high <= low) return count_;
+      if (claims_.compare_exchange_weak(c, (high - 1) << 32 | low)) return high - 1;
     }
   }
-  stats->threads = 1 + static_cast<int>(workers.size());
-  size_t at = begin;  // where the next element starts
-  for (uint64_t k = 0; k < count; ++k) {
+
+ private:
+  const uint64_t count_;
+  std::atomic<uint64_t> claims_;
+};
+
+// A worker thread: takes shares from the back and parses each into a sink
+// of its own, keeping what a sink throws for the calling thread, until
+// none is left.
+void Work(Claims& claims, Shares& shares, BatchParser& batches, ParallelSink& sink) {
+  pthread_setname_np(pthread_self(), "ts-parse");
+  Batcher batcher;
+  for (uint64_t k; (k = claims.TakeBack()) < shares.size();) {
     Share& share = *shares[k];
-    const bool mine = k == 0 || take_front(k);
+    try {
+      share.sink = sink.NewShare();
+      ParseShare(batches, share, batcher, *share.sink, /*relocate=*/true);
+    } catch (...) {  // rethrown on the calling thread, at this share's turn
+      share.error = std::current_exception();
+    }
+    share.finished.store(true, std::memory_order_release);
+  }
+}
+
+// Whatever happens on the calling thread, no worker outlives the shares.
+struct JoinAll {
+  Shares& shares;
+  std::vector<std::thread>& workers;
+  ~JoinAll() {
+    for (auto& share : shares) share->cancel = true;
+    for (std::thread& worker : workers) worker.join();
+  }
+};
+
+// The calling thread's part: the shares in file order, each parsed here
+// (its own, or one that began at a wrong guess, from where the one before
+// really ended) or committed from its worker, until one stops short of its
+// end. Sets input.begin and *at_element as ParseShares says; adds to
+// `stats`. Rethrows what a worker's sink threw.
+void TakeSharesInOrder(const ShareInput& in, Shares& shares, Claims& claims, ParallelSink& sink,
+                       ReadStats* stats, bool* at_element) {
+  size_t at = in.input.begin;  // where the next element starts
+  for (uint64_t k = 0; k < shares.size(); ++k) {
+    Share& share = *shares[k];
+    const bool mine = k == 0 || claims.TakeFront(k);
     Share* done = &share;
     Share instead;  // the bytes of a wrongly guessed share, from `at`
     if (share.start != at) {
@@ -192,14 +197,47 @@ bool ParseShares(const ShareInput& in, ParallelSink& sink, ReadStats* stats, boo
     stats->guessed_batches += done->guessed;
     stats->wrong_guesses += done->wrong;
     if (!done->whole) {
-      input.begin = done->resume;
+      in.input.begin = done->resume;
       *at_element = done->resume_at_element;
-      return true;
+      return;
     }
     at = done->next;
   }
-  input.begin = at;  // not reached: the last share ends at the array's end
+  in.input.begin = at;  // not reached: the last share ends at the array's end
   *at_element = true;
+}
+
+}  // namespace
+
+int ParseThreadsFor(size_t bytes, int max_threads) {
+  const int cpus = max_threads > 0 ? max_threads : ground::AvailableCpus();
+  return static_cast<int>(std::min<size_t>({static_cast<size_t>(cpus), bytes / kMinShare, 64}));
+}
+
+bool ParseShares(const ShareInput& in, ParallelSink& sink, ReadStats* stats, bool* at_element) {
+  TraceInput& input = in.input;
+  const size_t begin = input.begin, end = input.end;
+  if (!input.held_whole() || end > kMaxParallel || begin == 0) return false;
+  const int threads = ParseThreadsFor(end - begin, in.max_threads);
+  if (threads < 2) return false;
+  if (in.whole != nullptr) *in.whole = std::string_view(input.data, end);
+  const size_t piece =
+      std::max(kSharePiece, (end - begin) / (static_cast<size_t>(threads) * kSharesPerThread));
+  Shares shares = CutShares(in.batches, begin, end, piece);
+  if (shares.size() < 2) return false;
+  stats->shares = static_cast<int>(shares.size());
+  Claims claims(shares.size());
+  std::vector<std::thread> workers;
+  JoinAll join_all{shares, workers};
+  for (int t = 1; t < threads; ++t) {
+    try {
+      workers.emplace_back([&] { Work(claims, shares, in.batches, sink); });
+    } catch (...) {  // no thread: this one takes more shares
+      break;
+    }
+  }
+  stats->threads = 1 + static_cast<int>(workers.size());
+  TakeSharesInOrder(in, shares, claims, sink, stats, at_element);
   return true;
 }
 

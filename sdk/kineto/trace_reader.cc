@@ -67,9 +67,9 @@ struct TraceReader::Impl {
         ++i;
       return i < in.end ? i : kScanIncomplete;
     }
-    ScanState state;
-    const size_t stop = ScanComposite(in.data, i, in.end, &state);
-    if (escapes != nullptr) *escapes = state.backslash;
+    ScanState scanned;
+    const size_t stop = ScanComposite(in.data, i, in.end, &scanned);
+    if (escapes != nullptr) *escapes = scanned.backslash;
     return stop;
   }
 
@@ -96,178 +96,214 @@ struct TraceReader::Impl {
     return absl::OkStatus();
   }
 
+  // Reads the trace's top level, the states below, handing the elements of
+  // traceEvents to `sink`. Errors: the reader's (see Read).
   absl::Status Run(ParallelSink& sink);
+
+  // Where Run is, between its stages.
+  State state = State::kStart;
+  std::string key;            // the member whose colon and value come next
+  bool saw_events = false;    // traceEvents' array has begun
+  bool tried_shares = false;  // ParseShares was asked (once, at an element)
+  bool noted_first = false;   // the first element was noted to `batches`
+  bool scan = false;          // cut the next batch with the scanner (a guess just failed)
+
+  // No bytes left at in.begin: reads more, or, at the end of the file, the
+  // error of a trace that ends here.
+  absl::Status AtEndOfBytes();
+  // One step outside traceEvents' elements (kStart, kKey, kColon, kValue,
+  // kAfterMember) at c = in.data[in.begin]. *stop is kScanIncomplete when
+  // the name or value there runs past the bytes read (nothing consumed).
+  absl::Status TopLevel(char c, size_t* stop);
+  // kElement at c: the elements from in.begin, on several threads
+  // (ParseShares), in batches, or the one element alone; *stop as above.
+  absl::Status Element(char c, ParallelSink& sink, size_t* stop);
+  // Batches of elements from in.begin, a guessed cut first (unless one
+  // just failed), then the scanner's. True when some were handed on (then
+  // in.begin is after them).
+  bool ParseBatches(ParallelSink& sink);
+  // kAfterElement at c: a comma or the end of the array.
+  absl::Status AfterElement(char c);
+  // A name or value runs past the bytes read: reads more, or at the end of
+  // the file says what is cut off.
+  absl::Status ValueCutOff();
 };
 
 absl::Status TraceReader::Impl::Run(ParallelSink& sink) {
-  State state = State::kStart;
-  bool tried_shares = false, noted_first = false;
-  bool scan = false;  // cut the next batch with the scanner (a guess just failed)
-  std::string key;
-  bool saw_events = false;
-  bool escapes = false;
   while (state != State::kDone) {
     while (in.begin < in.end && IsSpace(in.data[in.begin])) ++in.begin;
     if (in.begin == in.end) {
-      if (in.eof) {
-        if (in.consumed + in.end == 0) {
-          return in.Error(0, stats.compressed
-                                 ? "the gzip stream holds no data (it inflates to 0 bytes)"
-                                 : "the file is empty");
-        }
-        return in.Error(in.begin, saw_events
-                                      ? "unexpected end of file inside the trace (truncated?)"
-                                      : "unexpected end of file: no traceEvents array");
-      }
-      if (absl::Status status = in.Fill(); !status.ok()) return status;
+      if (absl::Status status = AtEndOfBytes(); !status.ok()) return status;
       continue;
     }
     const char c = in.data[in.begin];
     size_t stop = 0;
-    switch (state) {
-      case State::kStart:
-        if (c != '{') return in.Error(in.begin, "a trace must start with '{' (a JSON object)");
-        ++in.begin;
-        state = State::kKey;
-        break;
-      case State::kKey:
-        if (c == '}') {
-          ++in.begin;
-          state = State::kDone;
-          break;
-        }
-        if (c != '"')
-          return in.Error(in.begin, fmt::format("expected a member name, found '{}'", c));
-        stop = SkipString(in.begin + 1);
-        if (stop == kScanIncomplete) break;
-        key.assign(in.data + in.begin + 1, stop - in.begin - 2);
-        in.begin = stop;
-        state = State::kColon;
-        break;
-      case State::kColon:
-        if (c != ':') return in.Error(in.begin, fmt::format("expected ':' after \"{}\"", key));
-        ++in.begin;
-        state = State::kValue;
-        break;
-      case State::kValue:
-        if (key == "traceEvents") {
-          if (c != '[') return in.Error(in.begin, "traceEvents is not an array");
-          ++in.begin;
-          saw_events = true;
-          state = State::kElement;
-          break;
-        }
-        stop = ScanValue(in.begin);
-        if (stop == kScanIncomplete) break;
-        if (stop - in.begin < kMaxTopLevelText) {
-          top_level.emplace_back(key, std::string(in.data + in.begin, stop - in.begin));
-        }
-        in.begin = stop;
-        state = State::kAfterMember;
-        break;
-      case State::kAfterMember:
-        if (c == ',') {
-          state = State::kKey;
-        } else if (c == '}') {
-          state = State::kDone;
-        } else {
-          return in.Error(in.begin,
-                          fmt::format("expected ',' or '}}' after the value of \"{}\"", key));
-        }
-        ++in.begin;
-        break;
-      case State::kElement:
-        if (c == ']') {  // an empty array, or a trailing comma
-          ++in.begin;
-          state = State::kAfterMember;
-          break;
-        }
-        if (c != '{') {
-          return in.Error(in.begin,
-                          fmt::format("traceEvents element {} is not an object", stats.events));
-        }
-        // A batch of elements in one simdjson call (it needs the byte before
-        // the first). Where it stops short (an error, or text between the
-        // elements that is not ", "), the states below take over from the
-        // last element it visited: an error then names its element and byte
-        // exactly (a batch that fails at its first element falls through to
-        // the element on its own).
-        if (!noted_first) {
-          noted_first = true;
-          batches.NoteFirstElement(in.begin);
-        }
-        // Once the input is all in memory: an inflater that has finished
-        // hands over its bytes now, not when this thread runs out of them,
-        // so that every CPU parses what is left.
-        if (in.inflated()) {
-          if (absl::Status status = in.Fill(); !status.ok()) return status;
-        }
-        if (!tried_shares && !in.inflating()) {
-          tried_shares = true;
-          bool at_element = false;
-          if (ParseShares({in, batches, serial, max_threads, input}, sink, &stats, &at_element)) {
-            state = at_element ? State::kElement : State::kAfterElement;
-            break;
-          }
-        }
-        if (in.begin > 0) {
-          // A guessed cut first (unless one just failed), then the scanner's.
-          bool handed_on = false;
-          for (bool scan_now = scan;; scan_now = true) {
-            const Batch batch = batches.Parse(
-                in.begin, in.end, {scan_now, /*copy_out=*/false, /*relocate=*/false}, serial, sink);
-            stats.events += batch.done;
-            stats.guessed_batches += batch.guessed;
-            stats.wrong_guesses += batch.guessed && !batch.whole;
-            scan = batch.guessed && !batch.whole;
-            if (batch.done > 0) {
-              in.begin = batch.stop;
-              in.Release(in.begin);
-              handed_on = true;
-              break;
-            }
-            if (!batch.guessed) break;  // nothing: the element on its own, below
-          }
-          if (handed_on) {
-            state = State::kAfterElement;
-            break;
-          }
-        }
-        stop = ScanValue(in.begin, &escapes);
-        if (stop == kScanIncomplete) break;
-        if (absl::Status status = ParseEvent(in.begin, stop, escapes, sink); !status.ok()) {
-          return status;
-        }
-        in.begin = stop;
-        state = State::kAfterElement;
-        break;
-      case State::kAfterElement:
-        if (c == ',') {
-          state = State::kElement;
-        } else if (c == ']') {
-          state = State::kAfterMember;
-        } else {
-          return in.Error(in.begin, fmt::format("expected ',' or ']' after traceEvents element {}",
-                                                stats.events - 1));
-        }
-        ++in.begin;
-        break;
-      case State::kDone:
-        break;
-    }
+    absl::Status status = state == State::kElement        ? Element(c, sink, &stop)
+                          : state == State::kAfterElement ? AfterElement(c)
+                                                          : TopLevel(c, &stop);
+    if (!status.ok()) return status;
     if (stop == kScanIncomplete) {
-      if (in.eof) {
-        return in.Error(
-            in.begin,
-            state == State::kElement
-                ? fmt::format("traceEvents element {} is cut off (truncated file?)", stats.events)
-                : std::string("a value is cut off (truncated file?)"));
-      }
-      if (absl::Status status = in.Fill(); !status.ok()) return status;
+      if (absl::Status more = ValueCutOff(); !more.ok()) return more;
     }
   }
   if (!saw_events) return in.Error(in.begin, "the trace has no traceEvents array");
   return absl::OkStatus();
+}
+
+absl::Status TraceReader::Impl::AtEndOfBytes() {
+  if (!in.eof) return in.Fill();
+  if (in.consumed + in.end == 0) {
+    return in.Error(0, stats.compressed ? "the gzip stream holds no data (it inflates to 0 bytes)"
+                                        : "the file is empty");
+  }
+  return in.Error(in.begin, saw_events ? "unexpected end of file inside the trace (truncated?)"
+                                       : "unexpected end of file: no traceEvents array");
+}
+
+absl::Status TraceReader::Impl::TopLevel(char c, size_t* stop) {
+  switch (state) {
+    case State::kStart:
+      if (c != '{') return in.Error(in.begin, "a trace must start with '{' (a JSON object)");
+      ++in.begin;
+      state = State::kKey;
+      break;
+    case State::kKey:
+      if (c == '}') {
+        ++in.begin;
+        state = State::kDone;
+        break;
+      }
+      if (c != '"') return in.Error(in.begin, fmt::format("expected a member name, found '{}'", c));
+      *stop = SkipString(in.begin + 1);
+      if (*stop == kScanIncomplete) break;
+      key.assign(in.data + in.begin + 1, *stop - in.begin - 2);
+      in.begin = *stop;
+      state = State::kColon;
+      break;
+    case State::kColon:
+      if (c != ':') return in.Error(in.begin, fmt::format("expected ':' after \"{}\"", key));
+      ++in.begin;
+      state = State::kValue;
+      break;
+    case State::kValue:
+      if (key == "traceEvents") {
+        if (c != '[') return in.Error(in.begin, "traceEvents is not an array");
+        ++in.begin;
+        saw_events = true;
+        state = State::kElement;
+        break;
+      }
+      *stop = ScanValue(in.begin);
+      if (*stop == kScanIncomplete) break;
+      if (*stop - in.begin < kMaxTopLevelText) {
+        top_level.emplace_back(key, std::string(in.data + in.begin, *stop - in.begin));
+      }
+      in.begin = *stop;
+      state = State::kAfterMember;
+      break;
+    case State::kAfterMember:
+      if (c == ',') {
+        state = State::kKey;
+      } else if (c == '}') {
+        state = State::kDone;
+      } else {
+        return in.Error(in.begin,
+                        fmt::format("expected ',' or '}}' after the value of \"{}\"", key));
+      }
+      ++in.begin;
+      break;
+    case State::kElement:
+    case State::kAfterElement:
+    case State::kDone:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TraceReader::Impl::Element(char c, ParallelSink& sink, size_t* stop) {
+  if (c == ']') {  // an empty array, or a trailing comma
+    ++in.begin;
+    state = State::kAfterMember;
+    return absl::OkStatus();
+  }
+  if (c != '{') {
+    return in.Error(in.begin, fmt::format("traceEvents element {} is not an object", stats.events));
+  }
+  // A batch of elements in one simdjson call (it needs the byte before
+  // the first). Where it stops short (an error, or text between the
+  // elements that is not ", "), the states take over from the last element
+  // it visited: an error then names its element and byte exactly (a batch
+  // that fails at its first element falls through to the element on its
+  // own).
+  if (!noted_first) {
+    noted_first = true;
+    batches.NoteFirstElement(in.begin);
+  }
+  // Once the input is all in memory: an inflater that has finished hands
+  // over its bytes now, not when this thread runs out of them, so that
+  // every CPU parses what is left.
+  if (in.inflated()) {
+    if (absl::Status status = in.Fill(); !status.ok()) return status;
+  }
+  if (!tried_shares && !in.inflating()) {
+    tried_shares = true;
+    bool at_element = false;
+    if (ParseShares({in, batches, serial, max_threads, input}, sink, &stats, &at_element)) {
+      state = at_element ? State::kElement : State::kAfterElement;
+      return absl::OkStatus();
+    }
+  }
+  if (in.begin > 0 && ParseBatches(sink)) {
+    state = State::kAfterElement;
+    return absl::OkStatus();
+  }
+  bool escapes = false;
+  *stop = ScanValue(in.begin, &escapes);
+  if (*stop == kScanIncomplete) return absl::OkStatus();
+  if (absl::Status status = ParseEvent(in.begin, *stop, escapes, sink); !status.ok()) {
+    return status;
+  }
+  in.begin = *stop;
+  state = State::kAfterElement;
+  return absl::OkStatus();
+}
+
+bool TraceReader::Impl::ParseBatches(ParallelSink& sink) {
+  for (bool scan_now = scan;; scan_now = true) {
+    const Batch batch = batches.Parse(
+        in.begin, in.end, {scan_now, /*copy_out=*/false, /*relocate=*/false}, serial, sink);
+    stats.events += batch.done;
+    stats.guessed_batches += batch.guessed;
+    stats.wrong_guesses += batch.guessed && !batch.whole;
+    scan = batch.guessed && !batch.whole;
+    if (batch.done > 0) {
+      in.begin = batch.stop;
+      in.Release(in.begin);
+      return true;
+    }
+    if (!batch.guessed) return false;  // nothing: the element on its own
+  }
+}
+
+absl::Status TraceReader::Impl::AfterElement(char c) {
+  if (c == ',') {
+    state = State::kElement;
+  } else if (c == ']') {
+    state = State::kAfterMember;
+  } else {
+    return in.Error(in.begin, fmt::format("expected ',' or ']' after traceEvents element {}",
+                                          stats.events - 1));
+  }
+  ++in.begin;
+  return absl::OkStatus();
+}
+
+absl::Status TraceReader::Impl::ValueCutOff() {
+  if (!in.eof) return in.Fill();
+  return in.Error(in.begin, state == State::kElement
+                                ? fmt::format("traceEvents element {} is cut off (truncated file?)",
+                                              stats.events)
+                                : std::string("a value is cut off (truncated file?)"));
 }
 
 TraceReader::TraceReader() : impl_(std::make_unique<Impl>()) {}
