@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -124,43 +125,18 @@ void PrintDifferences(const std::vector<std::string>& differences, const char* w
   for (const std::string& d : differences) std::printf("  %s\n", d.c_str());
 }
 
-int CompareReports(const std::string& a_path, const std::string& b_path) {
-  std::vector<Report> sides[2];
-  const std::string paths[2] = {a_path, b_path};
-  for (int s = 0; s < 2; ++s) {
-    const std::vector<std::string> files = ReportFiles(paths[s]);
-    if (files.empty()) {
-      std::fprintf(stderr, "trainscope: %s: no report*.json in it or its subdirectories\n",
-                   paths[s].c_str());
-      return kExitBadInput;
-    }
-    for (const std::string& file : files) {
-      absl::StatusOr<Report> r = exporter::ReadReportFile(file);
-      if (!r.ok()) {
-        std::fprintf(stderr, "trainscope: %s\n", std::string(r.status().message()).c_str());
-        return kExitBadInput;
-      }
-      sides[s].push_back(*std::move(r));
-    }
-  }
-  std::printf("trainscope compare: A = %s (%zu run%s), B = %s (%zu run%s)\n\n", a_path.c_str(),
-              sides[0].size(), sides[0].size() == 1 ? "" : "s", b_path.c_str(), sides[1].size(),
-              sides[1].size() == 1 ? "" : "s");
-  // Medians over each side's runs.
-  auto median = [&](int s, auto field) {
-    std::vector<double> values;
-    for (const Report& r : sides[s]) {
-      if (std::optional<double> v = field(r)) values.push_back(*v);
-    }
-    return MedianOf(values);
-  };
-  struct Row {
-    const char* name;
-    const char* format;
-    std::function<std::optional<double>(const Report&)> field;
-    bool ratio;
-  };
-  const std::vector<Row> rows = {
+// One row of the side-by-side table: a figure of a report, the format of
+// its median, and whether B/A is shown.
+struct Row {
+  const char* name;
+  const char* format;
+  std::function<std::optional<double>(const Report&)> field;
+  bool ratio;
+};
+
+// The figures compared, in the table's order.
+std::vector<Row> ComparedRows() {
+  return {
       {"time to target (s)", "{:.3f}",
        [](const Report& r) { return r.acceptance.time_to_target_s; }, true},
       {"steady samples/s", "{:.1f}",
@@ -191,10 +167,43 @@ int CompareReports(const std::string& a_path, const std::string& b_path) {
        true},
       {"quality value", "{:.4g}", [](const Report& r) { return r.acceptance.value; }, false},
   };
-  const bool repeats = sides[0].size() > 1 && sides[1].size() > 1;
+}
+
+// The runs of each side, read: false (after saying why on stderr) when a
+// side has no report or one does not read.
+bool ReadSides(const std::string paths[2], std::vector<Report> sides[2]) {
+  for (int s = 0; s < 2; ++s) {
+    const std::vector<std::string> files = ReportFiles(paths[s]);
+    if (files.empty()) {
+      std::fprintf(stderr, "trainscope: %s: no report*.json in it or its subdirectories\n",
+                   paths[s].c_str());
+      return false;
+    }
+    for (const std::string& file : files) {
+      absl::StatusOr<Report> r = exporter::ReadReportFile(file);
+      if (!r.ok()) {
+        std::fprintf(stderr, "trainscope: %s\n", std::string(r.status().message()).c_str());
+        return false;
+      }
+      sides[s].push_back(*std::move(r));
+    }
+  }
+  return true;
+}
+
+// The side-by-side table: each figure's median over a side's runs, B/A,
+// the acceptance passed and the most frequent top idle cause.
+void PrintSideBySide(const std::vector<Report> sides[2], bool repeats) {
+  auto median = [&](int s, const Row& row) {
+    std::vector<double> values;
+    for (const Report& r : sides[s]) {
+      if (std::optional<double> v = row.field(r)) values.push_back(*v);
+    }
+    return MedianOf(values);
+  };
   std::printf("%-22s %16s %16s %8s\n", repeats ? "median over runs" : "", "A", "B", "B/A");
-  for (const Row& row : rows) {
-    const std::optional<double> a = median(0, row.field), b = median(1, row.field);
+  for (const Row& row : ComparedRows()) {
+    const std::optional<double> a = median(0, row), b = median(1, row);
     if (!a && !b) continue;
     std::printf("%-22s %16s %16s %8s\n", row.name, Text(a, row.format).c_str(),
                 Text(b, row.format).c_str(), row.ratio ? RatioText(a, b).c_str() : "");
@@ -213,39 +222,54 @@ int CompareReports(const std::string& a_path, const std::string& b_path) {
         ->first;
   };
   std::printf("%-22s %16s %16s\n", "top idle cause", top_cause(0).c_str(), top_cause(1).c_str());
+}
 
+// With repeats on both sides: the experiment engine's verdict, B against
+// A, by time to target when every run has a target, else by steady
+// samples/s.
+void PrintVerdict(const std::vector<Report> sides[2]) {
+  bool targets = true;
+  for (int s = 0; s < 2; ++s) {
+    for (const Report& r : sides[s]) targets = targets && r.acceptance.target.has_value();
+  }
+  tuning::VerdictOptions options;
+  options.lower_is_better = targets;
+  options.objective_name = targets ? "time to target" : "steady samples/s";
+  std::vector<tuning::VariantOutcomes> outcomes = {{"A", {}, {}}, {"B", {}, {}}};
+  for (int s = 0; s < 2; ++s) {
+    for (const Report& r : sides[s]) {
+      tuning::TrialOutcome t;
+      const std::optional<double> value =
+          targets ? r.acceptance.time_to_target_s
+                  : (r.throughput.steady_steps > 0
+                         ? std::optional<double>(r.throughput.steady_samples_per_s)
+                         : std::nullopt);
+      t.failed = !value || r.acceptance.passed == false;
+      t.objective = value.value_or(0);
+      t.resource_hours = r.resource_hours;
+      if (r.memory.peak_bytes >= 0) t.peak_memory_bytes = static_cast<double>(r.memory.peak_bytes);
+      outcomes[static_cast<size_t>(s)].trials.push_back(t);
+    }
+  }
+  const tuning::Verdict verdict = tuning::Decide(outcomes, options);
+  std::printf(
+      "\nverdict, B against A by %s (the experiment's rules: %g%% bootstrap interval "
+      "of the ratio of medians, rank test, %g%% threshold, rollback conditions):\n  %s\n",
+      options.objective_name.c_str(), 100 * options.level, 100 * options.threshold,
+      verdict.reason.c_str());
+}
+
+int CompareReports(const std::string& a_path, const std::string& b_path) {
+  std::vector<Report> sides[2];
+  const std::string paths[2] = {a_path, b_path};
+  if (!ReadSides(paths, sides)) return kExitBadInput;
+  std::printf("trainscope compare: A = %s (%zu run%s), B = %s (%zu run%s)\n\n", a_path.c_str(),
+              sides[0].size(), sides[0].size() == 1 ? "" : "s", b_path.c_str(), sides[1].size(),
+              sides[1].size() == 1 ? "" : "s");
+  const bool repeats = sides[0].size() > 1 && sides[1].size() > 1;
+  PrintSideBySide(sides, repeats);
   if (repeats) {
-    // The experiment's rules: time to target when every run has a target.
-    bool targets = true;
-    for (const auto& side : sides) {
-      for (const Report& r : side) targets = targets && r.acceptance.target.has_value();
-    }
-    tuning::VerdictOptions options;
-    options.lower_is_better = targets;
-    options.objective_name = targets ? "time to target" : "steady samples/s";
-    std::vector<tuning::VariantOutcomes> outcomes = {{"A", {}, {}}, {"B", {}, {}}};
-    for (int s = 0; s < 2; ++s) {
-      for (const Report& r : sides[s]) {
-        tuning::TrialOutcome t;
-        const std::optional<double> value =
-            targets ? r.acceptance.time_to_target_s
-                    : (r.throughput.steady_steps > 0
-                           ? std::optional<double>(r.throughput.steady_samples_per_s)
-                           : std::nullopt);
-        t.failed = !value || r.acceptance.passed == false;
-        t.objective = value.value_or(0);
-        t.resource_hours = r.resource_hours;
-        if (r.memory.peak_bytes >= 0)
-          t.peak_memory_bytes = static_cast<double>(r.memory.peak_bytes);
-        outcomes[static_cast<size_t>(s)].trials.push_back(t);
-      }
-    }
-    const tuning::Verdict verdict = tuning::Decide(outcomes, options);
-    std::printf(
-        "\nverdict, B against A by %s (the experiment's rules: %g%% bootstrap interval "
-        "of the ratio of medians, rank test, %g%% threshold, rollback conditions):\n  %s\n",
-        options.objective_name.c_str(), 100 * options.level, 100 * options.threshold,
-        verdict.reason.c_str());
+    PrintVerdict(sides);
   } else {
     std::printf(
         "\nOne run on a side: a side-by-side, no verdict. A verdict needs repeats: give a "
