@@ -35,10 +35,6 @@ constexpr std::array<const char*, kCauseCount> kCauseNames = {
     "data_wait",    "h2d",        "sync",        "checkpoint", "eval",           "other",
     kCauseCopyCall, kCauseLaunch, kCauseCudaApi, kCauseHost,   kCauseOutsideStep};
 
-bool IsHostRange(IntervalKind kind) {
-  return kind == IntervalKind::kHostRange || kind == IntervalKind::kAsyncRange;
-}
-
 constexpr TimestampNs kUs = 1000;
 constexpr size_t kLongestGaps = 10;
 

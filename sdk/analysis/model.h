@@ -10,6 +10,8 @@ namespace trainscope::analysis {
 using ground::Interval;
 using ground::IntervalKind;
 using ground::IsDeviceKind;
+using ground::IsDeviceSide;
+using ground::IsHostRange;
 using ground::kMaxTraceNanos;
 using ground::NameTable;
 using ground::NanosToMicros;

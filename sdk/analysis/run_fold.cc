@@ -18,7 +18,6 @@ namespace {
 
 using fold::FrontQueue;
 using fold::IdleSums;
-using fold::IsHostRange;
 using fold::kAttributed;
 using fold::kDeviceMode;
 using fold::kHostMode;
@@ -166,10 +165,7 @@ void RunFold::Take() {
       return true;
     }
     if (IsDeviceKind(i.kind)) s.device_seen = true;
-    if (IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
-        i.kind == IntervalKind::kSyncCall) {
-      s.device_side_seen = true;
-    }
+    if (IsDeviceSide(i.kind)) s.device_side_seen = true;
     if (IsHostRange(i.kind)) {
       s.phase_seen[static_cast<int>(i.phase)] = true;
       if (i.step >= 0 && (i.phase == Phase::kSync || i.phase == Phase::kDataWait)) {
@@ -555,8 +551,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
   for (const Impl::Run& run : s.runs) {
     if (!s.device_side_seen || !reaches(run)) continue;
     for (const Interval& i : run.intervals) {
-      const bool device_side = IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
-                               i.kind == IntervalKind::kSyncCall;
+      const bool device_side = IsDeviceSide(i.kind);
       const bool passed = final || (i.end_ns <= end && i.start_ns < end);
       // Not released before: it ended in this segment, or it starts in it
       // (a zero-length row at `begin` ended at the last segment's end).
@@ -589,10 +584,7 @@ void RunFold::Segment(TimestampNs end, bool final, TimestampNs nostep_end) {
           keep = i.end_ns > history_end;
         }
         if (!keep) continue;
-        if (i.end_ns > end && (IsDeviceKind(i.kind) || i.kind == IntervalKind::kRuntimeCall ||
-                               i.kind == IntervalKind::kSyncCall)) {
-          hta_horizon = std::min(hta_horizon, i.start_ns);
-        }
+        if (i.end_ns > end && IsDeviceSide(i.kind)) hta_horizon = std::min(hta_horizon, i.start_ns);
         run.intervals[kept] = i;
         run.flags[kept] = run.flags[k];
         min_start = std::min(min_start, i.start_ns);

@@ -23,10 +23,6 @@ namespace trainscope::analysis::fold {
 inline constexpr TimestampNs kMaxTime = std::numeric_limits<TimestampNs>::max();
 inline constexpr size_t kRunIntervals = 16384;  // the most intervals a run takes
 
-inline bool IsHostRange(IntervalKind kind) {
-  return kind == IntervalKind::kHostRange || kind == IntervalKind::kAsyncRange;
-}
-
 // Idle figures summed over segments of time.
 struct IdleSums {
   TimestampNs window = 0;

@@ -16,11 +16,6 @@ constexpr size_t kLookahead = 3;         // the settle rule's consecutive steps,
 constexpr double kSettled = 1.25;        // ... the slowest within this x the fastest,
 constexpr int64_t kLatestStart = 100;    // ... or at this step position at the latest
 
-bool IsDeviceSide(ground::IntervalKind kind) {
-  return ground::IsDeviceKind(kind) || kind == ground::IntervalKind::kRuntimeCall ||
-         kind == ground::IntervalKind::kSyncCall;
-}
-
 }  // namespace
 
 TraceWindows::TraceWindows(TraceWriter* writer, TraceWindowOptions options)
@@ -387,7 +382,7 @@ void TraceWindows::DropWindow(int64_t id) {
 
 void TraceWindows::AddDevice(const ground::Timeline& timeline) {
   for (const ground::Interval& i : timeline.intervals()) {
-    if (!IsDeviceSide(i.kind)) continue;
+    if (!ground::IsDeviceSide(i.kind)) continue;
     Chunk* chunk = nullptr;
     if (i.step >= 0) {
       chunk = Find(i.step);

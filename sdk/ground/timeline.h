@@ -56,6 +56,19 @@ constexpr bool IsDeviceKind(IntervalKind kind) {
          kind == IntervalKind::kMemset;
 }
 
+// True for the device side of a run: device activity and the host calls
+// that launch it or wait for it (what CUPTI or a Kineto trace adds to the
+// host's own ranges).
+constexpr bool IsDeviceSide(IntervalKind kind) {
+  return IsDeviceKind(kind) || kind == IntervalKind::kRuntimeCall ||
+         kind == IntervalKind::kSyncCall;
+}
+
+// True for a host range, on one thread or across threads (not steps).
+constexpr bool IsHostRange(IntervalKind kind) {
+  return kind == IntervalKind::kHostRange || kind == IntervalKind::kAsyncRange;
+}
+
 // Trace files write time in microseconds, often with a fraction ("ts":
 // 1712195495505772.800 from a Kineto built with nanoseconds); the timeline
 // keeps whole nanoseconds.
