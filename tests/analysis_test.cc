@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "sdk/analysis/checkpoint_advice.h"
 #include "sdk/analysis/counter_series.h"
@@ -16,6 +17,7 @@
 #include "sdk/analysis/step_analysis.h"
 #include "sdk/analysis/straggler.h"
 #include "sdk/analysis/trace_analysis.h"
+#include "sdk/analysis/warmup.h"
 
 namespace trainscope::analysis {
 namespace {
@@ -478,6 +480,95 @@ TEST(LaunchAttributionTest, LaunchesFromAThreadWithoutRangesTakeTheStepOwnersPha
   std::map<std::string, TimestampNs> busy(result.busy_by_phase.begin(), result.busy_by_phase.end());
   EXPECT_EQ(busy["backward"], 4 * kMs);
   EXPECT_EQ(busy["unattributed"], 1 * kMs);
+}
+
+// Feeds `ms` (milliseconds) to a rule; returns the position whose Add
+// decided it (-1: undecided at the end, before Finish).
+int64_t FeedRule(WarmupRule* rule, const std::vector<double>& ms) {
+  int64_t decided_at = -1;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    rule->Add(static_cast<int64_t>(ms[i] * 1e6));
+    if (decided_at < 0 && rule->decided()) decided_at = static_cast<int64_t>(i);
+  }
+  return decided_at;
+}
+
+TEST(WarmupRuleTest, EndsBeforeThreeStepsWithinTheMedianOfTheEightAfterThem) {
+  // Five equally slow first steps (the first three are within 1.25x of each
+  // other, but not of the steps after them): warm-up 5, decided once step
+  // 5 + 10 has come.
+  std::vector<double> ms(40, 1.0);
+  for (int i = 0; i < 5; ++i) ms[i] = 9.0;
+  WarmupRule rule;
+  EXPECT_EQ(FeedRule(&rule, ms), 15);
+  EXPECT_EQ(rule.warmup(), 5);
+  EXPECT_EQ(rule.settled_before(), 5);
+
+  // One slow step inside the first three refuses that candidate only.
+  WarmupRule blip;
+  std::vector<double> with_blip(40, 1.0);
+  with_blip[1] = 1.3;  // more than 1.25 x 1.0
+  EXPECT_EQ(FeedRule(&blip, with_blip), 12);
+  EXPECT_EQ(blip.warmup(), 2);
+}
+
+TEST(WarmupRuleTest, RefusedCandidatesAreWarmupBeforeTheRuleDecides) {
+  std::vector<double> ms(14, 5.0);
+  ms.push_back(1.0);
+  WarmupRule rule;
+  for (size_t i = 0; i < 11; ++i) rule.Add(static_cast<int64_t>(ms[i] * 1e6));
+  EXPECT_TRUE(rule.decided()) << "eleven equal steps settle at once";
+  EXPECT_EQ(rule.warmup(), 0);
+
+  WarmupRule alternating;
+  for (int i = 0; i < 30; ++i) alternating.Add(i % 2 == 0 ? 1'000'000 : 4'000'000);
+  EXPECT_FALSE(alternating.decided());
+  EXPECT_EQ(alternating.settled_before(), 20) << "candidates 0..19 refused by steps 10..29";
+  EXPECT_EQ(alternating.warmup(), -1);
+}
+
+TEST(WarmupRuleTest, AtMostAHundredStepsDecidedByStep109) {
+  WarmupRule rule;
+  std::vector<double> ms;
+  for (int i = 0; i < 300; ++i) ms.push_back(i % 2 == 0 ? 1.0 : 4.0);
+  EXPECT_EQ(FeedRule(&rule, ms), 109);
+  EXPECT_EQ(rule.warmup(), WarmupRule::kLatest);
+}
+
+TEST(WarmupRuleTest, ARunThatEndsFirstIsJudgedWithTheStepsThereAre) {
+  WarmupRule none;
+  FeedRule(&none, {7.0, 1.0});
+  none.Finish();
+  EXPECT_EQ(none.warmup(), 0) << "fewer than 3 steps";
+
+  WarmupRule short_run;
+  EXPECT_EQ(FeedRule(&short_run, {50, 50, 10, 10, 10}), -1);
+  short_run.Finish();
+  EXPECT_EQ(short_run.warmup(), 2);
+  short_run.Finish();
+  EXPECT_EQ(short_run.warmup(), 2) << "idempotent";
+
+  WarmupRule unsettled;
+  FeedRule(&unsettled, {1, 4, 1, 4, 1, 4, 1, 4, 1});
+  unsettled.Finish();
+  EXPECT_EQ(unsettled.warmup(), 6) << "the last three steps, judged against none";
+}
+
+TEST(WarmupRuleTest, AFixedCountIsDecidedWhenItsLastStepComesAndClampedAtTheEnd) {
+  WarmupRule fixed(3);
+  EXPECT_EQ(FeedRule(&fixed, {9, 9, 9, 9}), 2);
+  EXPECT_EQ(fixed.warmup(), 3);
+  EXPECT_EQ(fixed.Describe(), "fixed: 3 step(s) by option");
+
+  WarmupRule longer(10);
+  FeedRule(&longer, {1, 1, 1});
+  EXPECT_EQ(longer.settled_before(), 3);
+  longer.Finish();
+  EXPECT_EQ(longer.warmup(), 3);
+
+  WarmupRule zero(0);
+  EXPECT_TRUE(zero.decided());
+  EXPECT_EQ(zero.warmup(), 0);
 }
 
 TEST(StepAnalysisTest, AutoWarmupSkipsSlowFirstStepsAndThroughputUsesTheRest) {

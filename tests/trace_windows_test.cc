@@ -10,10 +10,13 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "fmt/format.h"
+#include "sdk/analysis/step_analysis.h"
+#include "sdk/analysis/warmup.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/ground/timeline.h"
@@ -75,6 +78,18 @@ class Feeder {
     }
     Drain(&events);
   }
+  // Steps of the given lengths, after those fed so far.
+  void Lengths(int64_t first, const std::vector<TimestampNs>& lengths, int per_drain = 7) {
+    std::vector<Event> events;
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      const int64_t i = first + static_cast<int64_t>(k);
+      events.push_back(Event{now_, now_ + lengths[k], i, 4, EventKind::kStep, Phase::kOther, 0});
+      starts_[i] = now_;
+      now_ += lengths[k];
+      if ((k + 1) % per_drain == 0) Drain(&events);
+    }
+    Drain(&events);
+  }
   void Drain(std::vector<Event>* events) {
     windows_->AddEvents(1234, events->data(), events->size(), [](uint16_t) { return 1234u; });
     events->clear();
@@ -128,6 +143,62 @@ TEST(TraceWindowsTest, KeepsTheFirstSettledStepsAndTheSlowestAndNothingElse) {
   // Held now: the three slowest steps' text, a few hundred bytes each.
   EXPECT_GT(windows.held_bytes(), 0u);
   EXPECT_LT(windows.held_bytes(), 3 * 1024u);
+}
+
+// The report's warm-up and the trace's first steady window come from one
+// rule: over runs of every shape (noisy, drifting, slow starts, never
+// settling, short, longer than the rule's limit), the window starts at the
+// step where SummarizeSteps, the report's reading of the same steps, ends
+// the warm-up.
+TEST(TraceWindowsTest, TheFirstWindowStartsWhereTheReportsWarmupEnds) {
+  std::mt19937_64 random(7);
+  for (int run = 0; run < 60; ++run) {
+    const int shape = run % 6;
+    int64_t n = 40 + static_cast<int64_t>(random() % 200);
+    if (shape == 4) n = 2 + run % 9;
+    if (shape == 5) n = 200;
+    std::vector<TimestampNs> lengths;
+    for (int64_t i = 0; i < n; ++i) {
+      double ms = 1.0;
+      if (shape == 0) ms = 1.0 + 0.5 * std::uniform_real_distribution<>(0, 1)(random);  // noise
+      if (shape == 1) ms = i < 30 ? 1.4 : 1.0;                                          // a drift
+      if (shape == 2) ms = i < 5 ? 9.0 : 1.0 + 0.1 * (i % 3);         // five equally slow first
+      if (shape == 3) ms = i % 2 == 0 ? 1.0 : 4.0;                    // never settles
+      if (shape == 5) ms = i < 130 ? (i % 2 == 0 ? 1.0 : 4.0) : 1.0;  // past the limit
+      const bool exact = shape == 2 || shape == 5;
+      if (!exact && std::uniform_int_distribution<>(0, 20)(random) == 0) ms *= 6;  // a stall
+      lengths.push_back(static_cast<TimestampNs>(ms * 1e6));
+    }
+    TempDir dir;
+    auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+    ASSERT_TRUE(writer.ok());
+    TraceWindowOptions options;
+    options.first_steps = 5;
+    options.slowest_steps = 0;
+    TraceWindows windows(writer->get(), options);
+    Feeder feed(&windows);
+    feed.Lengths(0, lengths, 1 + run % 9);
+    feed.FoldAll(0, n);
+    ASSERT_TRUE(windows.Flush(true, true).ok());
+
+    std::vector<analysis::StepSpan> spans;
+    for (int64_t i = 0; i < n; ++i) {
+      spans.push_back({feed.start_of(i), feed.start_of(i) + lengths[i], i, 1});
+    }
+    const analysis::StepStats report = analysis::SummarizeSteps(spans, -1);
+    SCOPED_TRACE(
+        fmt::format("run {} (shape {}, {} steps): warm-up {}", run, shape, n, report.warmup_steps));
+    EXPECT_EQ(windows.stats().first_window_step, report.warmup_steps);
+    const std::set<int64_t> kept = ReadTrace(dir.File("trace.json")).steps;
+    ASSERT_FALSE(kept.empty());
+    EXPECT_EQ(*kept.begin(), report.warmup_steps);
+    if (shape == 2) {
+      EXPECT_EQ(report.warmup_steps, 5);
+    }
+    if (shape == 5) {
+      EXPECT_EQ(report.warmup_steps, analysis::WarmupRule::kLatest);
+    }
+  }
 }
 
 // Ranges tagged with step indices that no StepScope ends hold at most 16

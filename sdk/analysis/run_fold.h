@@ -15,8 +15,8 @@
 //             would choose (device activity once any has arrived, else host
 //             compute phases), summed over segments: exact, since idle time,
 //             busy time and each cause's time add up over disjoint segments;
-//   steps     warmup, steady throughput and median step time (see StepLog
-//             in run_fold.cc for the rule past exact_steps);
+//   steps     warmup (WarmupRule, decided online), steady throughput and
+//             median step time (StepLog, run_fold_parts.h);
 //   device    each kernel, copy or set attributed to the phase that launched
 //             it (launch_attribution.h), its busy time by phase;
 //   hta       HTA's temporal and idle-time breakdowns of the device rows
@@ -86,8 +86,8 @@ struct RunFoldOptions {
   // Device records may come (a CUPTI collector runs): the device-busy idle
   // analysis runs from the start, beside the host one, until one is chosen.
   bool device = false;
-  // Steps kept exactly; past 2 x exact_steps the warmup rule works on the
-  // first exact_steps (run_fold.cc, StepLog).
+  // Steps kept exactly; past 2 x exact_steps the median step time comes
+  // from a sketch (StepLog, run_fold_parts.h).
   size_t exact_steps = 4096;
   // Values a per-step sketch keeps exactly before it switches to buckets.
   size_t exact_values = 8192;

@@ -17,6 +17,7 @@
 #include "sdk/analysis/quantile_sketch.h"
 #include "sdk/analysis/run_fold.h"
 #include "sdk/analysis/step_analysis.h"
+#include "sdk/analysis/warmup.h"
 
 namespace trainscope::analysis::fold {
 
@@ -65,48 +66,51 @@ struct OpenStep {
 
 // Steps in start order, for warmup and steady-state throughput, in bounded
 // memory. Up to 2 x exact_steps steps it keeps every step and gives exactly
-// SummarizeSteps's answer. Past that it keeps the first exact_steps + 3
-// steps and sketches of the step times, and the auto rule becomes: warmup
-// ends before the first run of 3 consecutive steps, among the first
-// exact_steps, each within 1.25x the median step time of the steps after
-// the first exact_steps (in a run of more than 2 x exact_steps steps those
-// are more than half the run: the same reference the short rule takes from
-// the second half); if none, exact_steps steps. Median step time is then
-// within QuantileSketch::kRelativeError.
+// SummarizeSteps's answer. Past that it keeps the steps WarmupRule has not
+// decided on (at most WarmupRule's 11) and sketches of the step times: the
+// warmup and the throughput are exact, the median step time within
+// QuantileSketch::kRelativeError.
 class StepLog {
  public:
   StepLog(size_t exact_steps, size_t exact_values, int64_t warmup_override)
       : exact_steps_(std::max<size_t>(exact_steps, 4)),
         warmup_override_(warmup_override),
+        rule_(warmup_override),
         all_(exact_values),
-        after_prefix_(exact_values),
-        after_override_(exact_values) {}
+        steady_(exact_values) {
+    undecided_.reserve(kUndecided + 1);
+  }
 
   void Add(const StepSpan& step) {
-    const double ms = (step.end_ns - step.start_ns) / 1e6;
     if (count_ == 0 || step.start_ns < first_start_) first_start_ = step.start_ns;
     if (count_ == 0 || step.start_ns >= last_start_) {
       last_start_ = step.start_ns;
       last_end_ = step.end_ns;
     }
-    if (warmup_override_ >= 0) {
-      if (count_ < warmup_override_) samples_before_override_ += step.samples;
-      if (count_ == warmup_override_) override_start_ = step.start_ns;
-      if (count_ >= warmup_override_) after_override_.Add(ms);
-    }
     ++count_;
     total_samples_ += step.samples;
-    all_.Add(ms);
+    all_.Add(Ms(step));
+    rule_.Add(step.end_ns - step.start_ns);
+    if (rule_.decided()) {
+      undecided_.push_back(step);
+      Settle(rule_, &undecided_, &warmup_samples_, &steady_, &steady_start_, &steady_samples_);
+    } else {
+      undecided_.push_back(step);
+      const int64_t before = rule_.settled_before();
+      size_t k = 0;
+      for (; k < undecided_.size() && count_ - static_cast<int64_t>(undecided_.size() - k) < before;
+           ++k) {
+        warmup_samples_ += undecided_[k].samples;
+      }
+      undecided_.erase(undecided_.begin(), undecided_.begin() + static_cast<std::ptrdiff_t>(k));
+    }
     if (!long_) {
       steps_.push_back(step);
       if (steps_.size() <= 2 * exact_steps_) return;
       long_ = true;
-      for (size_t i = exact_steps_; i < steps_.size(); ++i) after_prefix_.Add(Ms(steps_[i]));
-      steps_.resize(exact_steps_ + 3);
+      steps_.clear();
       steps_.shrink_to_fit();
-      return;
     }
-    after_prefix_.Add(ms);
   }
 
   int64_t count() const { return count_; }
@@ -115,52 +119,25 @@ class StepLog {
 
   StepStats Summarize() const {
     if (!long_) return SummarizeSteps(steps_, warmup_override_);
+    WarmupRule rule = rule_;
+    rule.Finish();
+    std::vector<StepSpan> undecided = undecided_;
+    int64_t warmup_samples = warmup_samples_;
+    QuantileSketch steady = steady_;
+    TimestampNs steady_start = steady_start_;
+    int64_t steady_samples = steady_samples_;
+    Settle(rule, &undecided, &warmup_samples, &steady, &steady_start, &steady_samples);
+
     StepStats stats;
     const int64_t n = count_;
-    const auto m = static_cast<int64_t>(exact_steps_);
-    if (warmup_override_ >= 0) {
-      stats.warmup_steps = std::min(warmup_override_, n);
-      stats.warmup_rule = fmt::format("fixed: {} step(s) by option", stats.warmup_steps);
-    } else {
-      const double limit = 1.25 * after_prefix_.Median();
-      stats.warmup_steps = m;
-      for (int64_t k = 0; k <= m; ++k) {
-        bool settled = true;
-        for (int64_t i = k; i < k + 3; ++i) settled = settled && Ms(steps_[i]) <= limit;
-        if (settled) {
-          stats.warmup_steps = k;
-          break;
-        }
-      }
-      stats.warmup_rule = fmt::format(
-          "auto: steps before the first run of 3 consecutive steps each within 1.25x the "
-          "median step time of the steps after the first {0} (at most {0} steps; the run had "
-          "more than {1} steps)",
-          m, 2 * m);
-    }
-    const int64_t first = stats.warmup_steps < n ? stats.warmup_steps : 0;
-    stats.steady_steps = n - first;
-    TimestampNs first_start = 0;
-    int64_t samples = total_samples_;
-    if (first == 0) {
-      first_start = steps_[0].start_ns;
-      stats.median_step_ms = all_.Median();
-    } else if (first <= m) {
-      first_start = steps_[first].start_ns;
-      QuantileSketch steady = after_prefix_;
-      for (int64_t i = 0; i < m; ++i) {
-        if (i < first) {
-          samples -= steps_[i].samples;
-        } else {
-          steady.Add(Ms(steps_[i]));
-        }
-      }
-      stats.median_step_ms = steady.Median();
-    } else {  // a fixed warmup longer than the exact prefix
-      first_start = override_start_;
-      samples -= samples_before_override_;
-      stats.median_step_ms = after_override_.Median();
-    }
+    stats.warmup_steps = rule.warmup();
+    stats.warmup_rule = rule.Describe();
+    // With every step in warmup there is no steady state; measure all steps.
+    const bool all = stats.warmup_steps >= n;
+    stats.steady_steps = all ? n : n - stats.warmup_steps;
+    const TimestampNs first_start = all ? first_start_ : steady_start;
+    const int64_t samples = all ? total_samples_ : steady_samples;
+    stats.median_step_ms = all ? all_.Median() : steady.Median();
     const double span_s = (last_end_ - first_start) / 1e9;
     if (span_s > 0) {
       stats.steady_steps_per_s = stats.steady_steps / span_s;
@@ -170,22 +147,43 @@ class StepLog {
   }
 
  private:
+  static constexpr size_t kUndecided = WarmupRule::kRun + WarmupRule::kFollowing;
   static double Ms(const StepSpan& s) { return (s.end_ns - s.start_ns) / 1e6; }
+
+  // Once `rule` is decided: the undecided steps (the last undecided->size()
+  // of rule.steps()) go to the warmup or the steady figures.
+  static void Settle(const WarmupRule& rule, std::vector<StepSpan>* undecided,
+                     int64_t* warmup_samples, QuantileSketch* steady, TimestampNs* steady_start,
+                     int64_t* steady_samples) {
+    int64_t position = rule.steps() - static_cast<int64_t>(undecided->size());
+    for (const StepSpan& step : *undecided) {
+      if (position++ < rule.warmup()) {
+        *warmup_samples += step.samples;
+        continue;
+      }
+      if (steady->count() == 0) *steady_start = step.start_ns;
+      steady->Add(Ms(step));
+      *steady_samples += step.samples;
+    }
+    undecided->clear();
+  }
 
   size_t exact_steps_;
   int64_t warmup_override_;
   bool long_ = false;
-  std::vector<StepSpan> steps_;  // every step, or the first exact_steps + 3
+  std::vector<StepSpan> steps_;  // every step, until there are more than 2 x exact_steps
   int64_t count_ = 0;
   int64_t total_samples_ = 0;
   TimestampNs first_start_ = 0;
   TimestampNs last_start_ = 0;
   TimestampNs last_end_ = 0;
+  WarmupRule rule_;
+  std::vector<StepSpan> undecided_;  // the last steps the rule has not placed
+  int64_t warmup_samples_ = 0;
   QuantileSketch all_;
-  QuantileSketch after_prefix_;  // step times after the first exact_steps (long mode)
-  QuantileSketch after_override_;
-  int64_t samples_before_override_ = 0;
-  TimestampNs override_start_ = 0;
+  QuantileSketch steady_;  // step times after the warmup
+  TimestampNs steady_start_ = 0;
+  int64_t steady_samples_ = 0;
 };
 
 // A queue taken from the front, mostly in bulk: a vector and the index of

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "fmt/format.h"
+#include "sdk/analysis/warmup.h"
 
 namespace trainscope::analysis {
 
@@ -20,24 +20,6 @@ double Percentile(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());
   const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * values.size()));
   return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
-}
-
-int64_t AutoWarmupSteps(const std::vector<StepSpan>& steps) {
-  const size_t n = steps.size();
-  if (n < 4) return 0;
-  std::vector<double> second_half;
-  for (size_t i = n / 2; i < n; ++i) {
-    second_half.push_back(static_cast<double>(steps[i].end_ns - steps[i].start_ns));
-  }
-  const double limit = 1.25 * Median(second_half);
-  for (size_t k = 0; k <= n / 2; ++k) {
-    bool settled = true;
-    for (size_t i = k; i < std::min(n, k + 3); ++i) {
-      settled = settled && static_cast<double>(steps[i].end_ns - steps[i].start_ns) <= limit;
-    }
-    if (settled) return static_cast<int64_t>(k);
-  }
-  return static_cast<int64_t>(n / 2);
 }
 
 StepStats AnalyzeSteps(const Timeline& timeline, int64_t warmup_override) {
@@ -56,13 +38,11 @@ StepStats SummarizeSteps(std::vector<StepSpan> steps, int64_t warmup_override) {
   StepStats stats;
   stats.steps = std::move(steps);
   const auto n = static_cast<int64_t>(stats.steps.size());
-  if (warmup_override >= 0) {
-    stats.warmup_steps = std::min(warmup_override, n);
-    stats.warmup_rule = fmt::format("fixed: {} step(s) by option", stats.warmup_steps);
-  } else {
-    stats.warmup_steps = AutoWarmupSteps(stats.steps);
-    stats.warmup_rule = kAutoWarmupRule;
-  }
+  WarmupRule rule(warmup_override);
+  for (const StepSpan& step : stats.steps) rule.Add(step.end_ns - step.start_ns);
+  rule.Finish();
+  stats.warmup_steps = rule.warmup();
+  stats.warmup_rule = rule.Describe();
   // With every step in warmup there is no steady state; measure all steps.
   const int64_t first = stats.warmup_steps < n ? stats.warmup_steps : 0;
   if (n == 0) return stats;

@@ -10,12 +10,6 @@
 
 namespace trainscope::analysis {
 
-// The rule used when no warmup count is given, as written in the report.
-inline constexpr char kAutoWarmupRule[] =
-    "auto: steps before the first run of 3 consecutive steps each within "
-    "1.25x the median step time of the second half of the run (at most half "
-    "the steps)";
-
 struct StepSpan {
   TimestampNs start_ns = 0;
   TimestampNs end_ns = 0;
@@ -34,13 +28,11 @@ struct StepStats {
 };
 
 // Reads the kStep intervals of `timeline`. `warmup_override` >= 0 fixes the
-// warmup count (clamped to the number of steps); -1 applies kAutoWarmupRule.
+// warmup count (clamped to the number of steps); -1 applies WarmupRule's
+// auto rule (warmup.h).
 StepStats AnalyzeSteps(const Timeline& timeline, int64_t warmup_override);
 // The same from steps already sorted by start.
 StepStats SummarizeSteps(std::vector<StepSpan> steps, int64_t warmup_override);
-
-// kAutoWarmupRule's count for steps sorted by start.
-int64_t AutoWarmupSteps(const std::vector<StepSpan>& steps);
 
 // Median (mean of the two middle values for an even count) and the p-th
 // percentile by nearest rank (p in (0, 100]). 0 for an empty input.

@@ -12,14 +12,11 @@ constexpr size_t kMaxOpen = 16;          // steps with events but no step event 
 constexpr size_t kRememberDone = 256;    // step indices decided away, for stragglers
 constexpr size_t kSpareChunks = 8;       // dropped chunks kept for new ones,
 constexpr size_t kSpareText = 64 << 10;  // ... with their text's room up to this
-constexpr size_t kLookahead = 3;         // the settle rule's consecutive steps,
-constexpr double kSettled = 1.25;        // ... the slowest within this x the fastest,
-constexpr int64_t kLatestStart = 100;    // ... or at this step position at the latest
 
 }  // namespace
 
 TraceWindows::TraceWindows(TraceWriter* writer, TraceWindowOptions options)
-    : writer_(writer), options_(options) {}
+    : writer_(writer), options_(options), warmup_(options.warmup_steps) {}
 
 TraceWindows::~TraceWindows() = default;
 
@@ -236,70 +233,61 @@ void TraceWindows::Assign(Chunk* chunk, int64_t id, int64_t begin, int64_t end) 
 
 void TraceWindows::Close(const Event& step) {
   const int64_t position = closed_++;
-  const double ms = static_cast<double>(step.end_ns - step.start_ns) / 1e6;
   if (startup_open_) startup_open_ = false;
   Chunk* chunk = Find(step.step);
-  if (chunk == nullptr || chunk->position >= 0) return;  // dropped, or an index reused
+  if (!first_started_) warmup_.Add(step.end_ns - step.start_ns);
+  if (chunk == nullptr || chunk->position >= 0) {  // dropped, or an index reused
+    if (!first_started_) TakeWarmup();
+    return;
+  }
   chunk->position = position;
   chunk->start_ns = step.start_ns;
   chunk->end_ns = step.end_ns;
-  chunk->duration_ms = ms;
-
-  // The first steady window.
-  const int64_t n = options_.first_steps;
+  chunk->duration_ms = static_cast<double>(step.end_ns - step.start_ns) / 1e6;
   if (!first_started_) {
-    if (options_.warmup_steps >= 0) {
-      if (position >= options_.warmup_steps) {
-        first_started_ = true;
-        stats_.first_window_step = chunk->index;
-        if (n > 0) Assign(chunk, 0, position, position + n);
-      }
-    } else {
-      SetFate(chunk, Fate::kLookahead);
-      lookahead_.push_back(chunk->index);
-      if (lookahead_.size() > kLookahead) {
-        Drop(lookahead_.front());
-        lookahead_.pop_front();
-      }
-      if (lookahead_.size() == kLookahead) {
-        double fastest = ms;
-        double slowest = ms;
-        bool settled = true;
-        for (int64_t index : lookahead_) {
-          const Chunk* found = Find(index);
-          if (found == nullptr) {
-            settled = false;
-            continue;
-          }
-          fastest = std::min(fastest, found->duration_ms);
-          slowest = std::max(slowest, found->duration_ms);
-        }
-        settled = settled && (slowest <= kSettled * fastest || position + 1 >= kLatestStart);
-        if (settled) {
-          first_started_ = true;
-          const int64_t begin = position - static_cast<int64_t>(kLookahead) + 1;
-          stats_.first_window_step = lookahead_.front();
-          for (int64_t index : lookahead_) {
-            Chunk* found = Find(index);
-            if (found == nullptr) continue;
-            if (n > 0 && found->position < begin + n) {
-              Assign(found, 0, begin, begin + n);
-            } else {
-              SetFate(found, Fate::kOpen);  // decided below, as any other step
-            }
-          }
-          lookahead_.clear();
-        }
-      }
-      if (!first_started_) return;
-      if (Find(step.step) == nullptr) return;
-    }
-  } else if (n > 0 && windows_.count(0) != 0 && position < windows_[0].end) {
-    Assign(chunk, 0, 0, 0);
+    SetFate(chunk, Fate::kLookahead);
+    lookahead_.push_back(chunk->index);
+    TakeWarmup();
+    return;
   }
-  chunk = Find(step.step);
-  if (chunk == nullptr) return;
-  if (chunk->fate != Fate::kOpen) return;
+  Decide(chunk);
+}
+
+// Drops the lookahead's steps the warm-up rule has placed in the warm-up;
+// once it has decided, starts the first steady window there and decides
+// the rest of the lookahead as any other step.
+void TraceWindows::TakeWarmup() {
+  const int64_t warm_before = warmup_.settled_before();
+  while (!lookahead_.empty()) {
+    const Chunk* front = Find(lookahead_.front());
+    if (front != nullptr && front->position >= warm_before) break;
+    Drop(lookahead_.front());
+    lookahead_.pop_front();
+  }
+  if (!warmup_.decided()) return;
+  first_started_ = true;
+  first_begin_ = warmup_.warmup();
+  std::deque<int64_t> rest;
+  rest.swap(lookahead_);
+  for (int64_t index : rest) {
+    Chunk* found = Find(index);
+    if (found == nullptr) continue;
+    SetFate(found, Fate::kOpen);
+    Decide(found);
+  }
+}
+
+// A closed step after the warm-up: the first steady window, a repeating
+// window, one of the slowest steps, or dropped.
+void TraceWindows::Decide(Chunk* chunk) {
+  const int64_t position = chunk->position;
+  const int64_t n = options_.first_steps;
+  if (position == first_begin_) stats_.first_window_step = chunk->index;
+  if (n > 0 && position >= first_begin_ && position < first_begin_ + n) {
+    Assign(chunk, 0, first_begin_, first_begin_ + n);
+  }
+  chunk = Find(chunk->index);
+  if (chunk == nullptr || chunk->fate != Fate::kOpen) return;
 
   // The repeating windows.
   if (options_.active > 0 && position >= options_.skip_first) {
@@ -314,9 +302,13 @@ void TraceWindows::Close(const Event& step) {
       return;
     }
   }
+  DecideSlowest(chunk);
+}
 
-  // The slowest steady steps.
-  if (first_started_ && options_.slowest_steps > 0 && !chunk->overflow) {
+// The slowest steady steps.
+void TraceWindows::DecideSlowest(Chunk* chunk) {
+  const double ms = chunk->duration_ms;
+  if (options_.slowest_steps > 0 && !chunk->overflow) {
     if (slow_.size() >= static_cast<size_t>(options_.slowest_steps)) {
       auto fastest = [&] {
         return std::min_element(slow_.begin(), slow_.end(), [&](int64_t a, int64_t b) {
@@ -444,15 +436,11 @@ absl::Status TraceWindows::Flush(bool publish, bool final) {
     ++stats_.windows_written;  // counted once, when it ends
     startup_written_ = false;
   }
-  if (final && !first_started_ && !lookahead_.empty()) {
-    // A run that never settled: its last steps are its first window.
-    first_started_ = true;
-    stats_.first_window_step = lookahead_.front();
-    const int64_t begin = At(lookahead_.front()).position;
-    for (int64_t index : lookahead_) {
-      Assign(&At(index), 0, begin, begin + options_.first_steps);
-    }
-    lookahead_.clear();
+  if (final && !first_started_) {
+    // The run ended before the warm-up rule decided: it decides with the
+    // steps there are.
+    warmup_.Finish();
+    TakeWarmup();
   }
   for (auto it = windows_.begin(); it != windows_.end();) {
     Window& window = it->second;

@@ -3,10 +3,10 @@
 // A week-long run cannot keep every event in its trace. TraceWindows keeps
 // windows of whole steps, with everything tagged with them (host ranges of
 // every thread, counters, and the device work they launched):
-//   - the first steady window: `first_steps` steps from the end of warmup
-//     (`warmup_steps` when >= 0, else from the first of 3 consecutive steps
-//     whose slowest takes at most 1.25x their fastest, or from step position
-//     98 at the latest; a run too short to tell keeps its last steps);
+//   - the first steady window: `first_steps` steps from the end of the
+//     warm-up, decided by the report's own rule (analysis::WarmupRule, fed
+//     `warmup_steps` and the same step times), so that the window starts at
+//     the step where the report's warm-up ends;
 //   - repeating windows by step position, like torch.profiler.schedule
 //     (skip_first, then cycles of wait + warmup + active steps, of which the
 //     active ones are kept; `repeat` cycles, 0 for ever);
@@ -23,10 +23,10 @@
 // steps stay in memory and are written at each Publish.
 //
 // Memory: the text of the steps not yet decided or written, all of it within
-// budget_bytes; in a run of small steps, (first_steps + slowest_steps + 3)
-// steps' events at about 130 bytes each; and the room of 8 steps' events
-// (at most 4096 each) and 8 steps' text (at most 64 KiB each) kept for the
-// next steps; 256 step indices decided away (about 12 KiB).
+// budget_bytes; in a run of small steps, (first_steps + slowest_steps + 11)
+// steps' events (the 11 the warm-up rule looks ahead) at about 130 bytes each; and the room of 8
+// steps' events (at most 4096 each) and 8 steps' text (at most 64 KiB each) kept for the next
+// steps; 256 step indices decided away (about 12 KiB).
 #ifndef TRAINSCOPE_SDK_EXPORT_TRACE_WINDOWS_H_
 #define TRAINSCOPE_SDK_EXPORT_TRACE_WINDOWS_H_
 
@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sdk/analysis/warmup.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/ground/timeline.h"
 #include "trainscope/recorder.h"
@@ -49,7 +50,7 @@ namespace trainscope::exporter {
 
 struct TraceWindowOptions {
   int64_t first_steps = 20;
-  int64_t warmup_steps = -1;  // -1: the online rule above
+  int64_t warmup_steps = -1;  // -1: WarmupRule's auto rule
   // torch.profiler.schedule; active == 0 turns the repeating windows off.
   int64_t skip_first = 0;
   int64_t wait = 0;
@@ -141,6 +142,9 @@ class TraceWindows {
   void Recycle(std::vector<std::pair<uint32_t, Event>>* raw);
   void SetFate(Chunk* chunk, Fate fate);  // keeps open_
   void Close(const Event& step_event);
+  void TakeWarmup();
+  void Decide(Chunk* chunk);
+  void DecideSlowest(Chunk* chunk);
   void Assign(Chunk* chunk, int64_t id, int64_t begin, int64_t end);
   void Drop(int64_t index);
   void DropWindow(int64_t id);
@@ -155,7 +159,9 @@ class TraceWindows {
   size_t open_ = 0;                    // chunks whose fate is kOpen
   uint64_t opened_ = 0;                // chunks created so far
   std::map<int64_t, Window> windows_;  // in progress, by id (0: first steady)
-  std::deque<int64_t> lookahead_;      // closed steps before the first window
+  analysis::WarmupRule warmup_;        // fed every closed step until it decides
+  int64_t first_begin_ = 0;            // the first steady window's first position, once started
+  std::deque<int64_t> lookahead_;      // closed steps the warm-up rule has not placed
   // The last kRememberDone step indices decided away, oldest at
   // dropped_head_ once full. Steps mostly come in increasing order: one
   // above dropped_max_ (the largest ever dropped) was not dropped, without
