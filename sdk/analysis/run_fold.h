@@ -76,6 +76,10 @@
 
 namespace trainscope::analysis {
 
+namespace fold {
+struct OpenStep;
+}  // namespace fold
+
 struct RunFoldOptions {
   TimestampNs process_start_ns = 0;  // the idle window's start in a run without steps
   int64_t warmup_override = -1;      // as AnalyzeRun's
@@ -152,8 +156,27 @@ class RunFold {
   struct Impl;
 
  private:
-  void Segment(TimestampNs end, bool final, TimestampNs nostep_end);
+  // Taking input (Take's stages).
+  bool InWindow(int64_t step_index) const;
+  bool Note(const Interval& interval);
+  void NoteStep(const Interval& step);
+
+  // Folding a segment of time [watermark_, end): its stages, in order.
+  struct SegmentWork;  // the segment and what each stage hands on
   const std::vector<TimestampNs>& SegmentEnds(TimestampNs watermark);
+  void Segment(TimestampNs end);
+  void LastSegment(TimestampNs finish_ns);  // to the end of time, all held
+  void FoldSegment(SegmentWork& work);
+  void AttributeHeldLaunches(const SegmentWork& work);
+  void CollectSteps(SegmentWork& work);
+  void ClipIntervals(SegmentWork& work);
+  int CallCause(const Interval& call);
+  void SplitPhases(SegmentWork& work);
+  void FoldIdle(SegmentWork& work);
+  void WriteRows(const SegmentWork& work);
+  Report::Step Row(const fold::OpenStep& step);
+  void ReleaseDeviceWork(SegmentWork& work);
+  void CompactRuns(const SegmentWork& work);
 
   RunFoldOptions options_;
   StepSink step_sink_;

@@ -50,10 +50,22 @@ struct IdleSums {
 // Per busy source: the step window's idle so far (committed), the idle
 // after the newest step's end, which joins the window only if another step
 // begins (tail), and, while no step has come, the idle since process start.
-struct ModeSums {
+struct SourceIdle {
   IdleSums committed, tail, nostep;
 };
-enum Mode { kHostMode = 0, kDeviceMode = 1, kModes = 2 };
+// The busy sources the fold follows until the run's is known (kAuto's
+// choice: device activity once any has come, else host compute phases).
+inline constexpr std::array<BusySource, 2> kFoldedSources = {BusySource::kHostPhases,
+                                                             BusySource::kDevice};
+struct IdleBySource {
+  std::array<SourceIdle, 2> sums;  // by kFoldedSources order
+  SourceIdle& operator[](BusySource source) { return sums[source == BusySource::kDevice]; }
+  const SourceIdle& operator[](BusySource source) const {
+    return sums[source == BusySource::kDevice];
+  }
+  SourceIdle* begin() { return sums.data(); }
+  SourceIdle* end() { return sums.data() + sums.size(); }
+};
 
 // A step that arrived and is not yet behind the watermark.
 struct OpenStep {
@@ -335,5 +347,78 @@ inline constexpr uint8_t kAttributed = 1;   // launch attribution ran on it
 inline constexpr uint8_t kLaunchFound = 2;  // and found the launching phase
 
 }  // namespace trainscope::analysis::fold
+
+namespace trainscope::analysis {
+
+// What the fold keeps between segments (run_fold.cc takes input into it,
+// run_fold_segment.cc folds segments of it).
+struct RunFold::Impl {
+  Impl(const RunFoldOptions& o, const Timeline& input)
+      : steps(o.exact_steps, o.exact_values, o.warmup_override), hta(input, o.launch_horizon_ns) {
+    for (auto& sketch : phase_ms) sketch = QuantileSketch(o.exact_values);
+  }
+
+  // Intervals not yet behind the watermark, or launch history, in runs as
+  // they arrived. A segment looks only at the runs whose earliest start is
+  // before its end: the others lie wholly after it.
+  struct Run {
+    std::vector<Interval> intervals;
+    std::vector<uint8_t> flags;  // parallel to intervals
+    TimestampNs min_start = fold::kMaxTime;
+    bool fresh = true;  // arrived after the last segment
+  };
+  std::vector<Run> runs;
+  std::vector<Run> spare_runs;  // at most 2 emptied runs, their room kept
+  size_t pending = 0;           // intervals in all runs
+  // By start (ties in arrival order): a segment looks at the steps that
+  // begin before its end only, and takes the done ones off the front.
+  fold::FrontQueue<fold::OpenStep> open_steps;
+  // The steps (kStep intervals) of the launch horizon, at most
+  // kStepHistory: launch attribution's step-owner rule looks up the step
+  // open at a call from a thread without ranges (launch_attribution.h).
+  static constexpr size_t kStepHistory = 4096;
+  fold::FrontQueue<Interval> step_history;
+  fold::TagTable tagged;  // by step index, until the step's row
+
+  bool steps_seen = false;
+  bool device_seen = false;
+  bool device_side_seen = false;  // device work, CUDA calls or syncs: the trace wants them
+  bool window_known = false;      // an in-window step came: first_start/last_end hold
+  bool window_closed = false;     // a step past window_end_step came
+  TimestampNs window_first_start = 0;
+  TimestampNs window_last_start = 0;
+  TimestampNs window_last_end = 0;
+  int64_t window_samples = 0;
+  fold::IdleBySource idle;
+
+  fold::StepLog steps;
+  std::array<QuantileSketch, kPhaseCount> phase_ms;
+  std::array<TimestampNs, kPhaseCount> phase_total_ns{};
+  std::array<TimestampNs, kPhaseCount> phase_in_steps_ns{};
+  std::array<bool, kPhaseCount> phase_seen{};
+  TimestampNs in_steps_ns = 0;
+  // Device busy time by launching phase; the last entry is "unattributed".
+  std::array<TimestampNs, kPhaseCount + 1> device_busy_ns{};
+  std::array<bool, kPhaseCount + 1> device_busy_seen{};
+  bool first_row_written = false;
+  // HTA's breakdowns of the device rows, fed as they are released.
+  HtaFold hta;
+
+  // Buffers each segment refills; their room stays for the next one.
+  std::array<std::vector<IntervalSet::Span>, kPhaseCount> phase_spans;
+  std::array<std::vector<IntervalSet::Span>, kPhaseCount + 1> device_spans;
+  std::array<std::vector<IntervalSet::Span>, kIdleCauseCount> call_spans;
+  std::vector<fold::OpenStep*> segment_steps;
+  std::vector<TimestampNs> segment_starts;
+  std::vector<TimestampNs> segment_ends;
+  std::vector<int64_t> tag_keys;
+  std::vector<int8_t> call_cause;      // GapAnalyzer::CallCause by name id, -1 until known
+  std::vector<CauseSpan> cause_spans;  // IdleSets::by_start, its room kept
+
+  Run& NewRun();  // a run at the end of runs, with a spare one's room
+  TimestampNs CompactRun(const SegmentWork& work, Run* run);
+};
+
+}  // namespace trainscope::analysis
 
 #endif  // TRAINSCOPE_SDK_ANALYSIS_RUN_FOLD_PARTS_H_
