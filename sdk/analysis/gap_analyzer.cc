@@ -638,6 +638,15 @@ void GapFold::Describe(IdleBreakdown* out) const {
   out->largest_gap_ns = all.largest.empty() ? 0 : all.largest.front().duration_ns;
 }
 
+void SortCauses(IdleBreakdown* idle) {
+  idle->by_cause.clear();
+  for (int c = 0; c < kCauseCount; ++c) {
+    if (idle->cause_ns[c] > 0) idle->by_cause.emplace_back(kCauseNames[c], idle->cause_ns[c]);
+  }
+  std::stable_sort(idle->by_cause.begin(), idle->by_cause.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+}
+
 IdleBreakdown GapAnalyzer::AnalyzeWithin(const Timeline& timeline, const IntervalSet& window,
                                          BusySource source) {
   // The spans' bounds: what lies wholly outside them is skipped.
@@ -655,11 +664,7 @@ IdleBreakdown GapAnalyzer::AnalyzeWithin(const Timeline& timeline, const Interva
   result.busy_source = extracted.has_device ? "device_activity" : "cpu_compute_phases";
   Tallied tallied;
   TallyInto(window, sets, &result, &tallied);
-  for (int c = 0; c < kCauseCount; ++c) {
-    if (result.cause_ns[c] > 0) result.by_cause.emplace_back(kCauseNames[c], result.cause_ns[c]);
-  }
-  std::stable_sort(result.by_cause.begin(), result.by_cause.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  SortCauses(&result);
   DescribeGaps(tallied.idle, tallied.pieces, sets.steps, &result);
   DescribeStreams(timeline, window, extracted.tracks, &result);
   return result;

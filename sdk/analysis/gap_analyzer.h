@@ -106,6 +106,10 @@ struct IdleBreakdown {
   std::vector<StepIdle> idle_per_step;
 };
 
+// Fills `idle->by_cause` from its cause_ns: the causes with time, largest
+// first, ties in priority order.
+void SortCauses(IdleBreakdown* idle);
+
 // A span of time labelled with an idle cause (IdleCauseName order).
 struct CauseSpan {
   CauseSpan() = default;

@@ -109,39 +109,62 @@ void FillHta(const HtaBreakdown& hta, int64_t late_rows, Report::DeviceTimeline:
   }
 }
 
-void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
-                Report* report, std::vector<Report::Step>* rows) {
-  const StepStats steps = AnalyzeSteps(timeline, warmup_override);
+void FillReport(const RunFigures& figures, const RunClock& clock, Report* report) {
+  const StepStats& steps = figures.steps;
   Report::Timing& timing = report->timing;
-  timing.steps = static_cast<int64_t>(steps.steps.size());
+  timing.steps = figures.step_count;
   timing.warmup_steps = steps.warmup_steps;
   timing.warmup_rule = steps.warmup_rule;
   timing.total_s = (clock.finish_ns - clock.process_start_ns) / 1e9;
   if (clock.submit_unix_s) {
     timing.queue_delay_s = clock.process_start_unix_s - *clock.submit_unix_s;
   }
-  TimestampNs window_start = clock.process_start_ns;
-  TimestampNs window_end = clock.finish_ns;
-  if (!steps.steps.empty()) {
-    window_start = steps.steps.front().start_ns;
-    window_end = steps.steps.back().end_ns;
-    timing.startup_s = (window_start - clock.process_start_ns) / 1e9;
-    timing.steps_s = (window_end - window_start) / 1e9;
+  if (figures.step_count > 0) {
+    timing.startup_s = (figures.first_start_ns - clock.process_start_ns) / 1e9;
+    timing.steps_s = (figures.last_end_ns - figures.first_start_ns) / 1e9;
   }
-
   report->throughput.steady_steps = steps.steady_steps;
   report->throughput.steady_steps_per_s = steps.steady_steps_per_s;
   report->throughput.steady_samples_per_s = steps.steady_samples_per_s;
   report->throughput.median_step_ms = steps.median_step_ms;
   report->resource_hours = report->resource_request.accelerators * timing.total_s / 3600.0;
+  report->phases = figures.phases;
 
-  report->phases = AnalyzePhases(timeline, steps);
+  const IdleBreakdown& idle = figures.idle;
+  report->idle.share = idle.share;
+  report->idle.idle_s = idle.idle_ns / 1e9;
+  report->idle.window_s = idle.window_ns / 1e9;
+  report->idle.busy_source = idle.busy_source;
+  report->idle.by_cause.clear();
+  for (const auto& [cause, ns] : idle.by_cause) report->idle.by_cause.emplace_back(cause, ns / 1e9);
+  report->idle.top_cause = idle.by_cause.empty() ? "" : idle.by_cause.front().first;
+  FillGaps(idle, clock.process_start_ns, &report->gaps);
 
+  Report::Utilization& use = report->utilization;
+  use.allocated_device_hours = report->resource_hours;
+  use.busy_device_hours = idle.busy_ns / 1e9 / 3600.0;
+  use.samples_per_busy_device_s =
+      idle.busy_ns > 0 ? figures.window_samples / (idle.busy_ns / 1e9) : 0;
+}
+
+void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
+                Report* report, std::vector<Report::Step>* rows) {
+  RunFigures figures;
+  figures.steps = AnalyzeSteps(timeline, warmup_override);
+  const std::vector<StepSpan>& steps = figures.steps.steps;
+  figures.step_count = static_cast<int64_t>(steps.size());
+  TimestampNs window_start = clock.process_start_ns;
+  TimestampNs window_end = clock.finish_ns;
+  if (!steps.empty()) {
+    figures.first_start_ns = window_start = steps.front().start_ns;
+    figures.last_end_ns = window_end = steps.back().end_ns;
+  }
+  figures.phases = AnalyzePhases(timeline, figures.steps);
   if (clock.window_first_step >= 0 || clock.window_end_step >= 0) {
     // Only the profiled steps: outside them there are no device records.
     TimestampNs first = -1;
     TimestampNs last = -1;
-    for (const StepSpan& step : steps.steps) {
+    for (const StepSpan& step : steps) {
       if ((clock.window_first_step >= 0 && step.index < clock.window_first_step) ||
           (clock.window_end_step >= 0 && step.index >= clock.window_end_step)) {
         continue;
@@ -154,26 +177,15 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
       window_end = last;
     }
   }
-  const IdleBreakdown idle = GapAnalyzer::Analyze(timeline, window_start, window_end);
-  report->idle.share = idle.share;
-  report->idle.idle_s = idle.idle_ns / 1e9;
-  report->idle.window_s = idle.window_ns / 1e9;
-  report->idle.busy_source = idle.busy_source;
-  report->idle.by_cause.clear();
-  for (const auto& [cause, ns] : idle.by_cause) report->idle.by_cause.emplace_back(cause, ns / 1e9);
-  report->idle.top_cause = idle.by_cause.empty() ? "" : idle.by_cause.front().first;
-  FillGaps(idle, clock.process_start_ns, &report->gaps);
-
-  int64_t samples = 0;  // of the steps inside the analysed window
-  for (const StepSpan& step : steps.steps) {
-    if (step.start_ns >= window_start && step.end_ns <= window_end) samples += step.samples;
+  figures.idle = GapAnalyzer::Analyze(timeline, window_start, window_end);
+  for (const StepSpan& step : steps) {
+    if (step.start_ns >= window_start && step.end_ns <= window_end) {
+      figures.window_samples += step.samples;
+    }
   }
-  Report::Utilization& use = report->utilization;
-  use.allocated_device_hours = report->resource_hours;
-  use.busy_device_hours = idle.busy_ns / 1e9 / 3600.0;
-  use.samples_per_busy_device_s = idle.busy_ns > 0 ? samples / (idle.busy_ns / 1e9) : 0;
+  FillReport(figures, clock, report);
   report->recommendation = Recommend(*report);
-  if (rows != nullptr) StepRows(timeline, steps, idle, clock, rows);
+  if (rows != nullptr) StepRows(timeline, figures.steps, figures.idle, clock, rows);
 }
 
 namespace {

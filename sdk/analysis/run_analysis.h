@@ -9,6 +9,8 @@
 #include "sdk/analysis/gap_analyzer.h"
 #include "sdk/analysis/hta_breakdown.h"
 #include "sdk/analysis/model.h"
+#include "sdk/analysis/phase_stats.h"
+#include "sdk/analysis/step_analysis.h"
 #include "trainscope/report.h"
 
 namespace trainscope::analysis {
@@ -33,6 +35,26 @@ struct RunClock {
 // offline tools use.
 void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_override,
                 Report* report, std::vector<Report::Step>* rows = nullptr);
+
+// What a run's analysis adds up, however it does: AnalyzeRun over a whole
+// timeline at once, RunFold segment by segment as the run goes. FillReport
+// turns it into the report's sections, so both write them alike.
+struct RunFigures {
+  StepStats steps;  // warmup and steady figures (`steps.steps` may be empty)
+  int64_t step_count = 0;
+  TimestampNs first_start_ns = 0;  // the first step's start, when step_count > 0
+  TimestampNs last_end_ns = 0;     // the last step's end, when step_count > 0
+  std::vector<PhaseStat> phases;
+  // Over the analysed window: idle, busy and window time, the causes
+  // (cause_ns and by_cause), the gaps described, the busy source.
+  IdleBreakdown idle;
+  int64_t window_samples = 0;  // samples of the steps in the analysed window
+};
+
+// Fills report->timing, throughput, resource_hours (from
+// report->resource_request), phases, idle, gaps and utilization. The
+// recommendation is the caller's to set last (Recommend reads the rest).
+void FillReport(const RunFigures& figures, const RunClock& clock, Report* report);
 
 // report.gaps from an idle breakdown's gaps (count, histogram, longest),
 // start times made seconds since `process_start_ns`. Pure.

@@ -214,34 +214,9 @@ const std::vector<TimestampNs>& RunFold::SegmentEnds(TimestampNs watermark) {
   return ends;
 }
 
-void RunFold::Finish(const RunClock& clock, Report* report) {
-  Impl& s = *impl_;
-  Take();
-  for (const TimestampNs end : SegmentEnds(kMaxTime)) {
-    if (end < kMaxTime && end < clock.finish_ns) Segment(end);
-  }
-  LastSegment(clock.finish_ns);
-
-  const StepStats steps = s.steps.Summarize();
-  Report::Timing& timing = report->timing;
-  timing.steps = s.steps.count();
-  timing.warmup_steps = steps.warmup_steps;
-  timing.warmup_rule = steps.warmup_rule;
-  timing.total_s = (clock.finish_ns - clock.process_start_ns) / 1e9;
-  if (clock.submit_unix_s) {
-    timing.queue_delay_s = clock.process_start_unix_s - *clock.submit_unix_s;
-  }
-  if (s.steps.count() > 0) {
-    timing.startup_s = (s.steps.first_start() - clock.process_start_ns) / 1e9;
-    timing.steps_s = (s.steps.last_end() - s.steps.first_start()) / 1e9;
-  }
-  report->throughput.steady_steps = steps.steady_steps;
-  report->throughput.steady_steps_per_s = steps.steady_steps_per_s;
-  report->throughput.steady_samples_per_s = steps.steady_samples_per_s;
-  report->throughput.median_step_ms = steps.median_step_ms;
-  report->resource_hours = report->resource_request.accelerators * timing.total_s / 3600.0;
-
-  report->phases.clear();
+std::vector<PhaseStat> RunFold::Phases() const {
+  const Impl& s = *impl_;
+  std::vector<PhaseStat> phases;
   for (int p = 0; p < kPhaseCount; ++p) {
     if (!s.phase_seen[p]) continue;
     PhaseStat stat;
@@ -253,35 +228,44 @@ void RunFold::Finish(const RunClock& clock, Report* report) {
     stat.total_s = s.phase_total_ns[p] / 1e9;
     stat.share_of_steps =
         s.in_steps_ns > 0 ? static_cast<double>(s.phase_in_steps_ns[p]) / s.in_steps_ns : 0;
-    report->phases.push_back(std::move(stat));
+    phases.push_back(std::move(stat));
   }
+  return phases;
+}
 
+IdleBreakdown RunFold::Idle() const {
+  const Impl& s = *impl_;
   const SourceIdle& source = s.idle[s.device_seen ? BusySource::kDevice : BusySource::kHostPhases];
   const IdleSums& sums = s.steps_seen ? source.committed : source.nostep;
-  Report::Idle& idle = report->idle;
-  idle.idle_s = sums.idle / 1e9;
-  idle.window_s = sums.window / 1e9;
+  IdleBreakdown idle;
+  sums.gaps.Describe(&idle);
+  idle.window_ns = sums.window;
+  idle.busy_ns = sums.busy;
+  idle.idle_ns = sums.idle;
   idle.share = sums.window > 0 ? static_cast<double>(sums.idle) / sums.window : 0;
   idle.busy_source = s.device_seen ? "device_activity" : "cpu_compute_phases";
-  idle.by_cause.clear();
-  std::vector<std::pair<std::string, TimestampNs>> causes;
-  for (int c = 0; c < kIdleCauseCount; ++c) {
-    if (sums.cause[c] > 0) causes.emplace_back(std::string(IdleCauseName(c)), sums.cause[c]);
+  idle.cause_ns = sums.cause;
+  SortCauses(&idle);
+  return idle;
+}
+
+void RunFold::Finish(const RunClock& clock, Report* report) {
+  Impl& s = *impl_;
+  Take();
+  for (const TimestampNs end : SegmentEnds(kMaxTime)) {
+    if (end < kMaxTime && end < clock.finish_ns) Segment(end);
   }
-  std::stable_sort(causes.begin(), causes.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
-  for (const auto& [cause, ns] : causes) idle.by_cause.emplace_back(cause, ns / 1e9);
-  idle.top_cause = causes.empty() ? "" : causes.front().first;
+  LastSegment(clock.finish_ns);
 
-  IdleBreakdown described;
-  sums.gaps.Describe(&described);
-  FillGaps(described, options_.process_start_ns, &report->gaps);
-
-  Report::Utilization& use = report->utilization;
-  use.allocated_device_hours = report->resource_hours;
-  use.busy_device_hours = sums.busy / 1e9 / 3600.0;
-  const int64_t samples = s.steps_seen ? s.window_samples : 0;
-  use.samples_per_busy_device_s = sums.busy > 0 ? samples / (sums.busy / 1e9) : 0;
+  RunFigures figures;
+  figures.steps = s.steps.Summarize();
+  figures.step_count = s.steps.count();
+  figures.first_start_ns = s.steps.first_start();
+  figures.last_end_ns = s.steps.last_end();
+  figures.phases = Phases();
+  figures.idle = Idle();
+  figures.window_samples = s.steps_seen ? s.window_samples : 0;
+  FillReport(figures, clock, report);
 
   auto& by_phase = report->device_timeline.busy_s_by_phase;
   by_phase.clear();

@@ -178,6 +178,10 @@ class RunFold {
   void ReleaseDeviceWork(SegmentWork& work);
   void CompactRuns(const SegmentWork& work);
 
+  // Finish's figures from what the segments added up.
+  std::vector<PhaseStat> Phases() const;
+  IdleBreakdown Idle() const;
+
   RunFoldOptions options_;
   StepSink step_sink_;
   DeviceSink device_sink_;
