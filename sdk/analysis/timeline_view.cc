@@ -84,24 +84,22 @@ struct Window {
   int64_t steps_in_timeline = 0;
 };
 
-// The median run of `want` consecutive steps (see the header).
-Window ChooseWindow(const Timeline& timeline, const TimelineViewOptions& options) {
-  const int want = std::max(1, options.steps);
+// The timeline's steps by start, each once: a step recorded on two threads
+// at once counts once; an index that comes again later (a numbering
+// restarted) is another step. `first` and `last`: the timeline's bounds.
+std::vector<ViewStep> DistinctSteps(const Timeline& timeline, TimestampNs* first,
+                                    TimestampNs* last) {
   std::vector<ViewStep> steps;
-  TimestampNs first = 0, last = 0;
   bool any = false;
   for (const Interval& iv : timeline.intervals()) {
-    if (!any || iv.start_ns < first) first = iv.start_ns;
-    if (!any || iv.end_ns > last) last = iv.end_ns;
+    if (!any || iv.start_ns < *first) *first = iv.start_ns;
+    if (!any || iv.end_ns > *last) *last = iv.end_ns;
     any = true;
     if (iv.kind == IntervalKind::kStep) steps.push_back({iv.step, iv.start_ns, iv.end_ns});
   }
-  Window w;
   std::sort(steps.begin(), steps.end(), [](const ViewStep& a, const ViewStep& b) {
     return std::tie(a.start_ns, a.step) < std::tie(b.start_ns, b.step);
   });
-  // A step recorded on two threads at once counts once; an index that
-  // comes again later (a numbering restarted) is another step.
   absl::flat_hash_map<int64_t, TimestampNs> kept_end;
   size_t kept = 0;
   for (const ViewStep& s : steps) {
@@ -111,6 +109,30 @@ Window ChooseWindow(const Timeline& timeline, const TimelineViewOptions& options
     steps[kept++] = s;
   }
   steps.resize(kept);
+  return steps;
+}
+
+// run[i]: steps from steps[i] on with consecutive indices, each starting
+// within one of its predecessor's lengths after it ended (not across a gap
+// between trace windows).
+std::vector<int> ConsecutiveRuns(const std::vector<ViewStep>& steps) {
+  std::vector<int> run(steps.size(), 1);
+  for (size_t i = steps.size(); i-- > 1;) {
+    const ViewStep& a = steps[i - 1];
+    const ViewStep& b = steps[i];
+    if (b.step == a.step + 1 && b.start_ns <= Add(a.end_ns, Sub(a.end_ns, a.start_ns))) {
+      run[i - 1] = run[i] + 1;
+    }
+  }
+  return run;
+}
+
+// The median run of `want` consecutive steps (see the header).
+Window ChooseWindow(const Timeline& timeline, const TimelineViewOptions& options) {
+  const int want = std::max(1, options.steps);
+  TimestampNs first = 0, last = 0;
+  const std::vector<ViewStep> steps = DistinctSteps(timeline, &first, &last);
+  Window w;
   w.steps_in_timeline = static_cast<int64_t>(steps.size());
   if (steps.empty()) {
     w.start = first;
@@ -118,17 +140,7 @@ Window ChooseWindow(const Timeline& timeline, const TimelineViewOptions& options
     w.choice = "The whole trace: it marks no steps.";
     return w;
   }
-  // run[i]: steps from steps[i] on with consecutive indices, each starting
-  // within one of its predecessor's lengths after it ended (not across a
-  // gap between trace windows).
-  std::vector<int> run(steps.size(), 1);
-  for (size_t i = steps.size() - 1; i-- > 0;) {
-    const ViewStep& a = steps[i];
-    const ViewStep& b = steps[i + 1];
-    if (b.step == a.step + 1 && b.start_ns <= Add(a.end_ns, Sub(a.end_ns, a.start_ns))) {
-      run[i] = run[i + 1] + 1;
-    }
-  }
+  const std::vector<int> run = ConsecutiveRuns(steps);
   // After the warm-up where the trace has as long a run there as anywhere;
   // else from every step (runs after it that are shorter are the trace's
   // slowest steps, kept one or two at a time: not typical).
@@ -274,30 +286,27 @@ std::string ViewClassColor(int view_class) {
   return fmt::format("#{:06x}", rgb);
 }
 
-TimelineView CutTimelineView(const Timeline& timeline, const TimelineViewOptions& options) {
-  TimelineView view;
-  if (timeline.size() == 0) {
-    view.choice = "The trace holds no intervals.";
-    return view;
-  }
-  const Window w = ChooseWindow(timeline, options);
-  view.start_ns = w.start;
-  view.end_ns = std::max(w.steps.empty() ? w.end : DeviceEnd(timeline, w), Add(w.start, 1));
-  view.choice = w.choice;
-  view.steps = w.steps;
-  view.steps_in_timeline = w.steps_in_timeline;
+namespace {
 
-  // The window's intervals by track.
-  const auto& tracks = timeline.tracks();
-  std::vector<std::vector<const Interval*>> by_track(tracks.size());
+// Each track's intervals in the view's window.
+std::vector<std::vector<const Interval*>> IntervalsByTrack(const Timeline& timeline,
+                                                           const TimelineView& view) {
+  std::vector<std::vector<const Interval*>> by_track(timeline.tracks().size());
   for (const Interval& iv : timeline.intervals()) {
     const bool inside =
         iv.start_ns < view.end_ns &&
         (iv.end_ns > view.start_ns || (iv.end_ns == iv.start_ns && iv.start_ns >= view.start_ns));
-    if (inside && iv.track < tracks.size()) by_track[iv.track].push_back(&iv);
+    if (inside && iv.track < by_track.size()) by_track[iv.track].push_back(&iv);
   }
-  // Lanes: host threads (as the timeline added them), then streams (by
-  // device, stream); past max_lanes, each kind keeps at least half.
+  return by_track;
+}
+
+// Lanes: host threads (as the timeline added them), then streams (by
+// device, stream); past max_lanes, each kind keeps at least half. Returns
+// the tracks drawn, in lane order.
+std::vector<uint32_t> ChooseLanes(const std::vector<ground::Track>& tracks,
+                                  const std::vector<std::vector<const Interval*>>& by_track,
+                                  const TimelineViewOptions& options, TimelineView* view) {
   std::vector<uint32_t> host, device;
   for (uint32_t t = 0; t < tracks.size(); ++t) {
     if (by_track[t].empty()) continue;
@@ -312,65 +321,68 @@ TimelineView CutTimelineView(const Timeline& timeline, const TimelineViewOptions
   const size_t devices = std::min(device.size(), lanes - hosts);
   std::vector<uint32_t> order(host.begin(), host.begin() + static_cast<ptrdiff_t>(hosts));
   order.insert(order.end(), device.begin(), device.begin() + static_cast<ptrdiff_t>(devices));
-  view.lanes_dropped = static_cast<int64_t>(host.size() + device.size() - order.size());
+  view->lanes_dropped = static_cast<int64_t>(host.size() + device.size() - order.size());
+  return order;
+}
 
-  // Rows: each interval (parents first: by start, then the longer first)
-  // on the lowest row free at its start, so a range sits below the ranges
-  // it is nested in; a row's intervals never overlap.
-  const size_t max_depth = static_cast<size_t>(std::max(1, options.max_depth));
-  std::vector<std::vector<std::vector<const Interval*>>> rows(order.size());
+// A lane's intervals (taken from `ivs`) on rows: each (parents first: by
+// start, then the longer first) on the lowest row free at its start, so a
+// range sits below the ranges it is nested in; a row's intervals never
+// overlap. Past max_depth rows an interval is dropped (counted in view).
+std::vector<std::vector<const Interval*>> StackRows(std::vector<const Interval*> ivs,
+                                                    size_t max_depth, TimelineView* view) {
+  std::vector<std::vector<const Interval*>> rows;
+  view->intervals += static_cast<int64_t>(ivs.size());
+  std::stable_sort(ivs.begin(), ivs.end(), [](const Interval* a, const Interval* b) {
+    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+    return a->end_ns > b->end_ns;
+  });
   std::vector<TimestampNs> row_end;
-  for (size_t l = 0; l < order.size(); ++l) {
-    std::vector<const Interval*> ivs = std::move(by_track[order[l]]);
-    by_track[order[l]] = {};
-    view.intervals += static_cast<int64_t>(ivs.size());
-    std::stable_sort(ivs.begin(), ivs.end(), [](const Interval* a, const Interval* b) {
-      if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
-      return a->end_ns > b->end_ns;
-    });
-    row_end.clear();
-    for (const Interval* iv : ivs) {
-      size_t r = 0;
-      while (r < row_end.size() && row_end[r] > iv->start_ns) ++r;
-      if (r == max_depth) {
-        ++view.ranges_dropped;
-        continue;
-      }
-      if (r == row_end.size()) {
-        row_end.push_back(iv->end_ns);
-        rows[l].emplace_back();
-      }
-      // A zero-length interval holds its row for no time.
-      row_end[r] = std::max(iv->end_ns, iv->start_ns);
-      rows[l][r].push_back(iv);
+  for (const Interval* iv : ivs) {
+    size_t r = 0;
+    while (r < row_end.size() && row_end[r] > iv->start_ns) ++r;
+    if (r == max_depth) {
+      ++view->ranges_dropped;
+      continue;
     }
-    const ground::Track& track = tracks[order[l]];
-    view.lanes.push_back({CutName(track.name, options.max_name_bytes),
-                          track.kind == TrackKind::kDeviceStream,
-                          std::max(1, static_cast<int>(rows[l].size()))});
+    if (r == row_end.size()) {
+      row_end.push_back(iv->end_ns);
+      rows.emplace_back();
+    }
+    // A zero-length interval holds its row for no time.
+    row_end[r] = std::max(iv->end_ns, iv->start_ns);
+    rows[r].push_back(iv);
   }
-  by_track.clear();
-  by_track.shrink_to_fit();
+  return rows;
+}
 
-  // The finest resolution whose boxes fit, counted first, then built.
+using LaneRows = std::vector<std::vector<std::vector<const Interval*>>>;  // lane, row, intervals
+
+// The finest resolution whose boxes fit in max_boxes: counted, halving
+// from options.resolution.
+int ChooseResolution(const LaneRows& rows, const TimelineView& view,
+                     const TimelineViewOptions& options) {
   const TimestampNs span = Sub(view.end_ns, view.start_ns);
   int resolution = std::max(1, options.resolution);
-  auto min_ns_at = [&](int r) { return std::max<TimestampNs>(1, span / r); };
   using NoEmit = void (*)(const ViewBox&, const Interval*);
   for (;;) {
     size_t boxes = 0;
     for (size_t l = 0; l < rows.size(); ++l) {
       for (size_t r = 0; r < rows[l].size(); ++r) {
         boxes += ReduceRow<NoEmit>(rows[l][r], 0, 0, view.start_ns, view.end_ns,
-                                   min_ns_at(resolution), nullptr);
+                                   std::max<TimestampNs>(1, span / resolution), nullptr);
       }
     }
     if (boxes <= static_cast<size_t>(std::max(0, options.max_boxes)) || resolution == 1) break;
     resolution /= 2;
   }
-  view.resolution = resolution;
+  return resolution;
+}
 
-  // Names: each once; past max_name_total_bytes, a box is named by its class.
+// The boxes at view->resolution, with their names: each once; past
+// max_name_total_bytes, a box is named by its class.
+void EmitBoxes(const Timeline& timeline, const LaneRows& rows, const TimelineViewOptions& options,
+               TimelineView* view) {
   absl::flat_hash_map<uint32_t, uint32_t> names;       // timeline's id -> view's
   absl::flat_hash_map<uint8_t, uint32_t> class_names;  // class -> view's
   size_t name_bytes = 0;
@@ -382,25 +394,60 @@ TimelineView CutTimelineView(const Timeline& timeline, const TimelineViewOptions
       std::string name = CutName(timeline.name(longest->name), options.max_name_bytes);
       if (name_bytes + name.size() <= options.max_name_total_bytes) {
         name_bytes += name.size();
-        box.name = static_cast<uint32_t>(view.names.size());
+        box.name = static_cast<uint32_t>(view->names.size());
         names.emplace(longest->name, box.name);
-        view.names.push_back(std::move(name));
+        view->names.push_back(std::move(name));
       } else {
-        ++view.names_dropped;
+        ++view->names_dropped;
         auto [c, added] =
-            class_names.try_emplace(box.view_class, static_cast<uint32_t>(view.names.size()));
-        if (added) view.names.emplace_back(ViewClassName(box.view_class));
+            class_names.try_emplace(box.view_class, static_cast<uint32_t>(view->names.size()));
+        if (added) view->names.emplace_back(ViewClassName(box.view_class));
         box.name = c->second;
       }
     }
-    view.boxes.push_back(box);
+    view->boxes.push_back(box);
   };
+  const TimestampNs min_ns =
+      std::max<TimestampNs>(1, Sub(view->end_ns, view->start_ns) / view->resolution);
   for (size_t l = 0; l < rows.size(); ++l) {
     for (size_t r = 0; r < rows[l].size(); ++r) {
-      ReduceRow(rows[l][r], static_cast<uint32_t>(l), static_cast<uint16_t>(r), view.start_ns,
-                view.end_ns, min_ns_at(resolution), &emit);
+      ReduceRow(rows[l][r], static_cast<uint32_t>(l), static_cast<uint16_t>(r), view->start_ns,
+                view->end_ns, min_ns, &emit);
     }
   }
+}
+
+}  // namespace
+
+TimelineView CutTimelineView(const Timeline& timeline, const TimelineViewOptions& options) {
+  TimelineView view;
+  if (timeline.size() == 0) {
+    view.choice = "The trace holds no intervals.";
+    return view;
+  }
+  const Window w = ChooseWindow(timeline, options);
+  view.start_ns = w.start;
+  view.end_ns = std::max(w.steps.empty() ? w.end : DeviceEnd(timeline, w), Add(w.start, 1));
+  view.choice = w.choice;
+  view.steps = w.steps;
+  view.steps_in_timeline = w.steps_in_timeline;
+
+  std::vector<std::vector<const Interval*>> by_track = IntervalsByTrack(timeline, view);
+  const std::vector<ground::Track>& tracks = timeline.tracks();
+  const std::vector<uint32_t> order = ChooseLanes(tracks, by_track, options, &view);
+  LaneRows rows;
+  for (const uint32_t track : order) {
+    rows.push_back(StackRows(std::move(by_track[track]),
+                             static_cast<size_t>(std::max(1, options.max_depth)), &view));
+    by_track[track] = {};
+    view.lanes.push_back({CutName(tracks[track].name, options.max_name_bytes),
+                          tracks[track].kind == TrackKind::kDeviceStream,
+                          std::max(1, static_cast<int>(rows.back().size()))});
+  }
+  by_track.clear();
+  by_track.shrink_to_fit();
+  view.resolution = ChooseResolution(rows, view, options);
+  EmitBoxes(timeline, rows, options, &view);
   return view;
 }
 
