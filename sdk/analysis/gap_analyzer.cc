@@ -15,25 +15,20 @@ namespace {
 
 using Spans = std::vector<IntervalSet::Span>;
 
-// Causes in priority order; the first six are the non-compute phases.
-enum Cause {
-  kDataWait,
-  kH2D,
-  kSync,
-  kCheckpoint,
-  kEval,
-  kOtherPhase,
-  kCopyCall,
-  kLaunch,
-  kCudaApi,
-  kHost,
-  kOutside,
-  kCauseCount
-};
-static_assert(kCauseCount == kIdleCauseCount);
-constexpr std::array<const char*, kCauseCount> kCauseNames = {
-    "data_wait",    "h2d",        "sync",        "checkpoint", "eval",           "other",
-    kCauseCopyCall, kCauseLaunch, kCauseCudaApi, kCauseHost,   kCauseOutsideStep};
+// Cause indices (ground::IdleCause's order, the priority order).
+constexpr int kDataWait = ground::IdleCauseIndex(IdleCause::kDataWait);
+constexpr int kH2D = ground::IdleCauseIndex(IdleCause::kH2d);
+constexpr int kSync = ground::IdleCauseIndex(IdleCause::kSync);
+constexpr int kCheckpoint = ground::IdleCauseIndex(IdleCause::kCheckpoint);
+constexpr int kEval = ground::IdleCauseIndex(IdleCause::kEval);
+constexpr int kOtherPhase = ground::IdleCauseIndex(IdleCause::kOther);
+constexpr int kCopyCall = ground::IdleCauseIndex(IdleCause::kCopyCall);
+constexpr int kLaunch = ground::IdleCauseIndex(IdleCause::kLaunch);
+constexpr int kCudaApi = ground::IdleCauseIndex(IdleCause::kCudaApi);
+constexpr int kHost = ground::IdleCauseIndex(IdleCause::kHost);
+constexpr int kOutside = ground::IdleCauseIndex(IdleCause::kOutsideStep);
+constexpr int kCauseCount = kIdleCauseCount;
+static_assert(kOutside == kCauseCount - 1 && kHost == kCauseCount - 2);
 
 constexpr TimestampNs kUs = 1000;
 constexpr size_t kLongestGaps = 10;
@@ -370,7 +365,7 @@ void DescribeGaps(const IntervalSet& idle, const std::vector<Piece>& pieces,
     for (int c = 0; c < kCauseCount; ++c) {
       if (by_cause[c] > best) {
         best = by_cause[c];
-        gap.cause = kCauseNames[c];
+        gap.cause = IdleCauseName(c);
       }
     }
     result->largest_gaps.push_back(gap);
@@ -471,7 +466,7 @@ void DescribeStreams(const Timeline& timeline, const IntervalSet& window,
 }  // namespace
 
 std::string_view IdleCauseName(int cause) {
-  return cause >= 0 && cause < kCauseCount ? kCauseNames[cause] : "";
+  return cause >= 0 && cause < kCauseCount ? ground::kIdleCauses[cause].name : "";
 }
 
 int GapAnalyzer::PhaseCause(Phase phase) {
@@ -615,7 +610,7 @@ void GapFold::Count(const Open& gap, Counted* into) {
   for (int c = 0; c < kIdleCauseCount; ++c) {
     if (gap.by_cause[c] > best) {  // ties: the cause first in priority order, as DescribeGaps
       best = gap.by_cause[c];
-      kept.cause = kCauseNames[c];
+      kept.cause = IdleCauseName(c);
     }
   }
   auto at = std::find_if(top.begin(), top.end(), [&](const Gap& x) {
@@ -641,7 +636,7 @@ void GapFold::Describe(IdleBreakdown* out) const {
 void SortCauses(IdleBreakdown* idle) {
   idle->by_cause.clear();
   for (int c = 0; c < kCauseCount; ++c) {
-    if (idle->cause_ns[c] > 0) idle->by_cause.emplace_back(kCauseNames[c], idle->cause_ns[c]);
+    if (idle->cause_ns[c] > 0) idle->by_cause.emplace_back(IdleCauseName(c), idle->cause_ns[c]);
   }
   std::stable_sort(idle->by_cause.begin(), idle->by_cause.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });

@@ -31,20 +31,15 @@
 
 #include "sdk/analysis/interval_set.h"
 #include "sdk/analysis/model.h"
+#include "sdk/ground/idle_cause.h"
 
 namespace trainscope::analysis {
 
-// Cause names beyond the phase names.
-inline constexpr char kCauseCopyCall[] = "copy_call";
-inline constexpr char kCauseLaunch[] = "launch";
-inline constexpr char kCauseCudaApi[] = "cuda_api";
-inline constexpr char kCauseHost[] = "host";
-inline constexpr char kCauseOutsideStep[] = "outside_step";
-
-// The causes in priority order: data_wait, h2d, sync, checkpoint, eval,
-// other, copy_call, launch, cuda_api, host, outside_step.
-inline constexpr int kIdleCauseCount = 11;
-// The name of cause `cause` (0 .. kIdleCauseCount - 1) in that order.
+// The causes: ground::IdleCause (idle_cause.h). Arrays by cause are
+// indexed by IdleCauseIndex, 0 .. kIdleCauseCount - 1.
+using ground::IdleCause;
+using ground::kIdleCauseCount;
+// The name of cause index `cause` ("" out of range).
 std::string_view IdleCauseName(int cause);
 
 // What counts as busy.

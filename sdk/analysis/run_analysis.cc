@@ -190,35 +190,11 @@ void AnalyzeRun(const Timeline& timeline, const RunClock& clock, int64_t warmup_
 
 namespace {
 
-// What to do about idle time of `cause` (docs/report-schema.md, ADVICE).
-const char* CauseAdvice(const std::string& cause) {
-  if (cause == "data_wait") {
-    return "tune the loader (workers, prefetch depth, pinned memory; "
-           "docs/guide-map.md#input-pipeline)";
-  }
-  if (cause == "h2d") return "copy from pinned memory on a side stream, ahead of use";
-  if (cause == "sync") return "remove blocking synchronisations (.item(), .cpu(), device syncs)";
-  if (cause == "checkpoint") return "checkpoint asynchronously or less often";
-  if (cause == "eval") return "evaluate less often or on other resources";
-  if (cause == "other") return "look at the custom ranges that run while compute idles";
-  if (cause == "copy_call") {
-    return "the host blocks in cudaMemcpyAsync/cudaMemsetAsync (pageable memory, or a hidden "
-           "device-to-host sync): pin the host buffer or move the read off the step";
-  }
-  if (cause == "launch") {
-    return "launch-bound: fuse small kernels, capture the step in a CUDA graph, or raise the "
-           "batch size";
-  }
-  if (cause == "cuda_api") {
-    return "CUDA calls in the loop (allocation, event polling): warm the caching allocator and "
-           "keep cudaMalloc/cudaFree out of the step";
-  }
-  if (cause == kCauseHost) {
-    return "host work no phase covers (launch overhead or unmarked code): mark it with "
-           "TRAINSCOPE_RANGE";
-  }
-  if (cause == kCauseOutsideStep) return "work between steps: move it into the loop or off";
-  return "see docs/guide-map.md";
+// What to do about idle time of the cause a report names
+// (ground::kIdleCauses; docs/report-schema.md, recommendation).
+std::string CauseAdvice(const std::string& cause) {
+  const std::optional<IdleCause> known = ground::IdleCauseNamed(cause);
+  return std::string(known ? ground::IdleCauseAdvice(*known) : "see docs/guide-map.md");
 }
 
 }  // namespace
@@ -245,7 +221,7 @@ std::string Recommend(const Report& report) {
         Percent(1 - idle.share), Percent(kRecommendIdleThreshold), cause, Percent(cause_share),
         CauseAdvice(cause));
   }
-  if (cause == "data_wait") {
+  if (ground::IdleCauseNamed(cause) == IdleCause::kDataWait) {
     return absl::StrFormat("%d%% of step time waits on input: %s", Percent(cause_share),
                            CauseAdvice(cause));
   }

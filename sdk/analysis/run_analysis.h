@@ -65,12 +65,10 @@ void FillGaps(const IdleBreakdown& idle, TimestampNs process_start_ns, Report::G
 // Pure.
 void FillHta(const HtaBreakdown& hta, int64_t late_rows, Report::DeviceTimeline::Hta* out);
 
-// Idle share from which the recommendation names a cause, and the band
-// [low, high) around it in which it says the run is near the threshold (so
-// that runs either side of it, at 9.9% and 10.0%, read alike).
-inline constexpr double kRecommendIdleThreshold = 0.10;
-inline constexpr double kRecommendNearLow = 0.08;
-inline constexpr double kRecommendNearHigh = 0.12;
+// The recommendation's thresholds: ground/idle_cause.h.
+using ground::kRecommendIdleThreshold;
+using ground::kRecommendNearHigh;
+using ground::kRecommendNearLow;
 
 // The one-line recommendation for a report's idle and phase figures
 // (the rules: docs/report-schema.md, recommendation). Cost: a string.

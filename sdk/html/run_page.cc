@@ -14,6 +14,8 @@
 #include "fmt/format.h"
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
+#include "sdk/ground/idle_cause.h"
+#include "sdk/ground/idle_cause.h"
 #include "sdk/ground/json_writer.h"
 #include "sdk/html/page.h"
 #include "trainscope/phase.h"
@@ -21,10 +23,6 @@
 
 namespace trainscope::html {
 namespace {
-
-// Below this idle share the compute counts as busy (as Recommend's
-// kRecommendNearLow): the next steps are the application's tuning.
-constexpr double kBusyShare = 0.08;
 
 // Top causes beyond this many distinct names share the last column.
 constexpr size_t kMaxCauses = 16;
@@ -185,8 +183,11 @@ std::vector<NextStep> NextSteps(const Report& r) {
                     "guide-map.md#comparable-baseline", ""});
     return next;
   }
+  // Below kRecommendNearLow the compute counts as busy (as in Recommend):
+  // the next steps are the application's tuning.
   const std::string& cause = r.idle.top_cause;
-  if (cause.empty() || r.idle.share < kBusyShare) {
+  const std::optional<ground::IdleCause> known = ground::IdleCauseNamed(cause);
+  if (cause.empty() || r.idle.share < ground::kRecommendNearLow) {
     next.push_back(
         {"the compute is busy: test mixed precision (bf16/fp16 autocast) by time to "
          "the same result",
@@ -199,7 +200,7 @@ std::vector<NextStep> NextSteps(const Report& r) {
          "trainscope tune batch --lr_rule=linear -- YOUR_TRAINER --batch={batch} --lr={lr}"});
     return next;
   }
-  if (cause == "data_wait") {
+  if (known == ground::IdleCause::kDataWait) {
     next.push_back(
         {"tune the input pipeline: loader workers and prefetch depth, swept to the knee "
          "(the fewest workers within the threshold of the best), quiet and beside "
@@ -207,16 +208,16 @@ std::vector<NextStep> NextSteps(const Report& r) {
          "guide-map.md#input-pipeline",
          "trainscope tune loader --coload=cpu=2 -- YOUR_TRAINER --workers={workers} "
          "--prefetch={prefetch}"});
-  } else if (cause == "launch") {
+  } else if (known == ground::IdleCause::kLaunch) {
     next.push_back(
         {"launch-bound: test larger batches (fewer, longer kernels) by time to the "
          "same result",
          "guide-map.md#tune-the-application",
          "trainscope tune batch -- YOUR_TRAINER --batch={batch}"});
-  } else if (cause == "eval") {
+  } else if (known == ground::IdleCause::kEval) {
     next.push_back({"evaluate less often, or on other resources than the training's",
                     "guide-map.md#release-gpus-from-work-that-does-not-need-them", ""});
-  } else if (cause == "checkpoint") {
+  } else if (known == ground::IdleCause::kCheckpoint) {
     next.push_back(
         {"checkpoint asynchronously or at the interval the report's checkpoint "
          "section advises",
