@@ -139,37 +139,41 @@ void Session::Impl::ChooseClock() {
   internal::g_ticks_are_tsc.store(tsc, std::memory_order_relaxed);
 }
 
-void Session::Impl::DrainOnce(bool final) {
-  // A calibration point at least every 10 ms, before the rings: what they
-  // hold converts between points, or just ahead of the last.
-  if (tsc) {
-    const ground::TickPair point = ground::ReadTickPair();
-    if (final || point.ns - last_calibration_ns >= 10000000) {
-      calibration.Add(point);
-      last_calibration_ns = point.ns;
-    }
+// A calibration point at least every 10 ms, before the rings: what they
+// hold converts between points, or just ahead of the last.
+void Session::Impl::AddCalibrationPoint(bool final) {
+  if (!tsc) return;
+  const ground::TickPair point = ground::ReadTickPair();
+  if (final || point.ns - last_calibration_ns >= 10000000) {
+    calibration.Add(point);
+    last_calibration_ns = point.ns;
   }
+}
+
+// With the TSC, 1 ms of margin: the same tick may convert a little earlier
+// at a later drain (interpolated then, extrapolated now), and the fold
+// must not have passed a start by then.
+constexpr TimestampNs kMargin = 1000000;
+
+Session::Impl::DrainPlan Session::Impl::PlanDrain() {
+  DrainPlan plan;
   // Read before the rings: a step open now has not been drained; one closed
   // now has (StepScope resets this after its push). Not the same as its
   // thread's open scope (`bound` below): that one is waited for at most
   // fold_delay_ms while async ranges are open, an open step always.
-  const TimestampNs now = NowNs();
+  plan.now = NowNs();
   const int64_t open_ticks = internal::g_step_open_since.load(std::memory_order_acquire);
-  // With the TSC, 1 ms of margin: the same tick may convert a little earlier
-  // at a later drain (interpolated then, extrapolated now), and the fold
-  // must not have passed the step's start by then.
-  constexpr TimestampNs kMargin = 1000000;
-  const int64_t open_since = open_ticks < 0 ? -1 : (tsc ? ToNs(open_ticks) - kMargin : open_ticks);
+  plan.open_since = open_ticks < 0 ? -1 : (tsc ? ToNs(open_ticks) - kMargin : open_ticks);
   // Read before the rings too: an async range has no thread's scope to
   // stand for it, and device sync times come late; while one is open, or
   // once the run measures them, the fold waits fold_delay_ms.
   const uint64_t async = internal::g_async.load(std::memory_order_seq_cst);
-  const bool wait_full_delay =
+  plan.wait_full_delay =
       (async & 0xFFFFFFFF) != 0 || device_sync_expected.load(std::memory_order_relaxed);
   // An async range that began since the last drain and ended since may be
   // in a ring after a cut it began before: fold this drain's rings whole.
-  const bool async_quiet = !wait_full_delay && async >> 32 == async_quiet_begun;
-  async_quiet_begun = wait_full_delay ? ~uint64_t{0} : async >> 32;
+  const bool async_quiet = !plan.wait_full_delay && async >> 32 == async_quiet_begun;
+  async_quiet_begun = plan.wait_full_delay ? ~uint64_t{0} : async >> 32;
   snapshot_registrations = recorder::ThreadRegistry::Get().registrations();  // before: none missed
   entries = recorder::ThreadRegistry::Get().Snapshot();
   if (threads.size() < entries.size()) threads.resize(entries.size());
@@ -180,145 +184,164 @@ void Session::Impl::DrainOnce(bool final) {
   // still to come begins before `bound`, and the fold may pass everything
   // else up to it. The margin, as for the step: a tick converts a little
   // differently at a later drain.
-  TimestampNs bound = now - kMargin;
-  // For the rate and the segment policy: intervals, from the rings (not
-  // counters) and from CUPTI.
-  const int64_t intervals_before = recorded - counter_events;
-  size_t busiest = entries.size();  // drained last, folded as it is drained
+  plan.bound = plan.now - kMargin;
+  plan.intervals_before = recorded - counter_events;
+  plan.busiest = entries.size();
   size_t most = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].buffer == nullptr) continue;
     const int64_t since = entries[i].buffer->open_since();
     if (since == ThreadBuffer::kOpening) {
-      bound = std::numeric_limits<TimestampNs>::min();  // a start being read: wait
+      plan.bound = std::numeric_limits<TimestampNs>::min();  // a start being read: wait
     } else if (since != ThreadBuffer::kNothingOpen) {
-      bound = std::min(bound, tsc ? ToNs(since) - kMargin : since);
+      plan.bound = std::min(plan.bound, tsc ? ToNs(since) - kMargin : since);
     }
     if (const size_t pending = entries[i].buffer->pending(); pending >= most) {
       most = pending;
-      busiest = i;
+      plan.busiest = i;
     }
   }
-  if (open_since >= 0) bound = std::min(bound, open_since);
+  if (plan.open_since >= 0) plan.bound = std::min(plan.bound, plan.open_since);
   if (memory_sampled.load(std::memory_order_acquire)) {
-    bound = std::min(bound, last_memory_ns.load(std::memory_order_acquire));
+    plan.bound = std::min(plan.bound, last_memory_ns.load(std::memory_order_acquire));
   }
   // The busiest ring is folded chunk by chunk while the chunk is in cache,
   // up to its last cut (an Event with no scope open around it: no later
   // Event of the thread began before its end), once every other ring is in
   // the fold. Not with an async range open, nor with device records, which
   // come after the rings.
-  const bool stream = async_quiet && collector == nullptr;
-  // A slot's last thread, also after it exited (an async range that began
-  // there may end elsewhere later).
-  auto tid_of = [this](uint16_t index) {
-    return index < threads.size() ? threads[index].os_tid : 0u;
-  };
-  recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
-  auto drain_ring = [&](size_t i) {
-    if (entries[i].buffer == nullptr) return;  // a free slot
-    const bool streaming = stream && i == busiest;
-    ThreadState& thread = threads[i];
-    if (thread.buffer != entries[i].buffer.get()) {  // a new thread in the slot
-      thread.buffer = entries[i].buffer.get();
-      thread.os_tid = entries[i].os_tid;
-      thread.written_name.clear();
-    }
-    // Read before the drain: a thread retires its ring after its last push.
-    const bool retired = entries[i].buffer->retired();
-    if (thread.track == kNoTrack) {
-      thread.track =
-          fold->input().AddTrack({ground::TrackKind::kHostThread, report.run.pid, thread.os_tid,
-                                  recorder::ThreadRegistry::Get().ThreadName(thread.os_tid)});
-    }
-    if (trace != nullptr) {
-      std::string name = recorder::ThreadRegistry::Get().ThreadName(thread.os_tid);
-      if (!name.empty() && name != thread.written_name) {
-        trace->NameThread(thread.os_tid, name);
-        thread.written_name = std::move(name);
-      }
-    }
-    const size_t drained = entries[i].buffer->Drain([&](Event* events, size_t count) {
-      recorded += static_cast<int64_t>(count);
-      // In chunks of 4096 (128 KB): each event is converted, folded and
-      // shown to the trace windows while it is in cache, not in three passes
-      // over a burst of megabytes.
-      ground::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
-      constexpr size_t kChunk = 4096;
-      if (tsc && windows != nullptr && converted.size() < kChunk) converted.resize(kChunk);
-      for (size_t from = 0; from < count; from += kChunk) {
-        const size_t to = std::min(count, from + kChunk);
-        const Event* chunk = events + from;
-        TimestampNs cut = std::numeric_limits<TimestampNs>::min();
-        auto note = [&](const Event& e) {  // converted
-          if (e.kind == EventKind::kStep) {
-            newest_step_start_ns = std::max(newest_step_start_ns, e.start_ns);
-          }
-          if (e.aux == 1 && (e.kind == EventKind::kRange || e.kind == EventKind::kStep)) {
-            cut = e.end_ns;  // a ring is in end order
-          }
-        };
-        if (tsc) {  // ticks to the session clock
-          Event* out = windows != nullptr ? converted.data() : nullptr;
-          for (size_t k = from; k < to; ++k) {
-            Event e = events[k];
-            e.start_ns = calibration.ToNs(e.start_ns, &hint);
-            if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns, &hint);
-            if (out != nullptr) out[k - from] = e;
-            note(e);
-            Fold(e, thread.track);
-          }
-          if (out != nullptr) chunk = out;
-        } else {
-          for (size_t k = from; k < to; ++k) {
-            note(events[k]);
-            Fold(events[k], thread.track);
-          }
-        }
-        if (windows != nullptr) windows->AddEvents(thread.os_tid, chunk, to - from, tid_of);
-        if (const TimestampNs up_to = std::min({bound, cut, StepGate()});
-            streaming && up_to > fold->watermark()) {
-          fold->Advance(up_to);
-          continue;
-        }
-        if (to - from < kChunk) break;
-        // A burst larger than the budget is folded as it is converted; the
-        // fold takes batches of up to 16384 without a copy (so, taken here
-        // from 12288, the input never grows past its room).
-        if ((fold->held() + fold->input().size()) * sizeof(ground::Interval) >
-            options.fold_buffer_bytes.value) {
-          fold->Advance(latest_end_ns);  // this ring's later events end after it
-        } else if (fold->input().size() >= 12288) {
-          fold->Take();
-        }
-      }
-    });
-    fullest = std::max(
-        fullest, static_cast<double>(drained) / static_cast<double>(entries[i].buffer->capacity()));
-    if (retired) {  // drained to its last event: give the ring back
-      released_dropped += static_cast<int64_t>(entries[i].buffer->dropped());
-      registry.Release(static_cast<uint16_t>(i), entries[i].buffer.get());
-      if (windows != nullptr) windows->ForgetThread(thread.os_tid);
-      entries[i].buffer.reset();
-    }
-  };
+  plan.stream = async_quiet && collector == nullptr;
+  return plan;
+}
+
+void Session::Impl::DrainOnce(bool final) {
+  AddCalibrationPoint(final);
+  const DrainPlan plan = PlanDrain();
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (i != busiest) drain_ring(i);
+    if (i != plan.busiest) DrainRing(i, plan);
   }
-  if (busiest < entries.size()) drain_ring(busiest);  // the busiest last
+  if (plan.busiest < entries.size()) DrainRing(plan.busiest, plan);  // the busiest last
   // Read before taking the records: what completes in between comes next time.
   const TimestampNs device_complete =
       collector != nullptr ? collector->CompleteBefore() : std::numeric_limits<TimestampNs>::max();
   const size_t before_device = fold->input().size();
   if (collector != nullptr) collector->AppendTo(&fold->input());
   const size_t drained_intervals =
-      static_cast<size_t>(recorded - counter_events - intervals_before) +
+      static_cast<size_t>(recorded - counter_events - plan.intervals_before) +
       (fold->input().size() - before_device);
-  // Fold what no open range can still reach: up to `bound`, but waiting at
-  // most fold_delay_ms for a range still open (or less when the intervals of
-  // that long would not fit in half of fold_buffer_bytes at the rate they
-  // come), and not into the open step; at once when the held intervals
-  // exceed the budget.
+  const TimestampNs to = FoldEnd(plan, device_complete, drained_intervals);
+  TakeDeviceSync();
+  fold->Advance(to);
+  if (steps_file != nullptr && steps_status.ok()) steps_status.Update(steps_file->Flush());
+}
+
+// One thread's ring (slot i of the snapshot) drained into the fold and the
+// trace windows; a retired ring is given back.
+void Session::Impl::DrainRing(size_t i, const DrainPlan& plan) {
+  if (entries[i].buffer == nullptr) return;  // a free slot
+  ThreadState& thread = threads[i];
+  if (thread.buffer != entries[i].buffer.get()) {  // a new thread in the slot
+    thread.buffer = entries[i].buffer.get();
+    thread.os_tid = entries[i].os_tid;
+    thread.written_name.clear();
+  }
+  // Read before the drain: a thread retires its ring after its last push.
+  const bool retired = entries[i].buffer->retired();
+  recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
+  if (thread.track == kNoTrack) {
+    thread.track = fold->input().AddTrack({ground::TrackKind::kHostThread, report.run.pid,
+                                           thread.os_tid, registry.ThreadName(thread.os_tid)});
+  }
+  if (trace != nullptr) {
+    std::string name = registry.ThreadName(thread.os_tid);
+    if (!name.empty() && name != thread.written_name) {
+      trace->NameThread(thread.os_tid, name);
+      thread.written_name = std::move(name);
+    }
+  }
+  const bool streaming = plan.stream && i == plan.busiest;
+  const size_t drained = entries[i].buffer->Drain(
+      [&](Event* events, size_t count) { DrainEvents(thread, events, count, plan, streaming); });
+  fullest = std::max(
+      fullest, static_cast<double>(drained) / static_cast<double>(entries[i].buffer->capacity()));
+  if (retired) {  // drained to its last event: give the ring back
+    released_dropped += static_cast<int64_t>(entries[i].buffer->dropped());
+    registry.Release(static_cast<uint16_t>(i), entries[i].buffer.get());
+    if (windows != nullptr) windows->ForgetThread(thread.os_tid);
+    entries[i].buffer.reset();
+  }
+}
+
+// A span of a ring's events, in chunks of 4096 (128 KB): each event is
+// converted, folded and shown to the trace windows while it is in cache,
+// not in three passes over a burst of megabytes.
+void Session::Impl::DrainEvents(const ThreadState& thread, Event* events, size_t count,
+                                const DrainPlan& plan, bool streaming) {
+  recorded += static_cast<int64_t>(count);
+  // A slot's last thread, also after it exited (an async range that began
+  // there may end elsewhere later).
+  const exporter::TraceWriter::ThreadIdOf tid_of = [this](uint16_t index) {
+    return index < threads.size() ? threads[index].os_tid : 0u;
+  };
+  ground::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
+  constexpr size_t kChunk = 4096;
+  if (tsc && windows != nullptr && converted.size() < kChunk) converted.resize(kChunk);
+  for (size_t from = 0; from < count; from += kChunk) {
+    const size_t to = std::min(count, from + kChunk);
+    const Event* chunk = events + from;
+    TimestampNs cut = std::numeric_limits<TimestampNs>::min();
+    auto note = [&](const Event& e) {  // converted
+      if (e.kind == EventKind::kStep)
+        newest_step_start_ns = std::max(newest_step_start_ns, e.start_ns);
+      if (e.aux == 1 && (e.kind == EventKind::kRange || e.kind == EventKind::kStep)) {
+        cut = e.end_ns;  // a ring is in end order
+      }
+    };
+    if (tsc) {  // ticks to the session clock
+      Event* out = windows != nullptr ? converted.data() : nullptr;
+      for (size_t k = from; k < to; ++k) {
+        Event e = events[k];
+        e.start_ns = calibration.ToNs(e.start_ns, &hint);
+        if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns, &hint);
+        if (out != nullptr) out[k - from] = e;
+        note(e);
+        Fold(e, thread.track);
+      }
+      if (out != nullptr) chunk = out;
+    } else {
+      for (size_t k = from; k < to; ++k) {
+        note(events[k]);
+        Fold(events[k], thread.track);
+      }
+    }
+    if (windows != nullptr) windows->AddEvents(thread.os_tid, chunk, to - from, tid_of);
+    if (const TimestampNs up_to = std::min({plan.bound, cut, StepGate()});
+        streaming && up_to > fold->watermark()) {
+      fold->Advance(up_to);
+      continue;
+    }
+    if (to - from < kChunk) break;
+    // A burst larger than the budget is folded as it is converted; the
+    // fold takes batches of up to 16384 without a copy (so, taken here
+    // from 12288, the input never grows past its room).
+    if ((fold->held() + fold->input().size()) * sizeof(ground::Interval) >
+        options.fold_buffer_bytes.value) {
+      fold->Advance(latest_end_ns);  // this ring's later events end after it
+    } else if (fold->input().size() >= 12288) {
+      fold->Take();
+    }
+  }
+}
+
+// How far the fold may go after this drain: what no open range can still
+// reach, up to `bound`, but waiting at most fold_delay_ms for a range still
+// open (or less when the intervals of that long would not fit in half of
+// fold_buffer_bytes at the rate they come), and not into the open step; at
+// once when the held intervals exceed the budget. Then how much of that
+// one Advance folds (drain::SegmentEnd, segment_policy.h).
+TimestampNs Session::Impl::FoldEnd(const DrainPlan& plan, TimestampNs device_complete,
+                                   size_t drained_intervals) {
+  const TimestampNs now = plan.now;
   const auto budget =
       static_cast<double>(options.fold_buffer_bytes.value / 2 / sizeof(ground::Interval));
   const auto arrived = static_cast<double>(drained_intervals);
@@ -339,13 +362,12 @@ void Session::Impl::DrainOnce(bool final) {
   // Up to what no thread has open (bound), waiting at most `delay` for a
   // scope or async range still open.
   TimestampNs watermark = now - delay;
-  if (!wait_full_delay) watermark = std::max(watermark, std::min(bound, StepGate()));
-  if (open_since >= 0) watermark = std::min(watermark, open_since);
+  if (!plan.wait_full_delay) watermark = std::max(watermark, std::min(plan.bound, StepGate()));
+  if (plan.open_since >= 0) watermark = std::min(watermark, plan.open_since);
   // Not past device work whose records CUPTI has not handed back yet.
   watermark = std::min(watermark, device_complete);
   const uint64_t held = (fold->held() + fold->input().size()) * sizeof(ground::Interval);
   if (held > options.fold_buffer_bytes.value) watermark = now;
-  // How far: drain::SegmentEnd (segment_policy.h).
   drain::SegmentInput segment;
   segment.now = now;
   segment.watermark = watermark;
@@ -354,10 +376,7 @@ void Session::Impl::DrainOnce(bool final) {
   segment.intervals_per_ns = intervals_per_ns;
   segment.quiet = drained_intervals == 0;
   segment.over = held > options.fold_buffer_bytes.value / 2;
-  const TimestampNs to = drain::SegmentEnd(segment);
-  TakeDeviceSync();
-  fold->Advance(to);
-  if (steps_file != nullptr && steps_status.ok()) steps_status.Update(steps_file->Flush());
+  return drain::SegmentEnd(segment);
 }
 
 void Session::Impl::TakeDeviceSync() {

@@ -176,6 +176,23 @@ struct Session::Impl {
 
   // `final`: Finish's last drain, which always takes a calibration point.
   void DrainOnce(bool final = false);
+  // What a drain reads before any ring, and decides from it (PlanDrain).
+  struct DrainPlan {
+    TimestampNs now = 0;
+    TimestampNs open_since = -1;   // the open step's start, -1 when none
+    bool wait_full_delay = false;  // async ranges open, or device sync times to come
+    bool stream = false;           // fold the busiest ring chunk by chunk
+    TimestampNs bound = 0;         // nothing still to come begins before it
+    size_t busiest = 0;            // its slot (entries.size(): none)
+    int64_t intervals_before = 0;  // recorded intervals before the drain
+  };
+  // DrainOnce's stages.
+  void AddCalibrationPoint(bool final);
+  DrainPlan PlanDrain();
+  void DrainRing(size_t slot, const DrainPlan& plan);
+  void DrainEvents(const ThreadState& thread, Event* events, size_t count, const DrainPlan& plan,
+                   bool streaming);
+  TimestampNs FoldEnd(const DrainPlan& plan, TimestampNs device_complete, size_t drained_intervals);
   void StartDeviceTimeline();
   bool InProfileWindow(int64_t step) const {
     return (options.profile_start_step < 0 || step >= options.profile_start_step) &&
