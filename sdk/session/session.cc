@@ -131,10 +131,10 @@ double CalibrateScopeCostNs() {
   return static_cast<double>(NowNs() - begin) / kIterations;
 }
 
-}  // namespace
-
 // The session that OnStepBegin reports to.
 std::atomic<Session::Impl*> g_active_impl{nullptr};
+
+}  // namespace
 
 absl::Status Session::Impl::WriteOutputs() {
   absl::Status status = trace_status;
@@ -179,6 +179,75 @@ absl::Status Session::Impl::WriteOutputs() {
   return status;
 }
 
+// The process's start and the job's submission (Options, else
+// TRAINSCOPE_SUBMIT_TIME). Errors: the process start unreadable; a
+// malformed TRAINSCOPE_SUBMIT_TIME (InvalidArgument naming it).
+absl::Status Session::Impl::ReadStartTimes(const Options& options) {
+  absl::StatusOr<environment::ProcessStart> start = environment::ReadProcessStart();
+  if (!start.ok()) return start.status();
+  process_start = *start;
+  if (options.submit_time_unix_s) {
+    submit_unix_s = options.submit_time_unix_s;
+  } else if (const char* text = std::getenv("TRAINSCOPE_SUBMIT_TIME"); text && *text) {
+    absl::StatusOr<double> submit = environment::ParseSubmitTime(text);
+    if (!submit.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("TRAINSCOPE_SUBMIT_TIME: {}", std::string(submit.status().message())));
+    }
+    submit_unix_s = *submit;
+  }
+  return absl::OkStatus();
+}
+
+// trace.json with its windows and steps.jsonl, as the sinks ask. Errors:
+// the writers', naming the file.
+absl::Status Session::Impl::OpenOutputs(const Options& options) {
+  if (Writes(options.sinks, Sink::kTraceJson)) {
+    auto opened = exporter::TraceWriter::Open(options.output_dir, RankedFile(options, "trace"),
+                                              options.run_name, report.run.pid);
+    if (!opened.ok()) return opened.status();
+    trace = std::move(*opened);
+    exporter::TraceWindowOptions kept;
+    kept.first_steps = options.trace_first_steps;
+    kept.warmup_steps = options.warmup_steps;
+    kept.skip_first = options.trace_schedule.skip_first;
+    kept.wait = options.trace_schedule.wait;
+    kept.warmup = options.trace_schedule.warmup;
+    kept.active = options.trace_schedule.active;
+    kept.repeat = options.trace_schedule.repeat;
+    kept.slowest_steps = options.trace_slowest_steps;
+    kept.budget_bytes = options.trace_budget_bytes.value;
+    windows = std::make_unique<exporter::TraceWindows>(trace.get(), kept);
+  }
+  if (Writes(options.sinks, Sink::kReportJson)) {
+    auto steps =
+        exporter::StepsWriter::Open(options.output_dir, RankedFile(options, "steps", "jsonl"));
+    if (!steps.ok()) return steps.status();
+    steps_file = std::move(*steps);
+  }
+  return absl::OkStatus();
+}
+
+// A new generation: the registry's rings, the hooks' globals, NVTX, and
+// the drainer thread.
+void Session::Impl::BeginRecording() {
+  generation = g_last_generation.fetch_add(1) + 1;
+  if (generation == 0) generation = g_last_generation.fetch_add(1) + 1;
+  const size_t capacity = options.buffer_bytes_per_thread.value / sizeof(Event);
+  recorder::ThreadRegistry::Get().BeginSession(generation, capacity);
+  internal::g_current_step.store(-1, std::memory_order_relaxed);
+  internal::g_step_open_since.store(-1, std::memory_order_relaxed);
+  if (options.nvtx) nvtx::Initialize();
+  internal::g_nvtx_enabled.store(options.nvtx && nvtx::Available(), std::memory_order_relaxed);
+  internal::g_generation.store(generation, std::memory_order_release);
+  g_active_impl.store(this, std::memory_order_release);
+  drainer = std::thread([this] {
+    pthread_setname_np(pthread_self(),
+                       "tscope-drain");  // as top and gdb show it (15 chars at most)
+    DrainLoop();
+  });
+}
+
 absl::StatusOr<Session> Session::Start(Options options) {
   if (const char* dir = std::getenv("TRAINSCOPE_OUTPUT_DIR"); dir != nullptr && *dir != 0) {
     options.output_dir = dir;
@@ -198,19 +267,7 @@ absl::StatusOr<Session> Session::Start(Options options) {
       return fail(status);
     }
   }
-  absl::StatusOr<environment::ProcessStart> start = environment::ReadProcessStart();
-  if (!start.ok()) return fail(start.status());
-  impl->process_start = *start;
-  if (options.submit_time_unix_s) {
-    impl->submit_unix_s = options.submit_time_unix_s;
-  } else if (const char* text = std::getenv("TRAINSCOPE_SUBMIT_TIME"); text && *text) {
-    absl::StatusOr<double> submit = environment::ParseSubmitTime(text);
-    if (!submit.ok()) {
-      return fail(absl::InvalidArgumentError(
-          fmt::format("TRAINSCOPE_SUBMIT_TIME: {}", std::string(submit.status().message()))));
-    }
-    impl->submit_unix_s = *submit;
-  }
+  if (absl::Status status = impl->ReadStartTimes(options); !status.ok()) return fail(status);
   environment::DescribeEnvironment(options, &impl->report);
   impl->report.run.started_at = environment::FormatIso8601(impl->process_start.unix_s);
   impl->report.resource_request = options.resource_request;
@@ -220,49 +277,11 @@ absl::StatusOr<Session> Session::Start(Options options) {
   impl->options.clock = options.clock;
   impl->ChooseClock();
   impl->scope_cost_ns = CalibrateScopeCostNs();
-  if (Writes(options.sinks, Sink::kTraceJson)) {
-    auto trace = exporter::TraceWriter::Open(options.output_dir, RankedFile(options, "trace"),
-                                             options.run_name, impl->report.run.pid);
-    if (!trace.ok()) return fail(trace.status());
-    impl->trace = std::move(*trace);
-    exporter::TraceWindowOptions windows;
-    windows.first_steps = options.trace_first_steps;
-    windows.warmup_steps = options.warmup_steps;
-    windows.skip_first = options.trace_schedule.skip_first;
-    windows.wait = options.trace_schedule.wait;
-    windows.warmup = options.trace_schedule.warmup;
-    windows.active = options.trace_schedule.active;
-    windows.repeat = options.trace_schedule.repeat;
-    windows.slowest_steps = options.trace_slowest_steps;
-    windows.budget_bytes = options.trace_budget_bytes.value;
-    impl->windows = std::make_unique<exporter::TraceWindows>(impl->trace.get(), windows);
-  }
-  if (Writes(options.sinks, Sink::kReportJson)) {
-    auto steps =
-        exporter::StepsWriter::Open(options.output_dir, RankedFile(options, "steps", "jsonl"));
-    if (!steps.ok()) return fail(steps.status());
-    impl->steps_file = std::move(*steps);
-  }
+  if (absl::Status status = impl->OpenOutputs(options); !status.ok()) return fail(status);
   impl->options = std::move(options);
   impl->StartDeviceTimeline();
   impl->StartFold();
-  impl->generation = g_last_generation.fetch_add(1) + 1;
-  if (impl->generation == 0) impl->generation = g_last_generation.fetch_add(1) + 1;
-  const size_t capacity = impl->options.buffer_bytes_per_thread.value / sizeof(Event);
-  recorder::ThreadRegistry::Get().BeginSession(impl->generation, capacity);
-  internal::g_current_step.store(-1, std::memory_order_relaxed);
-  internal::g_step_open_since.store(-1, std::memory_order_relaxed);
-  if (impl->options.nvtx) nvtx::Initialize();
-  internal::g_nvtx_enabled.store(impl->options.nvtx && nvtx::Available(),
-                                 std::memory_order_relaxed);
-  internal::g_generation.store(impl->generation, std::memory_order_release);
-  Impl* raw = impl.get();
-  g_active_impl.store(raw, std::memory_order_release);
-  impl->drainer = std::thread([raw] {
-    pthread_setname_np(pthread_self(),
-                       "tscope-drain");  // as top and gdb show it (15 chars at most)
-    raw->DrainLoop();
-  });
+  impl->BeginRecording();
   return Session(std::shared_ptr<Impl>(std::move(impl)), /*owner=*/true);
 }
 
@@ -348,6 +367,129 @@ void Session::Impl::SummarizeCountersAndCheckpoints() {
 
 const std::string& Session::output_dir() const { return impl_->options.output_dir; }
 
+// Finish's stages.
+
+void Session::Impl::RunFinishHooks() {
+  std::vector<std::pair<int, std::function<void()>>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    hooks = finish_hooks;
+  }
+  for (auto& [id, hook] : hooks) {  // unlocked: hooks may record into the session
+    try {
+      hook();
+    } catch (const std::exception& e) {  // a hook's failure must not stop the report
+      std::fprintf(stderr, "trainscope: a finish hook failed: %s\n", e.what());
+    }
+  }
+}
+
+// Scopes stop recording; the drainer stops after its last drain, and the
+// rings are drained once more.
+void Session::Impl::StopRecording() {
+  internal::g_generation.store(0, std::memory_order_release);
+  internal::g_step_hook.store(false, std::memory_order_relaxed);
+  g_active_impl.store(nullptr, std::memory_order_release);
+  internal::g_nvtx_enabled.store(false, std::memory_order_relaxed);
+  internal::g_current_step.store(-1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  wake.notify_all();
+  drainer.join();
+  DrainOnce(/*final=*/true);
+  finished = true;
+}
+
+// report.events: the recorder's threads, rings, losses and clock.
+void Session::Impl::FillEvents() {
+  Report::Events& events = report.events;
+  recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
+  events.threads = static_cast<int>(registry.registered());
+  events.buffer_bytes_per_thread =
+      events.threads == 0 ? 0 : static_cast<int64_t>(RingBytes(options.buffer_bytes_per_thread));
+  events.recorder_bytes = events.buffer_bytes_per_thread * registry.peak_live();
+  // Lost: events refused for want of a ring slot, those of full rings (freed
+  // or not), those pushed since the final drain (scopes that ended during
+  // Finish), and the step still open, whose event comes too late.
+  events.dropped = registry.refused() + released_dropped;
+  for (const recorder::ThreadEntry& entry : entries) {
+    if (entry.buffer == nullptr) continue;
+    events.dropped += static_cast<int64_t>(entry.buffer->dropped() + entry.buffer->pending());
+  }
+  if (internal::g_step_open_since.load(std::memory_order_acquire) >= 0) ++events.dropped;
+  events.recorded = recorded;
+  events.clock = clock_note;
+  if (tsc) {
+    events.tsc_hz = calibration.tsc_hz();
+    events.clock_calibrations = calibration.points();
+    events.clock_max_error_ns = calibration.max_error_ns();
+  }
+  registry.EndSession();
+}
+
+// The CUPTI collector stops; its last records go to the fold and its
+// figures to report.device_timeline.
+void Session::Impl::StopDeviceTimeline() {
+  Report::DeviceTimeline& device = report.device_timeline;
+  device.status = device_status;
+  if (collector == nullptr) return;
+  if (absl::Status stopped = collector->Stop(); !stopped.ok()) {
+    device.status =
+        fmt::format("collected, then failed to stop: {}", std::string(stopped.message()));
+  }
+  collector->AppendTo(&fold->input());
+  const cupti::CollectorStats stats = collector->stats();
+  device.records = stats.records;
+  device.dropped = stats.dropped;
+  device.kernels = stats.kernels;
+  device.incomplete_buffers = stats.incomplete_buffers;
+  device.launches_unmatched = stats.launches_unmatched;
+  collector.reset();
+}
+
+// The rest of the run folded into the report's analysed sections.
+// Unlocked: its step rows take mu for the memory samples.
+void Session::Impl::FoldRest(TimestampNs finish_ns) {
+  analysis::RunClock clock;
+  clock.process_start_ns = process_start.monotonic_ns;
+  clock.finish_ns = finish_ns;
+  clock.process_start_unix_s = process_start.unix_s;
+  clock.submit_unix_s = submit_unix_s;
+  TakeDeviceSync();
+  fold->Finish(clock, &report);
+}
+
+// What user threads noted through the run: counters, checkpoints, time to
+// target, serving latency, the loss curve, the recorder's overhead.
+void Session::Impl::FillRunNotes() {
+  SummarizeCountersAndCheckpoints();
+  if (target_met_ns != 0) {
+    Acceptance& a = report.acceptance;
+    a.time_to_target_s = (target_met_ns - process_start.monotonic_ns) / 1e9;
+    if (report.timing.steps > 0) {
+      a.time_to_target_from_first_step_s = *a.time_to_target_s - report.timing.startup_s;
+    }
+  }
+  if (latency_ms.count() > 0) {
+    Report::Serving& serving = report.serving.emplace();
+    serving.requests = latency_ms.count();
+    serving.p50_ms = latency_ms.Percentile(50);
+    serving.p90_ms = latency_ms.Percentile(90);
+    serving.p99_ms = latency_ms.Percentile(99);
+    serving.max_ms = latency_ms.max();
+    const double span_s = (last_latency_ns - first_arrival_ns) / 1e9;
+    serving.requests_per_s = span_s > 0 ? serving.requests / span_s : 0;
+  }
+  CloseLossCurve();
+  report.overhead.per_scope_ns = scope_cost_ns;
+  report.overhead.estimated_share =
+      report.timing.total_s > 0
+          ? report.events.recorded * scope_cost_ns / (report.timing.total_s * 1e9)
+          : 0;
+}
+
 absl::StatusOr<Report> Session::Finish() {
   if (impl_ == nullptr || impl_->finished) {
     return absl::FailedPreconditionError("trainscope session already finished");
@@ -358,110 +500,16 @@ absl::StatusOr<Report> Session::Finish() {
         "or a checkpointer's); finish the Session object itself");
   }
   Impl& s = *impl_;
-  {
-    std::vector<std::pair<int, std::function<void()>>> hooks;
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      hooks = s.finish_hooks;
-    }
-    for (auto& [id, hook] : hooks) {  // unlocked: hooks may record into the session
-      try {
-        hook();
-      } catch (const std::exception& e) {  // a hook's failure must not stop the report
-        std::fprintf(stderr, "trainscope: a finish hook failed: %s\n", e.what());
-      }
-    }
-  }
+  s.RunFinishHooks();
   const TimestampNs finish_ns = NowNs();
-  internal::g_generation.store(0, std::memory_order_release);
-  internal::g_step_hook.store(false, std::memory_order_relaxed);
-  g_active_impl.store(nullptr, std::memory_order_release);
-  internal::g_nvtx_enabled.store(false, std::memory_order_relaxed);
-  internal::g_current_step.store(-1, std::memory_order_relaxed);
+  s.StopRecording();
+  s.FillEvents();
+  s.StopDeviceTimeline();
+  s.FoldRest(finish_ns);
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    s.stop = true;
+    s.FillRunNotes();
   }
-  s.wake.notify_all();
-  s.drainer.join();
-  s.DrainOnce(/*final=*/true);
-  s.finished = true;
-
-  Report::Events& events = s.report.events;
-  recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
-  events.threads = static_cast<int>(registry.registered());
-  events.buffer_bytes_per_thread =
-      events.threads == 0 ? 0 : static_cast<int64_t>(RingBytes(s.options.buffer_bytes_per_thread));
-  events.recorder_bytes = events.buffer_bytes_per_thread * registry.peak_live();
-  // Lost: events refused for want of a ring slot, those of full rings (freed
-  // or not), those pushed since the final drain (scopes that ended during
-  // Finish), and the step still open, whose event comes too late.
-  events.dropped = registry.refused() + s.released_dropped;
-  for (const recorder::ThreadEntry& entry : s.entries) {
-    if (entry.buffer == nullptr) continue;
-    events.dropped += static_cast<int64_t>(entry.buffer->dropped() + entry.buffer->pending());
-  }
-  if (internal::g_step_open_since.load(std::memory_order_acquire) >= 0) ++events.dropped;
-  events.recorded = s.recorded;
-  events.clock = s.clock_note;
-  if (s.tsc) {
-    events.tsc_hz = s.calibration.tsc_hz();
-    events.clock_calibrations = s.calibration.points();
-    events.clock_max_error_ns = s.calibration.max_error_ns();
-  }
-  recorder::ThreadRegistry::Get().EndSession();
-
-  analysis::RunClock clock;
-  clock.process_start_ns = s.process_start.monotonic_ns;
-  clock.finish_ns = finish_ns;
-  clock.process_start_unix_s = s.process_start.unix_s;
-  clock.submit_unix_s = s.submit_unix_s;
-  Report::DeviceTimeline& device = s.report.device_timeline;
-  device.status = s.device_status;
-  if (s.collector != nullptr) {
-    if (absl::Status stopped = s.collector->Stop(); !stopped.ok()) {
-      device.status =
-          fmt::format("collected, then failed to stop: {}", std::string(stopped.message()));
-    }
-    s.collector->AppendTo(&s.fold->input());
-    const cupti::CollectorStats stats = s.collector->stats();
-    device.records = stats.records;
-    device.dropped = stats.dropped;
-    device.kernels = stats.kernels;
-    device.incomplete_buffers = stats.incomplete_buffers;
-    device.launches_unmatched = stats.launches_unmatched;
-    s.collector.reset();
-  }
-  // Unlocked: its step rows take mu for the memory samples. SetConfig and
-  // SetAcceptance touch other fields.
-  s.TakeDeviceSync();
-  s.fold->Finish(clock, &s.report);
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.SummarizeCountersAndCheckpoints();
-  if (s.target_met_ns != 0) {
-    Acceptance& a = s.report.acceptance;
-    a.time_to_target_s = (s.target_met_ns - s.process_start.monotonic_ns) / 1e9;
-    if (s.report.timing.steps > 0) {
-      a.time_to_target_from_first_step_s = *a.time_to_target_s - s.report.timing.startup_s;
-    }
-  }
-  if (s.latency_ms.count() > 0) {
-    Report::Serving& serving = s.report.serving.emplace();
-    serving.requests = s.latency_ms.count();
-    serving.p50_ms = s.latency_ms.Percentile(50);
-    serving.p90_ms = s.latency_ms.Percentile(90);
-    serving.p99_ms = s.latency_ms.Percentile(99);
-    serving.max_ms = s.latency_ms.max();
-    const double span_s = (s.last_latency_ns - s.first_arrival_ns) / 1e9;
-    serving.requests_per_s = span_s > 0 ? serving.requests / span_s : 0;
-  }
-  s.CloseLossCurve();
-  s.report.overhead.per_scope_ns = s.scope_cost_ns;
-  s.report.overhead.estimated_share =
-      s.report.timing.total_s > 0
-          ? events.recorded * s.scope_cost_ns / (s.report.timing.total_s * 1e9)
-          : 0;
-
   absl::Status status = s.WriteOutputs();
   g_session_active.store(false);
   if (!status.ok()) return status;

@@ -204,6 +204,17 @@ struct Session::Impl {
   inline __attribute__((always_inline)) void Fold(const Event& e, uint32_t track);
   void WriteStepRow(Report::Step& row);
   absl::Status WriteOutputs();
+  // Start's stages (session.cc).
+  absl::Status ReadStartTimes(const Options& options);
+  absl::Status OpenOutputs(const Options& options);
+  void BeginRecording();
+  // Finish's stages, in order (session.cc).
+  void RunFinishHooks();
+  void StopRecording();
+  void FillEvents();
+  void StopDeviceTimeline();
+  void FoldRest(TimestampNs finish_ns);
+  void FillRunNotes();  // under mu
 };
 
 }  // namespace trainscope
