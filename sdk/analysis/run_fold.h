@@ -36,23 +36,19 @@
 // CompleteBefore() (device records still to come), so only ranges longer
 // than that delay and outside steps arrive late.
 //
-// Memory: the intervals between the watermark and the newest drained one
-// (the rate of intervals x (fold delay + the open step's length)), host
-// ranges and calls of the last launch_horizon_ns when device records come,
-// steps waiting for their rows (about 210 bytes each; room for up to
-// twice the most ever waiting at once, plus 1024, is kept), (kPhaseCount + 2) sketches of at most
-// 8 x max(exact_values, QuantileSketch::kMaxBuckets) bytes, and
-// 2 x exact_steps step spans of 24 bytes, the sync and data_wait tags of at
-// most 2 x (steps waiting + 4096) steps (24 bytes an index in a window of
-// at most 65536 consecutive indices, 40 bytes past it), and the
-// scratch of one segment (a
-// burst is folded in segments of about 16384 intervals: their spans, 16
-// bytes each), of 2 emptied runs (16384 x 49 bytes each) and the input's
-// room for 16384 intervals once a burst came, and the steps of the launch
-// horizon (at most 4096 x 48 bytes, for launch attribution), and HtaFold's
-// launch calls of the launch horizon (about 56 bytes each) and rows waiting
-// for start order (at most HtaFold::kMaxHeldRows x 48 bytes). Names and
-// tracks of input() grow with distinct names and threads, not with time.
+// Memory: RunFold's part of the session's bound, stated once in
+// docs/architecture.md ("Memory": the `fold` term, and the step state and
+// open steps of `steps`, HTA's fold and the step history of `device`):
+// the intervals held between the watermark and the newest drained one (48
+// bytes each) and, once device records come, the host ranges and calls of
+// the last launch_horizon_ns; one segment's scratch and the room of a few
+// runs of kRunIntervals; (kPhaseCount + 2) sketches of at most
+// 8 x max(exact_values, QuantileSketch::kMaxBuckets) bytes; 2 x exact_steps
+// step spans of 24 bytes; the steps waiting for their rows and their sync
+// and data_wait tags; the steps of the launch horizon (at most 4096 x 48
+// bytes); HtaFold's launch calls of the launch horizon and at most
+// HtaFold::kMaxHeldRows x 48 bytes of rows. Names and tracks of input()
+// grow with distinct names and threads, not with time.
 //
 //   RunFold fold(options, [&](Report::Step& row) { steps_file.Append(row); });
 //   fold.input().Add(interval);            // as drained

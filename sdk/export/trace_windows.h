@@ -22,11 +22,13 @@
 // past its last (its device work is in by then), or at Finish. The slowest
 // steps stay in memory and are written at each Publish.
 //
-// Memory: the text of the steps not yet decided or written, all of it within
+// Memory: the `trace` term of the session's bound, less the publish copies
+// (docs/architecture.md, "Memory"): the steps not yet decided or written
+// (events 32 bytes each, text about 130 bytes an event), all within
 // budget_bytes; in a run of small steps, (first_steps + slowest_steps + 11)
-// steps' events (the 11 the warm-up rule looks ahead) at about 130 bytes each; and the room of 8
-// steps' events (at most 4096 each) and 8 steps' text (at most 64 KiB each) kept for the next
-// steps; 256 step indices decided away (about 12 KiB).
+// steps' events, the 11 the warm-up rule looks ahead; and the room of
+// kSpareChunks steps' events and text (at most kSpareText each) kept for
+// the next steps, and kRememberDone step indices decided away.
 #ifndef TRAINSCOPE_SDK_EXPORT_TRACE_WINDOWS_H_
 #define TRAINSCOPE_SDK_EXPORT_TRACE_WINDOWS_H_
 
