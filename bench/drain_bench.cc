@@ -1,11 +1,11 @@
-// drain_bench: does the drain keep up with the scopes? (issue 15, point 7)
+// drain_bench: does the drain keep up with the scopes?
 //
 // 1. Capacity. A thread records 4 x 10^6 events (10 a step: the step and 9
 //    phases) as fast as it can, into a ring large enough that nothing drops.
 //    The drain's rate is the events over the CPU time every other thread of
 //    the process spent from Start to the end of Finish (the drainer, and
 //    Finish's last drain and outputs). Printed beside the producer's rate,
-//    for draining and folding alone (issue 15's goal: >= 10 M events per CPU
+//    for draining and folding alone (goal: >= 10 M events per CPU
 //    second), and with every output on (report.json, steps.jsonl,
 //    trace.json: held to the same goal here, a stricter reading).
 //    Then trace.json alone and report.json with steps.jsonl alone, printed

@@ -3,7 +3,7 @@
 // step and 9 phases), paced at --rate events per second so that the drain
 // keeps up, and prints after each the peak RSS (VmHWM), the growth per 10^6
 // events since the first 10^6, the events dropped and the output directory's
-// size. Goal (issue 15): at most 32 MB of growth from 10^6 to 10^8 events.
+// size. Goal: at most 32 MB of growth from 10^6 to 10^8 events.
 // The baseline is the same process's RSS after its first 10^6 events.
 // Not a test: it reports PASS/MISS and exits 0.
 //

@@ -95,7 +95,7 @@ TEST(CheckpointStoreTest, SaveThenLoadGivesTheSameBytesAndManifest) {
   }
 }
 
-// Issue 19, point 4: a manifest's bad values are named by file and field.
+// A manifest's bad values are named by file and field.
 TEST(CheckpointStoreTest, ABadManifestIsNamedByField) {
   CheckpointManifest m;
   m.step = 7;

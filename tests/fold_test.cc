@@ -775,8 +775,8 @@ TEST(SegmentPolicyTest, ASegmentWaitsUntilItIsHalfAsLongAsItsWait) {
 }
 
 // A drain that found nothing new folds the rest, however short: else the
-// rows of the last steps before a pause waited for the next input (issue
-// 15: 14 rows held for 20 s on a loaded machine, a rest under 1 ms).
+// rows of the last steps before a pause would wait for the next input (14
+// rows held for 20 s on a loaded machine, a rest under 1 ms).
 TEST(SegmentPolicyTest, ADrainThatFoundNothingNewFoldsTheRest) {
   drain::SegmentInput in = Waiting(10 * kMs, 10 * kMs + kMs / 2, 30 * kMs);
   EXPECT_EQ(drain::SegmentEnd(in), 10 * kMs);

@@ -287,7 +287,7 @@ TEST(ReportJsonTest, MalformedJsonNamesTheSource) {
       << out.status();
 }
 
-// Bad input names the file and what is wrong with it (issue 19, point 4).
+// Bad input names the file and what is wrong with it.
 TEST(ReportJsonTest, AnEmptyFileAndNumbersTooBigAreNamed) {
   for (const char* empty : {"", "  \n\t"}) {
     const auto out = exporter::ParseReportJson(empty, "runs/a/report.json");
@@ -679,7 +679,7 @@ TEST(StepsFileTest, NumbersReadBackAsTheSameDoubles) {
   EXPECT_NE(line.find("\"start_s\":12.5,"), std::string::npos) << line;
 }
 
-// Issue 19, point 4: each bad row is named by file, line and field.
+// Each bad row is named by file, line and field.
 TEST(StepsFileTest, BadValuesAreNamedByFileLineAndField) {
   TempDir dir;
   const std::string path = dir.File("steps.jsonl");

@@ -1,5 +1,5 @@
-// Load: many threads recording at once while the rings are drained (issue
-// 19, point 5). Every event is either delivered or counted as dropped, and
+// Load: many threads recording at once while the rings are drained. Every
+// event is either delivered or counted as dropped, and
 // none is torn: each carries a check the reader verifies. Both run under
 // ThreadSanitizer in .ci/run (the tsan suite).
 //

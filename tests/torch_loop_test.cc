@@ -1,4 +1,4 @@
-// Real LibTorch training loops as users write them (issue 16): range-for
+// Real LibTorch training loops as users write them: range-for
 // loops over a torch::data DataLoader whose dataset is slow, and a file that
 // says `using namespace trainscope;` and still names `torch::` plainly.
 #include <gtest/gtest.h>
@@ -20,9 +20,9 @@
 #include "trainscope/torch/torch.h"
 #include "trainscope/trainscope.h"
 
-// What users write at the top of a training file. Before issue 16 the
-// adapters lived in trainscope::torch, and every torch:: below was
-// "reference to 'torch' is ambiguous": this file did not compile.
+// What users write at the top of a training file. The adapters are in
+// trainscope::libtorch, not trainscope::torch, so that `using namespace
+// trainscope;` leaves every torch:: below unambiguous.
 using namespace trainscope;
 
 namespace {

@@ -279,7 +279,7 @@ TEST(TraceWindowsTest, ScheduleKeepsTheActiveStepsOfEachCycleLikeTorchProfilerSc
 }
 
 // While the run goes on, trace.json is republished on the writer's thread
-// (issue 15, point 7: the drain must not copy a body of up to 256 MiB).
+// (the drain must not copy a body of up to 256 MiB).
 // What it publishes is the body as it was when asked, whatever is appended
 // meanwhile; a failure comes back from the next call.
 TEST(TraceWriterTest, ABackgroundPublishCopiesTheBodyAsItWasAndReportsItsErrors) {

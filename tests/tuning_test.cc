@@ -1,6 +1,6 @@
 // Experiments' statistics and verdict (sdk/tuning) on seeded synthetic
 // trials: the rank test against brute-force enumeration, Holm, the
-// bootstrap, and the error rates issue 17 sets for the verdict, with and
+// bootstrap, and the error rates the verdict is held to, with and
 // without sequential stopping.
 #include <gtest/gtest.h>
 
@@ -887,7 +887,7 @@ TEST(ExperimentJsonTest, AMistypedFieldIsNamedAndAnAbsentOneIsItsDefault) {
   EXPECT_EQ(record->trials[1].wall_s, 1.5);
 }
 
-// Issue 19, point 4: an empty file and numbers too big for their type.
+// An empty file and numbers too big for their type.
 TEST(ExperimentJsonTest, AnEmptyFileAndNumbersTooBigAreNamed) {
   testing::TempDir dir;
   const std::string path = dir.File("experiment.json");

@@ -41,7 +41,7 @@
 //      BM_hta_big            HTA on BIG.json (skipped when the file is over
 //                            300 MB, HTA would need over 8 GB, or 300 s pass).
 //    Goals: peak RSS / file size <= 0.5; the page <= 5 MB, written in at
-//    most 1.25x analyze's time (issue 19).
+//    most 1.25x analyze's time.
 //
 // One core: the benchmark thread is pinned to one CPU, and the children it
 // starts (trainscope, python3) inherit that mask. Medians are over every
