@@ -103,6 +103,10 @@ part "checkpoint benchmark" env TMPDIR="$PWD/build" build/bin/checkpoint_bench
 # The experiment engine's own cost per trial, beside a 10 s trial (a few
 # seconds; reports, never fails).
 part "tune benchmark" build/bin/tune_bench
+# `trainscope ranks` in memory independent of the run's length: 3 ranks'
+# steps files of 10^5 and 10^6 rows, the report's peak RSS of each (about
+# 15 s; reports, never fails; --steps=10000000 for the 10^7 figure).
+part "ranks benchmark (3 x 10^6 steps)" bash -c 'rm -rf build/ranks-out && build/bin/ranks_bench build/ranks-out --steps=1000000 && rm -rf build/ranks-out'
 # A long run in constant memory: 10^7 events paced at 500,000/s,
 # its peak RSS and drops after 10^6 and 10^7 (about 20 s; reports, never fails).
 part "soak (10^7 events)" bash -c 'rm -rf build/soak-out && build/bin/soak build/soak-out --events=10000000 --rate=500000 && rm -rf build/soak-out'
