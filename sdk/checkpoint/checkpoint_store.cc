@@ -211,6 +211,12 @@ struct CheckpointStore::Impl {
   absl::StatusOr<LoadedCheckpoint> Load(const std::string& prefix) const;
   // Rename into place, fsync, latest, retention: the commit of `tmp` as `step`.
   absl::Status Commit(const std::string& tmp, int64_t step);
+  // SaveSharded's stages: this rank's files and marker in `tmp`; rank 0's
+  // manifest of every rank's part, and the commit.
+  absl::Status WriteShard(const std::string& tmp, int rank, int64_t step,
+                          const std::vector<CheckpointFile>& files);
+  absl::Status CommitShards(const std::string& tmp, int64_t step, int world_size,
+                            const std::vector<std::pair<std::string, std::string>>& metadata);
 
   void ApplyRetention(int64_t newest) {
     std::vector<std::pair<int64_t, std::string>> committed = Committed();
@@ -375,6 +381,73 @@ absl::Status CheckpointStore::Impl::Commit(const std::string& tmp, int64_t step)
   return absl::OkStatus();
 }
 
+absl::Status CheckpointStore::Impl::WriteShard(const std::string& tmp, int rank, int64_t step,
+                                               const std::vector<CheckpointFile>& files) {
+  const std::string prefix = fmt::format("r{}.", rank);
+  CheckpointManifest part;
+  part.step = step;
+  if (mkdir(tmp.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Errno(errno, fmt::format("creating {}", tmp));
+  }
+  for (const CheckpointFile& f : files) {
+    if (!ValidFileName(f.name)) {
+      return absl::InvalidArgumentError(fmt::format("\"{}\" is not a plain file name", f.name));
+    }
+    Phase(SavePhase::kWritingFiles);
+    absl::Status written = WriteFile(tmp + "/" + prefix + f.name, f.bytes, /*data_file=*/true);
+    part.files.push_back(
+        {prefix + f.name, f.bytes.size(), XXH3_64bits(f.bytes.data(), f.bytes.size())});
+    if (!written.ok()) return written;
+  }
+  absl::Status marked = WriteFile(fmt::format("{}/r{}.done", tmp, rank), ManifestToJson(part));
+  if (!marked.ok()) return marked;
+  return FsyncPath(tmp, O_RDONLY | O_DIRECTORY);
+}
+
+absl::Status CheckpointStore::Impl::CommitShards(
+    const std::string& tmp, int64_t step, int world_size,
+    const std::vector<std::pair<std::string, std::string>>& metadata) {
+  CheckpointManifest manifest;
+  manifest.step = step;
+  manifest.wall_time_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  manifest.metadata = metadata;
+  manifest.metadata.emplace_back("world_size", std::to_string(world_size));
+  absl::Status committed = absl::OkStatus();
+  for (int r = 0; r < world_size && committed.ok(); ++r) {
+    const std::string marker = fmt::format("{}/r{}.done", tmp, r);
+    absl::StatusOr<std::string> json = ReadRegular(marker);
+    absl::StatusOr<CheckpointManifest> their =
+        json.ok() ? ParseManifest(*json, marker)
+                  : absl::StatusOr<CheckpointManifest>(json.status());
+    if (!their.ok()) {
+      committed = their.status();
+      break;
+    }
+    for (ManifestEntry& e : their->files) manifest.files.push_back(std::move(e));
+  }
+  if (committed.ok()) {
+    Phase(SavePhase::kWritingManifest);
+    committed = WriteFile(tmp + "/" + kManifest, ManifestToJson(manifest));
+  }
+  if (committed.ok()) committed = FsyncPath(tmp, O_RDONLY | O_DIRECTORY);
+  if (!committed.ok()) {
+    ground::RemoveFlatDirectory(tmp);
+    return committed;
+  }
+  return Commit(tmp, step);
+}
+
+namespace {
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
+
 absl::Status CheckpointStore::SaveSharded(
     int64_t step, int rank, int world_size, const std::vector<CheckpointFile>& files,
     SaveCoordinator& coordinator,
@@ -387,37 +460,12 @@ absl::Status CheckpointStore::SaveSharded(
         "{}{})",
         rank, world_size, step, s.options.rank, s.options.read_only ? ", read-only" : ""));
   }
-  const std::string name = StepDirName(step);
-  const std::string tmp = fmt::format("{}/.tmp-{}-sharded", s.options.dir, name);
-  const std::string prefix = fmt::format("r{}.", rank);
+  const std::string tmp = fmt::format("{}/.tmp-{}-sharded", s.options.dir, StepDirName(step));
   // This rank's part: its files and its marker, fsynced.
-  absl::Status mine = absl::OkStatus();
-  CheckpointManifest part;
-  part.step = step;
-  if (mkdir(tmp.c_str(), 0755) != 0 && errno != EEXIST) {
-    mine = Errno(errno, fmt::format("creating {}", tmp));
-  }
-  for (const CheckpointFile& f : files) {
-    if (!mine.ok()) break;
-    if (!ValidFileName(f.name)) {
-      mine = absl::InvalidArgumentError(fmt::format("\"{}\" is not a plain file name", f.name));
-      break;
-    }
-    s.Phase(SavePhase::kWritingFiles);
-    mine = s.WriteFile(tmp + "/" + prefix + f.name, f.bytes, /*data_file=*/true);
-    part.files.push_back(
-        {prefix + f.name, f.bytes.size(), XXH3_64bits(f.bytes.data(), f.bytes.size())});
-  }
-  if (mine.ok()) mine = s.WriteFile(fmt::format("{}/r{}.done", tmp, rank), ManifestToJson(part));
-  if (mine.ok()) mine = FsyncPath(tmp, O_RDONLY | O_DIRECTORY);
+  const absl::Status mine = s.WriteShard(tmp, rank, step, files);
   auto abandon = [&](absl::Status status) {
     if (rank == 0) ground::RemoveFlatDirectory(tmp);
     return status;
-  };
-  auto names = [](const std::vector<int>& ranks) {
-    std::string out;
-    for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-    return out;
   };
   // Round 1: did every part succeed?
   absl::StatusOr<std::vector<int>> failed = coordinator.FailedRanks(!mine.ok());
@@ -427,42 +475,14 @@ absl::Status CheckpointStore::SaveSharded(
                     std::string(failed.status().message()))));
   }
   if (!failed->empty()) {
-    return abandon(absl::AbortedError(fmt::format(
-        "checkpoint step {} not committed: rank(s) {} failed to write their part{}", step,
-        names(*failed), mine.ok() ? "" : fmt::format(" (here: {})", std::string(mine.message())))));
+    return abandon(absl::AbortedError(
+        fmt::format("checkpoint step {} not committed: rank(s) {} failed to write their part{}",
+                    step, RankList(*failed),
+                    mine.ok() ? "" : fmt::format(" (here: {})", std::string(mine.message())))));
   }
   // Rank 0 commits: one manifest listing every rank's files.
-  absl::Status committed = absl::OkStatus();
-  if (rank == 0) {
-    CheckpointManifest manifest;
-    manifest.step = step;
-    manifest.wall_time_unix_s =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    manifest.metadata = metadata;
-    manifest.metadata.emplace_back("world_size", std::to_string(world_size));
-    for (int r = 0; r < world_size && committed.ok(); ++r) {
-      const std::string marker = fmt::format("{}/r{}.done", tmp, r);
-      absl::StatusOr<std::string> json = ReadRegular(marker);
-      absl::StatusOr<CheckpointManifest> their =
-          json.ok() ? ParseManifest(*json, marker)
-                    : absl::StatusOr<CheckpointManifest>(json.status());
-      if (!their.ok()) {
-        committed = their.status();
-        break;
-      }
-      for (ManifestEntry& e : their->files) manifest.files.push_back(std::move(e));
-    }
-    if (committed.ok()) {
-      s.Phase(SavePhase::kWritingManifest);
-      committed = s.WriteFile(tmp + "/" + kManifest, ManifestToJson(manifest));
-    }
-    if (committed.ok()) committed = FsyncPath(tmp, O_RDONLY | O_DIRECTORY);
-    if (committed.ok()) {
-      committed = s.Commit(tmp, step);
-    } else {
-      ground::RemoveFlatDirectory(tmp);
-    }
-  }
+  const absl::Status committed =
+      rank == 0 ? s.CommitShards(tmp, step, world_size, metadata) : absl::OkStatus();
   // Round 2: did the commit work?
   absl::StatusOr<std::vector<int>> outcome = coordinator.FailedRanks(!committed.ok());
   if (!committed.ok()) return committed;
