@@ -156,6 +156,8 @@ struct Collector::Impl {
   ~Impl();
 
   absl::Status Configure();
+  absl::Status Subscribe();
+  void LearnCallbackRoles();
   // Turns collection on or off: the kinds in KindsInOrder's order, the quiet
   // APIs, and the launch callbacks (on last, off first).
   absl::Status SetCollecting(bool on, const char* prefix);
@@ -408,14 +410,10 @@ absl::Status Collector::Impl::SetCollecting(bool on, const char* prefix) {
   return status;
 }
 
-absl::Status Collector::Impl::Configure() {
-  auto fail = [&](const char* call, CUptiResult rc) {
-    return absl::UnavailableError(
-        fmt::format("CUPTI unavailable: {} failed: {}", call, lib->ResultText(rc)));
-  };
-  // First, the subscriber slot: CUPTI has one. Taken by the PyTorch
-  // profiler (Kineto), Nsight Systems or Compute, or a debugger, it means
-  // another client's session: leave CUPTI alone (NVTX and host ranges stay).
+// The subscriber slot: CUPTI has one. Taken by the PyTorch profiler
+// (Kineto), Nsight Systems or Compute, or a debugger, it means another
+// client's session: leave CUPTI alone (NVTX and host ranges stay).
+absl::Status Collector::Impl::Subscribe() {
   CUptiResult subscribed;
   char other[128] = {};
 #if CUPTI_API_VERSION >= 130000
@@ -442,8 +440,37 @@ absl::Status Collector::Impl::Configure() {
   }
   if (subscribed != CUPTI_SUCCESS) {
     subscriber = nullptr;
-    return fail("cuptiSubscribe", subscribed);
+    return absl::UnavailableError(
+        fmt::format("CUPTI unavailable: cuptiSubscribe failed: {}", lib->ResultText(subscribed)));
   }
+  return absl::OkStatus();
+}
+
+// The launching calls and graph captures, by the names CUPTI gives them:
+// each domain's callback ids to their roles, and the ids to enable.
+void Collector::Impl::LearnCallbackRoles() {
+  for (const CUpti_CallbackDomain domain :
+       {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
+    const uint32_t known = domain == CUPTI_CB_DOMAIN_RUNTIME_API
+                               ? static_cast<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
+                               : static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_SIZE);
+    auto& roles = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_roles : driver_roles;
+    roles.assign(known + kCallbackIdMargin, internal::CallbackRole::kNone);
+    for (uint32_t cbid = 1; cbid < roles.size(); ++cbid) {
+      const char* name = nullptr;
+      if (lib->get_callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+      roles[cbid] = internal::RoleOf(StripVersionSuffix(name));
+      if (roles[cbid] != internal::CallbackRole::kNone) callback_ids.emplace_back(domain, cbid);
+    }
+  }
+}
+
+absl::Status Collector::Impl::Configure() {
+  auto fail = [&](const char* call, CUptiResult rc) {
+    return absl::UnavailableError(
+        fmt::format("CUPTI unavailable: {} failed: {}", call, lib->ResultText(rc)));
+  };
+  if (absl::Status status = Subscribe(); !status.ok()) return status;
   // OS thread ids (gettid) in API records, so host calls land on the
   // recorder's thread tracks; CUPTI's default is pthread_self().
   if (CUptiResult rc = lib->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
@@ -473,21 +500,7 @@ absl::Status Collector::Impl::Configure() {
   // Best effort: no records for event and stream queries that find work
   // still pending (NCCL's watchdog polls them constantly).
   if (lib->activity_enable_all_sync_records != nullptr) lib->activity_enable_all_sync_records(0);
-  // The launching calls and graph captures, by the names CUPTI gives them.
-  for (const CUpti_CallbackDomain domain :
-       {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
-    const uint32_t known = domain == CUPTI_CB_DOMAIN_RUNTIME_API
-                               ? static_cast<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
-                               : static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_SIZE);
-    auto& roles = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_roles : driver_roles;
-    roles.assign(known + kCallbackIdMargin, internal::CallbackRole::kNone);
-    for (uint32_t cbid = 1; cbid < roles.size(); ++cbid) {
-      const char* name = nullptr;
-      if (lib->get_callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
-      roles[cbid] = internal::RoleOf(StripVersionSuffix(name));
-      if (roles[cbid] != internal::CallbackRole::kNone) callback_ids.emplace_back(domain, cbid);
-    }
-  }
+  LearnCallbackRoles();
   {
     std::lock_guard<std::mutex> lock(mu);
     previous_flush = NowNs();
