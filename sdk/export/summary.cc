@@ -31,22 +31,18 @@ std::string GapsLine(const Report::Gaps& g) {
   return out;
 }
 
-}  // namespace
-
-std::string FormatSummary(const Report& r) {
+// The summary's text, a line at a time.
+struct Lines {
   std::string out;
-  auto line = [&out](auto&&... args) {
-    fmt::format_to(std::back_inserter(out), std::forward<decltype(args)>(args)...);
+  template <typename... T>
+  void operator()(fmt::format_string<T...> format, T&&... args) {
+    fmt::format_to(std::back_inserter(out), format, std::forward<T>(args)...);
     out.push_back('\n');
-  };
-  line("trainscope · {} · {} steps in {:.2f} s (startup {:.2f} s, warmup {} steps) on {}",
-       r.run.name, r.timing.steps, r.timing.total_s, r.timing.startup_s, r.timing.warmup_steps,
-       r.environment.accelerator);
-  line(
-      "steady state: {:.1f} steps/s, {:.0f} samples/s, median step {:.2f} ms; {:.4f} "
-      "resource-hours",
-      r.throughput.steady_steps_per_s, r.throughput.steady_samples_per_s,
-      r.throughput.median_step_ms, r.resource_hours);
+  }
+};
+
+// The phases' table.
+void PhaseLines(const Report& r, Lines& line) {
   if (!r.phases.empty()) {
     line("  {:<12} {:>10} {:>10} {:>10} {:>8}", "phase", "median ms", "p90 ms", "max ms",
          "of step");
@@ -59,6 +55,10 @@ std::string FormatSummary(const Report& r) {
            p.max_ms, 100 * p.share_of_steps);
     }
   }
+}
+
+// Idle time, its gaps, the device timeline.
+void IdleLines(const Report& r, Lines& line) {
   if (r.idle.top_cause.empty()) {
     line("idle: {:.1f}% of the step window ({})", 100 * r.idle.share, r.idle.busy_source);
   } else {
@@ -72,6 +72,10 @@ std::string FormatSummary(const Report& r) {
            ? fmt::format(" ({} kernels, {} records dropped)", r.device_timeline.kernels,
                          r.device_timeline.dropped)
            : "");
+}
+
+// What the run lost: events, steps file rows.
+void LossLines(const Report& r, Lines& line) {
   if (r.events.dropped > 0) {
     line(
         "warning: {} events dropped (full per-thread buffers): raise "
@@ -82,6 +86,9 @@ std::string FormatSummary(const Report& r) {
     line("warning: {} of {} rows left out of steps.jsonl (the disk fell behind, or a write failed)",
          r.steps_file.rows_dropped, r.steps_file.rows + r.steps_file.rows_dropped);
   }
+}
+
+void CheckpointLines(const Report& r, Lines& line) {
   if (const Report::Checkpoint& c = r.checkpoint; c.saves > 0 || c.failed > 0) {
     line("checkpoints: {} saved ({} failed), {:.1f} ms blocking each, {:.0f} MB/s persist{}",
          c.saves, c.failed, c.saves > 0 ? 1e3 * c.blocking_s / c.saves : 0.0,
@@ -97,6 +104,10 @@ std::string FormatSummary(const Report& r) {
           c.interval_s, c.optimal_interval_s, c.mtbf_hours, 100 * c.expected_overhead_share);
     }
   }
+}
+
+// Serving latency and the acceptance check.
+void ResultLines(const Report& r, Lines& line) {
   if (r.serving) {
     line(
         "serving: {} requests at {:.1f}/s; latency p50 {:.2f} ms, p90 {:.2f} ms, p99 {:.2f} ms, "
@@ -113,8 +124,27 @@ std::string FormatSummary(const Report& r) {
          r.acceptance.higher_is_better ? ">=" : "<=",
          r.acceptance.target ? fmt::format("{:g}", *r.acceptance.target) : "unset", verdict);
   }
+}
+
+}  // namespace
+
+std::string FormatSummary(const Report& r) {
+  Lines line;
+  line("trainscope · {} · {} steps in {:.2f} s (startup {:.2f} s, warmup {} steps) on {}",
+       r.run.name, r.timing.steps, r.timing.total_s, r.timing.startup_s, r.timing.warmup_steps,
+       r.environment.accelerator);
+  line(
+      "steady state: {:.1f} steps/s, {:.0f} samples/s, median step {:.2f} ms; {:.4f} "
+      "resource-hours",
+      r.throughput.steady_steps_per_s, r.throughput.steady_samples_per_s,
+      r.throughput.median_step_ms, r.resource_hours);
+  PhaseLines(r, line);
+  IdleLines(r, line);
+  LossLines(r, line);
+  CheckpointLines(r, line);
+  ResultLines(r, line);
   line("→ {}", r.recommendation);
-  return out;
+  return std::move(line.out);
 }
 
 }  // namespace trainscope::exporter
