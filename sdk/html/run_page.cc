@@ -15,7 +15,6 @@
 #include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
 #include "sdk/ground/idle_cause.h"
-#include "sdk/ground/idle_cause.h"
 #include "sdk/ground/json_writer.h"
 #include "sdk/html/page.h"
 #include "trainscope/phase.h"
