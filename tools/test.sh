@@ -66,10 +66,12 @@ part "format" format_check
 # The pages' scripts (sdk/html/*.js) under Debian's eslint and
 # sdk/html/.eslintrc.json; a warning fails too. Debian's eslint keeps its
 # modules in /usr/share/nodejs, where a Node.js other than Debian's
-# (NodeSource's) does not look unless NODE_PATH names it.
+# (NodeSource's) does not look unless NODE_PATH names it. The `unix`
+# formatter: the default one needs chalk, which Debian's eslint does not
+# depend on.
 lint_pages() {
   NODE_PATH="/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}" \
-    eslint --max-warnings 0 --report-unused-disable-directives sdk/html/*.js
+    eslint --format unix --max-warnings 0 --report-unused-disable-directives sdk/html/*.js
 }
 part "lint (page scripts)" lint_pages
 part "build" env BUILD_DIR=build tools/build.sh
