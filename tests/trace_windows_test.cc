@@ -145,6 +145,42 @@ TEST(TraceWindowsTest, KeepsTheFirstSettledStepsAndTheSlowestAndNothingElse) {
   EXPECT_LT(windows.held_bytes(), 3 * 1024u);
 }
 
+// A thread that exits while its last events wait in steps the windows have
+// not placed yet keeps its name in trace.json once those steps are kept;
+// a thread none of whose events were kept loses it.
+TEST(TraceWindowsTest, AThreadThatExitsBeforeItsStepIsKeptKeepsItsName) {
+  TempDir dir;
+  auto writer = TraceWriter::Open(dir.path(), "trace.json", "windows", 1);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  TraceWindowOptions options;
+  options.first_steps = 10;
+  options.slowest_steps = 0;
+  TraceWindows windows(writer->get(), options);
+  Feeder feed(&windows);
+  const auto tid_of = [](uint16_t) { return 77u; };
+  const NameId load = InternName("load");
+  feed.Steps(0, 5);  // the warm-up rule has not placed them yet
+  (*writer)->NameThread(77, "worker/0");
+  const Event in_step_3{feed.start_of(3) + 100, feed.start_of(3) + 200, 3, load,
+                        EventKind::kRange,      Phase::kDataWait,       0};
+  windows.AddEvents(77, &in_step_3, 1, tid_of);
+  windows.ForgetThread(77);  // it exits: its ring is given back
+  feed.Steps(5, 495);
+  (*writer)->NameThread(88, "worker/1");
+  const Event in_step_499{feed.start_of(499) + 100, feed.start_of(499) + 200, 499, load,
+                          EventKind::kRange,        Phase::kDataWait,         0};
+  windows.AddEvents(88, &in_step_499, 1, tid_of);
+  windows.ForgetThread(88);
+  feed.FoldAll(0, 500);
+  ASSERT_TRUE(windows.Flush(true, true).ok());
+  EXPECT_EQ(windows.stats().first_window_step, 0);
+  const Read read = ReadTrace(dir.File("trace.json"));
+  EXPECT_EQ(read.by_name.at("load"), std::set<int64_t>{3}) << "step 499 is in no window";
+  const std::string trace = testing::ReadAll(dir.File("trace.json"));
+  EXPECT_NE(trace.find("\"worker/0\""), std::string::npos) << "its event in step 3 is kept";
+  EXPECT_EQ(trace.find("\"worker/1\""), std::string::npos) << "none of its events is kept";
+}
+
 // The report's warm-up and the trace's first steady window come from one
 // rule: over runs of every shape (noisy, drifting, slow starts, never
 // settling, short, longer than the rule's limit), the window starts at the

@@ -401,7 +401,35 @@ void TraceWindows::AddDevice(const ground::Timeline& timeline) {
 }
 
 void TraceWindows::ForgetThread(uint32_t os_tid) {
-  if (tids_.count(os_tid) == 0) writer_->ForgetThread(os_tid);
+  if (tids_.count(os_tid) != 0) return;  // its events are kept: so is its name
+  // Its last events may still be undecided in a chunk: the name waits.
+  if (UndecidedSince(opened_)) {
+    retiring_.push_back({os_tid, opened_});
+    return;
+  }
+  writer_->ForgetThread(os_tid);
+}
+
+bool TraceWindows::UndecidedSince(uint64_t mark) const {
+  for (const auto& [index, chunk] : chunks_) {
+    if (chunk->opened <= mark && !chunk->raw.empty()) return true;
+  }
+  return false;
+}
+
+// The retired threads whose chunks are all decided (or every one, at the
+// end): named when some of their events were kept, forgotten otherwise.
+void TraceWindows::ForgetRetired(bool final) {
+  size_t kept = 0;
+  for (const Retiring& r : retiring_) {
+    if (tids_.count(r.os_tid) != 0) continue;
+    if (!final && UndecidedSince(r.mark)) {
+      retiring_[kept++] = r;
+      continue;
+    }
+    writer_->ForgetThread(r.os_tid);
+  }
+  retiring_.resize(kept);
 }
 
 void TraceWindows::StepFolded(int64_t /*index*/) { ++folded_; }
@@ -458,6 +486,7 @@ absl::Status TraceWindows::Flush(bool publish, bool final) {
     status.Update(WriteWindow(window));
     it = windows_.erase(it);
   }
+  if (!retiring_.empty()) ForgetRetired(final);
   if ((dirty_ && publish) || final) {
     std::vector<int64_t> order = slow_;
     std::sort(order.begin(), order.end());

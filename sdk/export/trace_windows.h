@@ -90,7 +90,8 @@ class TraceWindows {
   // launching step (else placed by time among the steps held).
   void AddDevice(const ground::Timeline& timeline);
   // Thread `os_tid` exited: its name leaves the trace's metadata unless the
-  // trace holds its events.
+  // trace keeps some of its events, which is known once the steps that may
+  // hold them are kept or dropped (until then the name waits).
   void ForgetThread(uint32_t os_tid);
   // The analysis wrote step `index`'s row.
   void StepFolded(int64_t index);
@@ -192,6 +193,17 @@ class TraceWindows {
   std::string scratch_;
   std::vector<std::vector<std::pair<uint32_t, Event>>> spare_raw_;  // see Recycle
   std::unordered_set<uint32_t> tids_;  // threads whose events were kept
+  // Threads whose rings were given back while chunks that may hold their
+  // events were undecided (opened at or before `mark`): their names wait
+  // until those chunks are kept or dropped (ForgetRetired). At most one
+  // entry a thread.
+  struct Retiring {
+    uint32_t os_tid;
+    uint64_t mark;
+  };
+  std::vector<Retiring> retiring_;
+  bool UndecidedSince(uint64_t mark) const;
+  void ForgetRetired(bool final);
 };
 
 }  // namespace trainscope::exporter
