@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <mutex>
 
+#include "absl/time/time.h"
 #include "sdk/ground/timeline.h"
 #include "sdk/session/segment_policy.h"
 #include "sdk/session/session_impl.h"
@@ -45,23 +45,28 @@ void Session::Impl::StartFold() {
     fold_options.window_end_step = options.profile_stop_step;
   }
   fold_options.device = collector != nullptr;
-  fold = std::make_unique<analysis::RunFold>(
-      fold_options, [this](Report::Step& row) { WriteStepRow(row); },
-      [this](const ground::Timeline& released) {
-        if (windows != nullptr) windows->AddDevice(released);
-      });
+  // The fold's two callbacks: a step's row, joined with its memory sample,
+  // and device work it has passed, both to the outputs.
+  auto step_folded = [this](Report::Step& row) {
+    notes.JoinMemory(&row);
+    outputs.StepFolded(row);
+  };
+  auto device_released = [this](const ground::Timeline& released) {
+    outputs.DeviceReleased(released);
+  };
+  fold = std::make_unique<analysis::RunFold>(fold_options, step_folded, device_released);
   ground::Timeline& input = fold->input();
-  async_track =
+  drain.async_track =
       input.AddTrack({ground::TrackKind::kHostAsync, report.run.pid, 0, "cross-thread ranges"});
-  step_name = input.Intern("step");
+  drain.step_name = input.Intern("step");
 }
 
 // One drained event into the fold (or the counters).
 inline void Session::Impl::Fold(const Event& e, uint32_t track) {
   ground::Timeline& input = fold->input();
   if (e.kind == EventKind::kCounter) {
-    ++counter_events;
-    auto [it, added] = counters.try_emplace(e.value);
+    ++drain.counter_events;
+    auto [it, added] = drain.counters.try_emplace(e.value);
     Report::Counter& c = it->second.summary;
     it->second.series.Add(e.start_ns, e.end_ns);
     if (added) {
@@ -80,41 +85,20 @@ inline void Session::Impl::Fold(const Event& e, uint32_t track) {
   interval.step = e.step;
   interval.phase = e.phase;
   interval.track = track;
-  latest_end_ns = std::max(latest_end_ns, e.end_ns);
+  drain.latest_end_ns = std::max(drain.latest_end_ns, e.end_ns);
   if (e.kind == EventKind::kStep) {
     interval.kind = ground::IntervalKind::kStep;
     interval.value = e.value;
-    interval.name = step_name;
+    interval.name = drain.step_name;
   } else {
     // A NameId not from InternName (a caller's own number) goes to the map.
-    uint32_t& name = e.value < kDenseNames ? DenseName(e.value) : sparse_names[e.value];
+    uint32_t& name = e.value < kDenseNames ? DenseName(e.value) : drain.sparse_names[e.value];
     if (name == 0) name = input.Intern(LookupName(e.value)) + 1;
     interval.name = name - 1;
     interval.kind = e.kind == EventKind::kAsync ? ground::IntervalKind::kAsyncRange
                                                 : ground::IntervalKind::kHostRange;
-    if (e.kind == EventKind::kAsync) interval.track = async_track;
+    if (e.kind == EventKind::kAsync) interval.track = drain.async_track;
   }
-}
-
-// A step's row: its memory sample, then steps.jsonl.
-void Session::Impl::WriteStepRow(Report::Step& row) {
-  // A run that never samples memory skips the lock, a row at a time.
-  if (memory_sampled.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = memory.find(row.index);
-    if (it != memory.end()) {
-      row.memory_bytes = it->second.current;
-      row.peak_memory_bytes = it->second.peak;
-      report.memory.peak_bytes = std::max(report.memory.peak_bytes, it->second.peak);
-      report.memory.last_bytes = it->second.current;
-      report.memory.reserved_peak_bytes =
-          std::max(report.memory.reserved_peak_bytes, it->second.reserved_peak);
-      report.memory.reserved_last_bytes = it->second.reserved;
-      memory.erase(it);
-    }
-  }
-  if (steps_file != nullptr) steps_file->Append(row);
-  if (windows != nullptr) windows->StepFolded(row.index);
 }
 
 void Session::Impl::ChooseClock() {
@@ -123,13 +107,13 @@ void Session::Impl::ChooseClock() {
     tsc = true;
     clock_note = "tsc";
     // Two points 200 us apart: a first rate until the drains add better ones.
-    calibration.Add(ground::ReadTickPair());
+    drain.calibration.Add(ground::ReadTickPair());
     const TimestampNs until = NowNs() + 200000;
     while (NowNs() < until) {
     }
     const ground::TickPair second = ground::ReadTickPair();
-    calibration.Add(second);
-    last_calibration_ns = second.ns;
+    drain.calibration.Add(second);
+    drain.last_calibration_ns = second.ns;
   } else {
     tsc = false;
     clock_note = options.clock == Options::Clock::kMonotonic
@@ -144,9 +128,9 @@ void Session::Impl::ChooseClock() {
 void Session::Impl::AddCalibrationPoint(bool final) {
   if (!tsc) return;
   const ground::TickPair point = ground::ReadTickPair();
-  if (final || point.ns - last_calibration_ns >= 10000000) {
-    calibration.Add(point);
-    last_calibration_ns = point.ns;
+  if (final || point.ns - drain.last_calibration_ns >= 10000000) {
+    drain.calibration.Add(point);
+    drain.last_calibration_ns = point.ns;
   }
 }
 
@@ -168,16 +152,16 @@ Session::Impl::DrainPlan Session::Impl::PlanDrain() {
   // stand for it, and device sync times come late; while one is open, or
   // once the run measures them, the fold waits fold_delay_ms.
   const uint64_t async = internal::g_async.load(std::memory_order_seq_cst);
-  plan.wait_full_delay =
-      (async & 0xFFFFFFFF) != 0 || device_sync_expected.load(std::memory_order_relaxed);
+  plan.wait_full_delay = (async & 0xFFFFFFFF) != 0 || notes.device_sync_expected();
   // An async range that began since the last drain and ended since may be
   // in a ring after a cut it began before: fold this drain's rings whole.
-  const bool async_quiet = !plan.wait_full_delay && async >> 32 == async_quiet_begun;
-  async_quiet_begun = plan.wait_full_delay ? ~uint64_t{0} : async >> 32;
-  snapshot_registrations = recorder::ThreadRegistry::Get().registrations();  // before: none missed
-  entries = recorder::ThreadRegistry::Get().Snapshot();
-  if (threads.size() < entries.size()) threads.resize(entries.size());
-  fullest = 0;
+  const bool async_quiet = !plan.wait_full_delay && async >> 32 == drain.async_quiet_begun;
+  drain.async_quiet_begun = plan.wait_full_delay ? ~uint64_t{0} : async >> 32;
+  drain.snapshot_registrations =
+      recorder::ThreadRegistry::Get().registrations();  // before: none missed
+  drain.entries = recorder::ThreadRegistry::Get().Snapshot();
+  if (drain.slots.size() < drain.entries.size()) drain.slots.resize(drain.entries.size());
+  drain.fullest = 0;
   // What each thread has open, read before any ring is drained: an Event
   // not in this drain began at or after its thread's outermost open scope,
   // or after `now` (a thread registered since the snapshot too). So nothing
@@ -185,25 +169,25 @@ Session::Impl::DrainPlan Session::Impl::PlanDrain() {
   // else up to it. The margin, as for the step: a tick converts a little
   // differently at a later drain.
   plan.bound = plan.now - kMargin;
-  plan.intervals_before = recorded - counter_events;
-  plan.busiest = entries.size();
+  plan.intervals_before = drain.recorded - drain.counter_events;
+  plan.busiest = drain.entries.size();
   size_t most = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].buffer == nullptr) continue;
-    const int64_t since = entries[i].buffer->open_since();
+  for (size_t i = 0; i < drain.entries.size(); ++i) {
+    if (drain.entries[i].buffer == nullptr) continue;
+    const int64_t since = drain.entries[i].buffer->open_since();
     if (since == ThreadBuffer::kOpening) {
       plan.bound = std::numeric_limits<TimestampNs>::min();  // a start being read: wait
     } else if (since != ThreadBuffer::kNothingOpen) {
       plan.bound = std::min(plan.bound, tsc ? ToNs(since) - kMargin : since);
     }
-    if (const size_t pending = entries[i].buffer->pending(); pending >= most) {
+    if (const size_t pending = drain.entries[i].buffer->pending(); pending >= most) {
       most = pending;
       plan.busiest = i;
     }
   }
   if (plan.open_since >= 0) plan.bound = std::min(plan.bound, plan.open_since);
-  if (memory_sampled.load(std::memory_order_acquire)) {
-    plan.bound = std::min(plan.bound, last_memory_ns.load(std::memory_order_acquire));
+  if (notes.memory_sampled()) {
+    plan.bound = std::min(plan.bound, notes.last_memory_ns());
   }
   // The busiest ring is folded chunk by chunk while the chunk is in cache,
   // up to its last cut (an Event with no scope open around it: no later
@@ -217,92 +201,94 @@ Session::Impl::DrainPlan Session::Impl::PlanDrain() {
 void Session::Impl::DrainOnce(bool final) {
   AddCalibrationPoint(final);
   const DrainPlan plan = PlanDrain();
-  for (size_t i = 0; i < entries.size(); ++i) {
+  for (size_t i = 0; i < drain.entries.size(); ++i) {
     if (i != plan.busiest) DrainRing(i, plan);
   }
-  if (plan.busiest < entries.size()) DrainRing(plan.busiest, plan);  // the busiest last
+  if (plan.busiest < drain.entries.size()) DrainRing(plan.busiest, plan);  // the busiest last
   // Read before taking the records: what completes in between comes next time.
   const TimestampNs device_complete =
       collector != nullptr ? collector->CompleteBefore() : std::numeric_limits<TimestampNs>::max();
   const size_t before_device = fold->input().size();
   if (collector != nullptr) collector->AppendTo(&fold->input());
   const size_t drained_intervals =
-      static_cast<size_t>(recorded - counter_events - plan.intervals_before) +
+      static_cast<size_t>(drain.recorded - drain.counter_events - plan.intervals_before) +
       (fold->input().size() - before_device);
   const TimestampNs to = FoldEnd(plan, device_complete, drained_intervals);
   TakeDeviceSync();
   fold->Advance(to);
-  if (steps_file != nullptr && steps_status.ok()) steps_status.Update(steps_file->Flush());
+  outputs.AfterDrain();
 }
 
 // One thread's ring (slot i of the snapshot) drained into the fold and the
 // trace windows; a retired ring is given back.
 void Session::Impl::DrainRing(size_t i, const DrainPlan& plan) {
-  if (entries[i].buffer == nullptr) return;  // a free slot
-  ThreadState& thread = threads[i];
-  if (thread.buffer != entries[i].buffer.get()) {  // a new thread in the slot
-    thread.buffer = entries[i].buffer.get();
-    thread.os_tid = entries[i].os_tid;
+  if (drain.entries[i].buffer == nullptr) return;  // a free slot
+  SlotState& thread = drain.slots[i];
+  if (thread.buffer != drain.entries[i].buffer.get()) {  // a new thread in the slot
+    thread.buffer = drain.entries[i].buffer.get();
+    thread.os_tid = drain.entries[i].os_tid;
     thread.written_name.clear();
   }
   // Read before the drain: a thread retires its ring after its last push.
-  const bool retired = entries[i].buffer->retired();
+  const bool retired = drain.entries[i].buffer->retired();
   recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
   if (thread.track == kNoTrack) {
     thread.track = fold->input().AddTrack({ground::TrackKind::kHostThread, report.run.pid,
                                            thread.os_tid, registry.ThreadName(thread.os_tid)});
   }
-  if (trace != nullptr) {
+  if (outputs.writes_trace()) {
     std::string name = registry.ThreadName(thread.os_tid);
     if (!name.empty() && name != thread.written_name) {
-      trace->NameThread(thread.os_tid, name);
+      outputs.NameThread(thread.os_tid, name);
       thread.written_name = std::move(name);
     }
   }
   const bool streaming = plan.stream && i == plan.busiest;
-  const size_t drained = entries[i].buffer->Drain(
+  const size_t drained = drain.entries[i].buffer->Drain(
       [&](Event* events, size_t count) { DrainEvents(thread, events, count, plan, streaming); });
-  fullest = std::max(
-      fullest, static_cast<double>(drained) / static_cast<double>(entries[i].buffer->capacity()));
+  drain.fullest =
+      std::max(drain.fullest, static_cast<double>(drained) /
+                                  static_cast<double>(drain.entries[i].buffer->capacity()));
   if (retired) {  // drained to its last event: give the ring back
-    released_dropped += static_cast<int64_t>(entries[i].buffer->dropped());
-    registry.Release(static_cast<uint16_t>(i), entries[i].buffer.get());
-    if (windows != nullptr) windows->ForgetThread(thread.os_tid);
-    entries[i].buffer.reset();
+    drain.released_dropped += static_cast<int64_t>(drain.entries[i].buffer->dropped());
+    registry.Release(static_cast<uint16_t>(i), drain.entries[i].buffer.get());
+    outputs.ForgetThread(thread.os_tid);
+    drain.entries[i].buffer.reset();
   }
 }
 
 // A span of a ring's events, in chunks of 4096 (128 KB): each event is
 // converted, folded and shown to the trace windows while it is in cache,
 // not in three passes over a burst of megabytes.
-void Session::Impl::DrainEvents(const ThreadState& thread, Event* events, size_t count,
+void Session::Impl::DrainEvents(const SlotState& thread, Event* events, size_t count,
                                 const DrainPlan& plan, bool streaming) {
-  recorded += static_cast<int64_t>(count);
+  drain.recorded += static_cast<int64_t>(count);
   // A slot's last thread, also after it exited (an async range that began
   // there may end elsewhere later).
   const exporter::TraceWriter::ThreadIdOf tid_of = [this](uint16_t index) {
-    return index < threads.size() ? threads[index].os_tid : 0u;
+    return index < drain.slots.size() ? drain.slots[index].os_tid : 0u;
   };
   ground::TickCalibration::Hint hint;  // a ring's ticks come in about increasing order
   constexpr size_t kChunk = 4096;
-  if (tsc && windows != nullptr && converted.size() < kChunk) converted.resize(kChunk);
+  if (tsc && outputs.keeps_events() && drain.converted.size() < kChunk)
+    drain.converted.resize(kChunk);
   for (size_t from = 0; from < count; from += kChunk) {
     const size_t to = std::min(count, from + kChunk);
     const Event* chunk = events + from;
     TimestampNs cut = std::numeric_limits<TimestampNs>::min();
     auto note = [&](const Event& e) {  // converted
       if (e.kind == EventKind::kStep)
-        newest_step_start_ns = std::max(newest_step_start_ns, e.start_ns);
+        drain.newest_step_start_ns = std::max(drain.newest_step_start_ns, e.start_ns);
       if (e.aux == 1 && (e.kind == EventKind::kRange || e.kind == EventKind::kStep)) {
         cut = e.end_ns;  // a ring is in end order
       }
     };
     if (tsc) {  // ticks to the session clock
-      Event* out = windows != nullptr ? converted.data() : nullptr;
+      Event* out = outputs.keeps_events() ? drain.converted.data() : nullptr;
       for (size_t k = from; k < to; ++k) {
         Event e = events[k];
-        e.start_ns = calibration.ToNs(e.start_ns, &hint);
-        if (e.kind != EventKind::kCounter) e.end_ns = calibration.ToNs(e.end_ns, &hint);
+        e.start_ns = drain.calibration.ToNs(e.start_ns, &hint);
+        if (e.kind != EventKind::kCounter) e.end_ns = drain.calibration.ToNs(e.end_ns, &hint);
         if (out != nullptr) out[k - from] = e;
         note(e);
         Fold(e, thread.track);
@@ -314,7 +300,7 @@ void Session::Impl::DrainEvents(const ThreadState& thread, Event* events, size_t
         Fold(events[k], thread.track);
       }
     }
-    if (windows != nullptr) windows->AddEvents(thread.os_tid, chunk, to - from, tid_of);
+    outputs.AddEvents(thread.os_tid, chunk, to - from, tid_of);
     if (const TimestampNs up_to = std::min({plan.bound, cut, StepGate()});
         streaming && up_to > fold->watermark()) {
       fold->Advance(up_to);
@@ -326,7 +312,7 @@ void Session::Impl::DrainEvents(const ThreadState& thread, Event* events, size_t
     // from 12288, the input never grows past its room).
     if ((fold->held() + fold->input().size()) * sizeof(ground::Interval) >
         options.fold_buffer_bytes.value) {
-      fold->Advance(latest_end_ns);  // this ring's later events end after it
+      fold->Advance(drain.latest_end_ns);  // this ring's later events end after it
     } else if (fold->input().size() >= 12288) {
       fold->Take();
     }
@@ -345,19 +331,20 @@ TimestampNs Session::Impl::FoldEnd(const DrainPlan& plan, TimestampNs device_com
   const auto budget =
       static_cast<double>(options.fold_buffer_bytes.value / 2 / sizeof(ground::Interval));
   const auto arrived = static_cast<double>(drained_intervals);
-  if (last_drain_ns > 0 && now > last_drain_ns) {
-    const double rate = arrived / static_cast<double>(now - last_drain_ns);
-    intervals_per_ns = intervals_per_ns == 0 ? rate : 0.8 * intervals_per_ns + 0.2 * rate;
+  if (drain.last_drain_ns > 0 && now > drain.last_drain_ns) {
+    const double rate = arrived / static_cast<double>(now - drain.last_drain_ns);
+    drain.intervals_per_ns =
+        drain.intervals_per_ns == 0 ? rate : 0.8 * drain.intervals_per_ns + 0.2 * rate;
   }
   // The time since the last drain: a segment folds at least that much, or
   // the fold would fall behind the drains when more than a slice comes
   // between two of them (several busy threads).
   const TimestampNs since_drain =
-      last_drain_ns > 0 && now > last_drain_ns ? now - last_drain_ns : 0;
-  last_drain_ns = now;
+      drain.last_drain_ns > 0 && now > drain.last_drain_ns ? now - drain.last_drain_ns : 0;
+  drain.last_drain_ns = now;
   auto delay = static_cast<TimestampNs>(options.fold_delay_ms) * 1000000;
-  if (intervals_per_ns > 0) {
-    delay = std::min(delay, static_cast<TimestampNs>(budget / intervals_per_ns));
+  if (drain.intervals_per_ns > 0) {
+    delay = std::min(delay, static_cast<TimestampNs>(budget / drain.intervals_per_ns));
   }
   // Up to what no thread has open (bound), waiting at most `delay` for a
   // scope or async range still open.
@@ -373,25 +360,19 @@ TimestampNs Session::Impl::FoldEnd(const DrainPlan& plan, TimestampNs device_com
   segment.watermark = watermark;
   segment.folded = fold->watermark();
   segment.since_drain = since_drain;
-  segment.intervals_per_ns = intervals_per_ns;
+  segment.intervals_per_ns = drain.intervals_per_ns;
   segment.quiet = drained_intervals == 0;
   segment.over = held > options.fold_buffer_bytes.value / 2;
   return drain::SegmentEnd(segment);
 }
 
 void Session::Impl::TakeDeviceSync() {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (device_sync.empty()) return;
-    device_sync_taken.swap(device_sync);
-  }
+  if (!notes.TakeDeviceSync(&drain.device_sync_taken)) return;
   int64_t late = 0;
-  for (const auto& [step, ns] : device_sync_taken) late += fold->AddStepSyncTime(step, ns) ? 0 : 1;
-  device_sync_taken.clear();
-  if (late > 0) {
-    std::lock_guard<std::mutex> lock(mu);
-    report.distributed.device_sync_late += late;
-  }
+  for (const auto& [step, ns] : drain.device_sync_taken)
+    late += fold->AddStepSyncTime(step, ns) ? 0 : 1;
+  drain.device_sync_taken.clear();
+  if (late > 0) notes.CountLateDeviceSync(late);
 }
 
 void Session::Impl::DrainLoop() {
@@ -419,8 +400,9 @@ void Session::Impl::DrainLoop() {
   constexpr double kFilling = 0.25;
   auto filling = [this] {
     // A thread registered since that snapshot: its ring is not in it.
-    if (recorder::ThreadRegistry::Get().registrations() != snapshot_registrations) return true;
-    for (const recorder::ThreadEntry& entry : entries) {
+    if (recorder::ThreadRegistry::Get().registrations() != drain.snapshot_registrations)
+      return true;
+    for (const recorder::ThreadEntry& entry : drain.entries) {
       if (entry.buffer != nullptr && static_cast<double>(entry.buffer->pending()) >=
                                          kFilling * static_cast<double>(entry.buffer->capacity())) {
         return true;
@@ -429,28 +411,28 @@ void Session::Impl::DrainLoop() {
     return false;
   };
   auto due = Clock::now() + wait;
-  std::unique_lock<std::mutex> lock(mu);
+  stop_mu.Lock();
   while (!stop) {
-    wake.wait_for(lock, std::min<Clock::duration>(due - Clock::now(), kLook));
+    wake.WaitWithTimeout(&stop_mu, absl::FromChrono(std::min<Clock::duration>(
+                                       std::max<Clock::duration>(due - Clock::now(), {}), kLook)));
     if (stop) break;
     if (Clock::now() < due && !filling()) continue;
-    lock.unlock();
+    stop_mu.Unlock();
     DrainOnce();
-    if (fullest > kFilling) {
+    if (drain.fullest > kFilling) {
       wait = std::max(shortest, wait / 2);
-    } else if (fullest < 1.0 / 16) {
+    } else if (drain.fullest < 1.0 / 16) {
       wait = std::min(longest, wait * 2);
     }
-    if (windows != nullptr && trace_status.ok()) {
-      const bool publish = Clock::now() >= next_publish;
-      trace_status.Update(windows->Flush(publish, false));
-      if (publish)
-        next_publish =
-            Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
+    const bool publish = Clock::now() >= next_publish;
+    outputs.WriteWindows(publish);
+    if (publish) {
+      next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
     }
     due = Clock::now() + wait;
-    lock.lock();
+    stop_mu.Lock();
   }
+  stop_mu.Unlock();
 }
 
 }  // namespace trainscope

@@ -10,10 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -23,9 +21,7 @@
 #include "sdk/analysis/run_analysis.h"
 #include "sdk/analysis/run_fold.h"
 #include "sdk/cupti/collector.h"
-#include "sdk/export/report_json.h"
 #include "sdk/export/steps_file.h"
-#include "sdk/export/summary.h"
 #include "sdk/export/trace_windows.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/ground/files.h"
@@ -136,49 +132,6 @@ std::atomic<Session::Impl*> g_active_impl{nullptr};
 
 }  // namespace
 
-absl::Status Session::Impl::WriteOutputs() {
-  absl::Status status = trace_status;
-  if (windows != nullptr && status.ok()) status.Update(windows->Flush(true, true));
-  if (windows != nullptr) {
-    const exporter::TraceWindows::Stats& stats = windows->stats();
-    Report::Trace& t = report.trace;
-    t.windows_written = stats.windows_written;
-    t.windows_dropped = stats.windows_dropped;
-    t.first_window_step = stats.first_window_step;
-    t.first_window_steps = stats.first_window_steps;
-    t.slowest.clear();
-    for (const auto& slow : stats.slowest) t.slowest.push_back({slow.index, slow.duration_ms});
-    t.bytes = static_cast<int64_t>(stats.bytes);
-  }
-  status.Update(steps_status);
-  if (steps_file != nullptr) {
-    status.Update(steps_file->Close());
-    report.steps_file.rows_dropped = steps_file->rows_dropped();
-    report.steps_file.rows = steps_file->rows() - report.steps_file.rows_dropped;
-  }
-  if (Writes(options.sinks, Sink::kReportJson)) {
-    status.Update(ground::WriteFileAtomically(
-        fmt::format("{}/{}", options.output_dir, RankedFile(options, "report")),
-        exporter::ReportToJson(report)));
-  }
-  if (Writes(options.sinks, Sink::kSummary)) {
-    const std::string summary = exporter::FormatSummary(report);
-    std::fputs(summary.c_str(), options.summary_stream);
-    if (Writes(options.sinks, Sink::kTraceJson | Sink::kReportJson)) {
-      std::fprintf(
-          options.summary_stream, "outputs: %s/%s%s\n", options.output_dir.c_str(),
-          Writes(options.sinks, Sink::kTraceJson) ? (RankedFile(options, "trace") + " ").c_str()
-                                                  : "",
-          Writes(options.sinks, Sink::kReportJson)
-              ? (RankedFile(options, "report") + " " + RankedFile(options, "steps", "jsonl"))
-                    .c_str()
-              : "");
-    }
-    std::fflush(options.summary_stream);
-  }
-  return status;
-}
-
 // The process's start and the job's submission (Options, else
 // TRAINSCOPE_SUBMIT_TIME). Errors: the process start unreadable; a
 // malformed TRAINSCOPE_SUBMIT_TIME (InvalidArgument naming it).
@@ -195,35 +148,6 @@ absl::Status Session::Impl::ReadStartTimes(const Options& options) {
           fmt::format("TRAINSCOPE_SUBMIT_TIME: {}", std::string(submit.status().message())));
     }
     submit_unix_s = *submit;
-  }
-  return absl::OkStatus();
-}
-
-// trace.json with its windows and steps.jsonl, as the sinks ask. Errors:
-// the writers', naming the file.
-absl::Status Session::Impl::OpenOutputs(const Options& options) {
-  if (Writes(options.sinks, Sink::kTraceJson)) {
-    auto opened = exporter::TraceWriter::Open(options.output_dir, RankedFile(options, "trace"),
-                                              options.run_name, report.run.pid);
-    if (!opened.ok()) return opened.status();
-    trace = std::move(*opened);
-    exporter::TraceWindowOptions kept;
-    kept.first_steps = options.trace_first_steps;
-    kept.warmup_steps = options.warmup_steps;
-    kept.skip_first = options.trace_schedule.skip_first;
-    kept.wait = options.trace_schedule.wait;
-    kept.warmup = options.trace_schedule.warmup;
-    kept.active = options.trace_schedule.active;
-    kept.repeat = options.trace_schedule.repeat;
-    kept.slowest_steps = options.trace_slowest_steps;
-    kept.budget_bytes = options.trace_budget_bytes.value;
-    windows = std::make_unique<exporter::TraceWindows>(trace.get(), kept);
-  }
-  if (Writes(options.sinks, Sink::kReportJson)) {
-    auto steps =
-        exporter::StepsWriter::Open(options.output_dir, RankedFile(options, "steps", "jsonl"));
-    if (!steps.ok()) return steps.status();
-    steps_file = std::move(*steps);
   }
   return absl::OkStatus();
 }
@@ -271,13 +195,16 @@ absl::StatusOr<Session> Session::Start(Options options) {
   environment::DescribeEnvironment(options, &impl->report);
   impl->report.run.started_at = environment::FormatIso8601(impl->process_start.unix_s);
   impl->report.resource_request = options.resource_request;
-  impl->report.config = options.config;
   impl->report.run.rank = options.rank;
   impl->report.run.world_size = options.world_size;
   impl->options.clock = options.clock;
   impl->ChooseClock();
   impl->scope_cost_ns = CalibrateScopeCostNs();
-  if (absl::Status status = impl->OpenOutputs(options); !status.ok()) return fail(status);
+  if (absl::Status status = impl->outputs.Open(options, impl->report.run.pid); !status.ok()) {
+    return fail(status);
+  }
+  for (const auto& [key, value] : options.config) impl->notes.SetConfig(key, value);
+  impl->loss = std::make_unique<LossFile>(options.output_dir, RankedFile(options, "loss", "jsonl"));
   impl->options = std::move(options);
   impl->StartDeviceTimeline();
   impl->StartFold();
@@ -325,57 +252,12 @@ const Options& Session::options() const { return impl_->options; }
 std::string Session::trace_file() const { return RankedFile(impl_->options, "trace"); }
 std::string Session::report_file() const { return RankedFile(impl_->options, "report"); }
 
-// The counters' statistics and the checkpoint figures. Called with mu
-// held, after the fold finished.
-void Session::Impl::SummarizeCountersAndCheckpoints() {
-  // Checkpoints: throughput, restart delay, and the Young/Daly advice
-  // (analysis/checkpoint_advice.h).
-  Report::Checkpoint& c = report.checkpoint;
-  c.persist_bytes_per_s = c.persist_s > 0 ? c.bytes / c.persist_s : 0;
-  const Report::Step& first = fold->first_row();
-  if (c.resumed_from_step >= 0 && first.index >= 0) {
-    c.restart_delay_s = first.start_s + first.duration_ms / 1e3;
-  }
-  if (c.saves >= 2) {
-    c.interval_s = (last_save_ns - first_save_ns) / 1e9 / static_cast<double>(c.saves - 1);
-  }
-  analysis::AdviseCheckpointInterval(options.checkpoint_mtbf_hours, &c);
-  report.counters.clear();
-  for (const auto& [id, counter] : counters) {
-    Report::Counter& c = report.counters.emplace_back(counter.summary);
-    c.series = counter.series.Windows(process_start.monotonic_ns);
-  }
-  std::sort(report.counters.begin(), report.counters.end(),
-            [](const Report::Counter& a, const Report::Counter& b) { return a.name < b.name; });
-  // Each loader: its settings, joined with its two counters.
-  report.loaders = loaders;
-  for (Report::Loader& l : report.loaders) {
-    for (const Report::Counter& c : report.counters) {
-      if (c.name == l.name + ".cpu_us") {
-        l.batches = c.samples;
-        l.cpu_s = c.mean * static_cast<double>(c.samples) / 1e6;
-        l.cpu_ms_per_batch = c.mean / 1e3;
-        l.cpu_cores = report.timing.total_s > 0 ? l.cpu_s / report.timing.total_s : 0;
-      } else if (c.name == l.name + ".queue_depth") {
-        l.queue_samples = c.samples;
-        l.queue_depth_mean = c.mean;
-        l.queue_depth_max = c.max;
-      }
-    }
-  }
-}
-
 const std::string& Session::output_dir() const { return impl_->options.output_dir; }
 
 // Finish's stages.
 
 void Session::Impl::RunFinishHooks() {
-  std::vector<std::pair<int, std::function<void()>>> hooks;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    hooks = finish_hooks;
-  }
-  for (auto& [id, hook] : hooks) {  // unlocked: hooks may record into the session
+  for (auto& hook : notes.FinishHooks()) {  // unlocked: hooks may record into the session
     try {
       hook();
     } catch (const std::exception& e) {  // a hook's failure must not stop the report
@@ -384,8 +266,7 @@ void Session::Impl::RunFinishHooks() {
   }
 }
 
-// Scopes stop recording; the drainer stops after its last drain, and the
-// rings are drained once more.
+// Scopes stop recording; the drainer stops after its last drain.
 void Session::Impl::StopRecording() {
   internal::g_generation.store(0, std::memory_order_release);
   internal::g_step_hook.store(false, std::memory_order_relaxed);
@@ -393,40 +274,26 @@ void Session::Impl::StopRecording() {
   internal::g_nvtx_enabled.store(false, std::memory_order_relaxed);
   internal::g_current_step.store(-1, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&stop_mu);
     stop = true;
   }
-  wake.notify_all();
+  wake.SignalAll();
   drainer.join();
-  DrainOnce(/*final=*/true);
   finished = true;
 }
 
-// report.events: the recorder's threads, rings, losses and clock.
-void Session::Impl::FillEvents() {
-  Report::Events& events = report.events;
-  recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
-  events.threads = static_cast<int>(registry.registered());
-  events.buffer_bytes_per_thread =
-      events.threads == 0 ? 0 : static_cast<int64_t>(RingBytes(options.buffer_bytes_per_thread));
-  events.recorder_bytes = events.buffer_bytes_per_thread * registry.peak_live();
-  // Lost: events refused for want of a ring slot, those of full rings (freed
-  // or not), those pushed since the final drain (scopes that ended during
-  // Finish), and the step still open, whose event comes too late.
-  events.dropped = registry.refused() + released_dropped;
-  for (const recorder::ThreadEntry& entry : entries) {
-    if (entry.buffer == nullptr) continue;
-    events.dropped += static_cast<int64_t>(entry.buffer->dropped() + entry.buffer->pending());
-  }
-  if (internal::g_step_open_since.load(std::memory_order_acquire) >= 0) ++events.dropped;
-  events.recorded = recorded;
-  events.clock = clock_note;
-  if (tsc) {
-    events.tsc_hz = calibration.tsc_hz();
-    events.clock_calibrations = calibration.points();
-    events.clock_max_error_ns = calibration.max_error_ns();
-  }
-  registry.EndSession();
+// The rings drained once more, the device's last records taken, and the
+// rest of the run folded into the report's analysed sections.
+void Session::Impl::DrainLast(TimestampNs finish_ns) {
+  DrainOnce(/*final=*/true);
+  StopDeviceTimeline();
+  analysis::RunClock clock;
+  clock.process_start_ns = process_start.monotonic_ns;
+  clock.finish_ns = finish_ns;
+  clock.process_start_unix_s = process_start.unix_s;
+  clock.submit_unix_s = submit_unix_s;
+  TakeDeviceSync();
+  fold->Finish(clock, &report);
 }
 
 // The CUPTI collector stops; its last records go to the fold and its
@@ -449,45 +316,92 @@ void Session::Impl::StopDeviceTimeline() {
   collector.reset();
 }
 
-// The rest of the run folded into the report's analysed sections.
-// Unlocked: its step rows take mu for the memory samples.
-void Session::Impl::FoldRest(TimestampNs finish_ns) {
-  analysis::RunClock clock;
-  clock.process_start_ns = process_start.monotonic_ns;
-  clock.finish_ns = finish_ns;
-  clock.process_start_unix_s = process_start.unix_s;
-  clock.submit_unix_s = submit_unix_s;
-  TakeDeviceSync();
-  fold->Finish(clock, &report);
-}
-
-// What user threads noted through the run: counters, checkpoints, time to
-// target, serving latency, the loss curve, the recorder's overhead.
-void Session::Impl::FillRunNotes() {
-  SummarizeCountersAndCheckpoints();
-  if (target_met_ns != 0) {
-    Acceptance& a = report.acceptance;
-    a.time_to_target_s = (target_met_ns - process_start.monotonic_ns) / 1e9;
-    if (report.timing.steps > 0) {
-      a.time_to_target_from_first_step_s = *a.time_to_target_s - report.timing.startup_s;
-    }
-  }
-  if (latency_ms.count() > 0) {
-    Report::Serving& serving = report.serving.emplace();
-    serving.requests = latency_ms.count();
-    serving.p50_ms = latency_ms.Percentile(50);
-    serving.p90_ms = latency_ms.Percentile(90);
-    serving.p99_ms = latency_ms.Percentile(99);
-    serving.max_ms = latency_ms.max();
-    const double span_s = (last_latency_ns - first_arrival_ns) / 1e9;
-    serving.requests_per_s = span_s > 0 ? serving.requests / span_s : 0;
-  }
-  CloseLossCurve();
+// After the fold: the recorder's figures, what user threads noted, the
+// counters and loaders, the recorder's overhead.
+void Session::Impl::FillReport() {
+  FillEvents();
+  notes.FillReport(process_start.monotonic_ns, &report);
+  if (std::optional<LossCurve> curve = loss->Close()) report.loss_curve = std::move(*curve);
+  FillCheckpoint();
+  FillCountersAndLoaders();
   report.overhead.per_scope_ns = scope_cost_ns;
   report.overhead.estimated_share =
       report.timing.total_s > 0
           ? report.events.recorded * scope_cost_ns / (report.timing.total_s * 1e9)
           : 0;
+}
+
+// report.events: the recorder's threads, rings, losses and clock.
+void Session::Impl::FillEvents() {
+  Report::Events& events = report.events;
+  recorder::ThreadRegistry& registry = recorder::ThreadRegistry::Get();
+  events.threads = static_cast<int>(registry.registered());
+  events.buffer_bytes_per_thread =
+      events.threads == 0 ? 0 : static_cast<int64_t>(RingBytes(options.buffer_bytes_per_thread));
+  events.recorder_bytes = events.buffer_bytes_per_thread * registry.peak_live();
+  // Lost: events refused for want of a ring slot, those of full rings (freed
+  // or not), those pushed since the final drain (scopes that ended during
+  // Finish), and the step still open, whose event comes too late.
+  events.dropped = registry.refused() + drain.released_dropped;
+  for (const recorder::ThreadEntry& entry : drain.entries) {
+    if (entry.buffer == nullptr) continue;
+    events.dropped += static_cast<int64_t>(entry.buffer->dropped() + entry.buffer->pending());
+  }
+  if (internal::g_step_open_since.load(std::memory_order_acquire) >= 0) ++events.dropped;
+  events.recorded = drain.recorded;
+  events.clock = clock_note;
+  if (tsc) {
+    events.tsc_hz = drain.calibration.tsc_hz();
+    events.clock_calibrations = drain.calibration.points();
+    events.clock_max_error_ns = drain.calibration.max_error_ns();
+  }
+  registry.EndSession();
+}
+
+// The checkpoints' throughput, restart delay, and the Young/Daly advice
+// (analysis/checkpoint_advice.h).
+void Session::Impl::FillCheckpoint() {
+  Report::Checkpoint& c = report.checkpoint;
+  c.persist_bytes_per_s = c.persist_s > 0 ? c.bytes / c.persist_s : 0;
+  const Report::Step& first = fold->first_row();
+  if (c.resumed_from_step >= 0 && first.index >= 0) {
+    c.restart_delay_s = first.start_s + first.duration_ms / 1e3;
+  }
+  analysis::AdviseCheckpointInterval(options.checkpoint_mtbf_hours, &c);
+}
+
+// The counters' statistics, and each loader's settings joined with its two
+// counters.
+void Session::Impl::FillCountersAndLoaders() {
+  report.counters.clear();
+  for (const auto& [id, counter] : drain.counters) {
+    Report::Counter& c = report.counters.emplace_back(counter.summary);
+    c.series = counter.series.Windows(process_start.monotonic_ns);
+  }
+  std::sort(report.counters.begin(), report.counters.end(),
+            [](const Report::Counter& a, const Report::Counter& b) { return a.name < b.name; });
+  for (Report::Loader& l : report.loaders) {
+    for (const Report::Counter& c : report.counters) {
+      if (c.name == l.name + ".cpu_us") {
+        l.batches = c.samples;
+        l.cpu_s = c.mean * static_cast<double>(c.samples) / 1e6;
+        l.cpu_ms_per_batch = c.mean / 1e3;
+        l.cpu_cores = report.timing.total_s > 0 ? l.cpu_s / report.timing.total_s : 0;
+      } else if (c.name == l.name + ".queue_depth") {
+        l.queue_samples = c.samples;
+        l.queue_depth_mean = c.mean;
+        l.queue_depth_max = c.max;
+      }
+    }
+  }
+}
+
+// trace.json's last windows, steps.jsonl closed, then report.json and the
+// summary. Errors: the first of the files'.
+absl::Status Session::Impl::WriteOutputs() {
+  absl::Status status = outputs.Close(&report);
+  status.Update(RunOutputs::WriteReport(options, report));
+  return status;
 }
 
 absl::StatusOr<Report> Session::Finish() {
@@ -503,13 +417,8 @@ absl::StatusOr<Report> Session::Finish() {
   s.RunFinishHooks();
   const TimestampNs finish_ns = NowNs();
   s.StopRecording();
-  s.FillEvents();
-  s.StopDeviceTimeline();
-  s.FoldRest(finish_ns);
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.FillRunNotes();
-  }
+  s.DrainLast(finish_ns);
+  s.FillReport();
   absl::Status status = s.WriteOutputs();
   g_session_active.store(false);
   if (!status.ok()) return status;
