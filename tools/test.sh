@@ -76,6 +76,9 @@ lint_pages() {
 part "lint (page scripts)" lint_pages
 part "build" env BUILD_DIR=build tools/build.sh
 part "cupti against the CUDA 12 headers" tools/cuda12-compile.sh
+# Clang's thread-safety analysis over the session's locked state
+# (absl::Mutex with ABSL_GUARDED_BY), from the build's compile lines.
+part "thread-safety (clang, sdk/session)" env BUILD_DIR=build tools/thread-safety.sh
 part "tests" ctest_counted build
 # The fault tests' outcomes (ctest keeps a passing test's output in its log).
 fault_tests() {
