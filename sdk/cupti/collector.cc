@@ -18,6 +18,7 @@
 
 #include "fmt/format.h"
 #include "sdk/cupti/buffer_pool.h"
+#include "sdk/cupti/collector_impl.h"
 #include "sdk/cupti/collector_internal.h"
 #include "sdk/cupti/library.h"
 #include "sdk/cupti/records.h"
@@ -28,10 +29,6 @@ namespace {
 
 constexpr size_t kMinBufferBytes = size_t{64} << 10;
 constexpr size_t kMaxBufferBytes = size_t{1} << 30;
-// Callback ids looked up past the headers' count: a newer libcupti may name
-// launching calls these headers do not know.
-constexpr uint32_t kCallbackIdMargin = 256;
-
 // CUPTI's callbacks carry no user pointer: they reach the running collector
 // through g_active. Callbacks hold the lock shared; ~Impl takes it exclusively
 // to unpublish, so no callback runs on a destroyed collector.
@@ -71,13 +68,6 @@ bool ReturnToParkedPool(uint8_t* buffer) {
   return false;
 }
 
-uint64_t CUPTIAPI Timestamp() { return static_cast<uint64_t>(NowNs()); }
-void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                            const void* data);
-void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
-void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t size,
-                              size_t valid_bytes);
-
 absl::Status ValidateOptions(const CollectorOptions& o) {
   if (o.buffer_bytes < kMinBufferBytes || o.buffer_bytes > kMaxBufferBytes) {
     return absl::InvalidArgumentError(
@@ -106,123 +96,9 @@ absl::Status ValidateOptions(const CollectorOptions& o) {
 
 }  // namespace
 
-namespace internal {
+namespace entry {
 
-std::vector<ActivityKind> KindsInOrder(bool enable) {
-  std::vector<ActivityKind> kinds = {
-      {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"},
-      {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
-      {CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2"},
-      {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},
-      {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"},
-      {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME"},
-      {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER"},
-      {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"},
-  };
-  if (!enable) std::reverse(kinds.begin(), kinds.end());
-  return kinds;
-}
-
-std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> QuietApis() {
-  return {{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020},
-          {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent},
-          {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState}};
-}
-
-CallbackRole RoleOf(std::string_view name) {
-  auto starts = [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
-  if (LaunchesDeviceWork(name)) return CallbackRole::kLaunch;
-  if (starts("cudaStreamBeginCapture") || starts("cuStreamBeginCapture")) {
-    return CallbackRole::kCaptureBegin;
-  }
-  if (starts("cudaStreamEndCapture") || starts("cuStreamEndCapture")) {
-    return CallbackRole::kCaptureEnd;
-  }
-  return CallbackRole::kNone;
-}
-
-}  // namespace internal
-
-struct Collector::Impl {
-  Impl(const CollectorOptions& o, const CuptiLibrary* l)
-      : options(o),
-        lib(l),
-        pool(std::make_unique<BufferPool>(o.buffer_bytes, o.max_buffers)),
-        converter(l->get_callback_name),
-        owner_pid(getpid()) {
-    announced.reserve(static_cast<size_t>(o.max_pending_launches));
-    draining.reserve(static_cast<size_t>(o.max_pending_launches));
-  }
-  ~Impl();
-
-  absl::Status Configure();
-  absl::Status Subscribe();
-  void LearnCallbackRoles();
-  // Turns collection on or off: the kinds in KindsInOrder's order, the quiet
-  // APIs, and the launch callbacks (on last, off first).
-  absl::Status SetCollecting(bool on, const char* prefix);
-  absl::Status SetKinds(bool enable, const char* prefix);
-  void SetCallbacks(bool on);
-  void FlushLoop();
-  void OnRequested(uint8_t** buffer, size_t* size, size_t* max_records);
-  void OnCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t valid_bytes);
-  void Announce(uint32_t correlation_id, bool driver);
-  void DrainAnnouncements();  // takes mu
-  internal::CallbackRole RoleOf(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) const {
-    const auto& roles = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_roles : driver_roles;
-    return cbid < roles.size() ? roles[cbid] : internal::CallbackRole::kNone;
-  }
-  // In a child forked after Start: nothing here may touch CUPTI, join the
-  // parent's threads or take locks they may have held.
-  bool Forked() const { return getpid() != owner_pid; }
-
-  const CollectorOptions options;
-  const CuptiLibrary* const lib;
-  std::unique_ptr<BufferPool> pool;
-  std::atomic<int64_t> dropped{0};
-  std::atomic<int64_t> foreign_buffers{0};
-
-  mutable std::mutex mu;  // guards converter, buffers_completed, all_flushed
-  RecordConverter converter;
-  int64_t buffers_completed = 0;
-  bool all_flushed = false;  // Stop's forced flush returned
-
-  std::mutex state_mu;  // guards active, stopped, status (SetActive vs Stop)
-  bool active = false;
-  bool stopped = false;
-  absl::Status status;  // first error after Start, returned by Stop
-
-  // Held from Configure to ~Impl: CUPTI's one subscriber slot, the
-  // documented way for CUPTI clients to keep out of each other's sessions.
-  CUpti_SubscriberHandle subscriber = nullptr;
-  // The role of each callback id, by domain (Configure; read-only after),
-  // and the ids whose callbacks are enabled with the kinds.
-  std::vector<internal::CallbackRole> runtime_roles, driver_roles;
-  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> callback_ids;
-  std::atomic<bool> announcing{false};  // the launch callbacks are enabled
-
-  // Launching calls announced at their entry, until the next drain: at most
-  // max_pending_launches (16 bytes each; more are counted and not waited for).
-  struct Announcement {
-    TimestampNs start_ns;
-    uint32_t correlation_id;
-    uint32_t thread : 31;
-    uint32_t driver : 1;
-  };
-  std::mutex announce_mu;
-  std::vector<Announcement> announced;  // guarded by announce_mu
-  int64_t announcements_dropped = 0;    // guarded by announce_mu
-  std::vector<Announcement> draining;   // guarded by mu
-
-  const pid_t owner_pid;
-  std::mutex flush_mu;
-  std::condition_variable flush_wake;
-  bool flush_stop = false;
-  std::unique_ptr<std::thread> flusher;
-  TimestampNs previous_flush = 0;  // flusher thread
-};
-
-namespace {
+uint64_t CUPTIAPI Timestamp() { return static_cast<uint64_t>(NowNs()); }
 
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   std::shared_lock<std::shared_mutex> lock(g_active_mu);
@@ -285,7 +161,7 @@ void CUPTIAPI OnApiCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId
   }
 }
 
-}  // namespace
+}  // namespace entry
 
 Collector::Impl::~Impl() {
   if (Forked()) {
@@ -356,163 +232,6 @@ void Collector::Impl::OnCompleted(CUcontext context, uint32_t stream, uint8_t* b
     dropped.fetch_add(static_cast<int64_t>(lost));
   }
   pool->Release(buffer);
-}
-
-absl::Status Collector::Impl::SetKinds(bool enable, const char* prefix) {
-  absl::Status first;
-  for (const internal::ActivityKind& kind : internal::KindsInOrder(enable)) {
-    const CUptiResult rc =
-        enable ? lib->activity_enable(kind.kind) : lib->activity_disable(kind.kind);
-    if (rc == CUPTI_SUCCESS || !first.ok()) continue;
-    first = absl::UnavailableError(fmt::format("{}: cuptiActivity{}({}) failed: {}", prefix,
-                                               enable ? "Enable" : "Disable", kind.name,
-                                               lib->ResultText(rc)));
-    if (enable) break;
-  }
-  if (enable && !first.ok()) {
-    for (const internal::ActivityKind& kind : internal::KindsInOrder(false)) {
-      lib->activity_disable(kind.kind);
-    }
-  }
-  return first;
-}
-
-void Collector::Impl::SetCallbacks(bool on) {
-  if (!on) {
-    for (const auto& [domain, cbid] : callback_ids) {
-      lib->enable_callback(0, subscriber, domain, cbid);
-    }
-    announcing = false;
-    return;
-  }
-  // A call whose callback CUPTI refuses is not announced: its launches are
-  // not waited for (records.h); the others still are.
-  int enabled = 0;
-  for (const auto& [domain, cbid] : callback_ids) {
-    if (lib->enable_callback(1, subscriber, domain, cbid) == CUPTI_SUCCESS) ++enabled;
-  }
-  announcing = enabled > 0;
-}
-
-absl::Status Collector::Impl::SetCollecting(bool on, const char* prefix) {
-  if (!on) SetCallbacks(false);
-  absl::Status status = SetKinds(on, prefix);
-  if (on && status.ok()) {
-    // After the kinds: enabling RUNTIME or DRIVER overrides these. Best
-    // effort (12.5 on).
-    for (const auto& [domain, cbid] : internal::QuietApis()) {
-      auto quiet = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? lib->activity_enable_runtime_api
-                                                         : lib->activity_enable_driver_api;
-      if (quiet != nullptr) quiet(cbid, 0);
-    }
-    SetCallbacks(true);
-  }
-  return status;
-}
-
-// The subscriber slot: CUPTI has one. Taken by the PyTorch profiler
-// (Kineto), Nsight Systems or Compute, or a debugger, it means another
-// client's session: leave CUPTI alone (NVTX and host ranges stay).
-absl::Status Collector::Impl::Subscribe() {
-  CUptiResult subscribed;
-  char other[128] = {};
-#if CUPTI_API_VERSION >= 130000
-  static_assert(sizeof(other) > CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN);
-  if (lib->subscribe_v2 != nullptr) {
-    CUpti_SubscriberParams params{};
-    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-    params.subscriberName = "trainscope";
-    params.oldSubscriberName = other;
-    params.oldSubscriberSize = sizeof(other) - 1;
-    subscribed = lib->subscribe_v2(&subscriber, &OnApiCallback, nullptr, &params);
-  } else {
-    subscribed = lib->subscribe(&subscriber, &OnApiCallback, nullptr);
-  }
-#else
-  subscribed = lib->subscribe(&subscriber, &OnApiCallback, nullptr);
-#endif
-  if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    subscriber = nullptr;
-    return absl::UnavailableError(
-        fmt::format("CUPTI unavailable: CUPTI in use by {}",
-                    DescribeOtherCuptiUser(other, std::getenv("CUDA_INJECTION64_PATH"),
-                                           std::getenv("NSYS_PROFILING_SESSION_ID"))));
-  }
-  if (subscribed != CUPTI_SUCCESS) {
-    subscriber = nullptr;
-    return absl::UnavailableError(
-        fmt::format("CUPTI unavailable: cuptiSubscribe failed: {}", lib->ResultText(subscribed)));
-  }
-  return absl::OkStatus();
-}
-
-// The launching calls and graph captures, by the names CUPTI gives them:
-// each domain's callback ids to their roles, and the ids to enable.
-void Collector::Impl::LearnCallbackRoles() {
-  for (const CUpti_CallbackDomain domain :
-       {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
-    const uint32_t known = domain == CUPTI_CB_DOMAIN_RUNTIME_API
-                               ? static_cast<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
-                               : static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_SIZE);
-    auto& roles = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_roles : driver_roles;
-    roles.assign(known + kCallbackIdMargin, internal::CallbackRole::kNone);
-    for (uint32_t cbid = 1; cbid < roles.size(); ++cbid) {
-      const char* name = nullptr;
-      if (lib->get_callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
-      roles[cbid] = internal::RoleOf(StripVersionSuffix(name));
-      if (roles[cbid] != internal::CallbackRole::kNone) callback_ids.emplace_back(domain, cbid);
-    }
-  }
-}
-
-absl::Status Collector::Impl::Configure() {
-  auto fail = [&](const char* call, CUptiResult rc) {
-    return absl::UnavailableError(
-        fmt::format("CUPTI unavailable: {} failed: {}", call, lib->ResultText(rc)));
-  };
-  if (absl::Status status = Subscribe(); !status.ok()) return status;
-  // OS thread ids (gettid) in API records, so host calls land on the
-  // recorder's thread tracks; CUPTI's default is pthread_self().
-  if (CUptiResult rc = lib->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-      rc != CUPTI_SUCCESS) {
-    return fail("cuptiSetThreadIdType(SYSTEM)", rc);
-  }
-  // Buffers come zeroed from the pool (buffer_pool.h), so CUPTI need not
-  // zero them on the thread whose CUDA call asked for one; and one global
-  // queue of buffers rather than one per thread, so that max_buffers bounds
-  // them whatever the number of launching threads (main, autograd,
-  // prefetch, NCCL's watchdog). Best effort: both are settings of 12.x on.
-  if (lib->activity_set_attribute != nullptr) {
-    uint8_t zeroed = 1, per_thread = 0;
-    size_t bytes = sizeof(uint8_t);
-    lib->activity_set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zeroed);
-    bytes = sizeof(uint8_t);
-    lib->activity_set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &bytes,
-                                &per_thread);
-  }
-  if (CUptiResult rc = lib->activity_register_timestamp_callback(&Timestamp); rc != CUPTI_SUCCESS) {
-    return fail("cuptiActivityRegisterTimestampCallback", rc);
-  }
-  if (CUptiResult rc = lib->activity_register_callbacks(&BufferRequested, &BufferCompleted);
-      rc != CUPTI_SUCCESS) {
-    return fail("cuptiActivityRegisterCallbacks", rc);
-  }
-  // Best effort: no records for event and stream queries that find work
-  // still pending (NCCL's watchdog polls them constantly).
-  if (lib->activity_enable_all_sync_records != nullptr) lib->activity_enable_all_sync_records(0);
-  LearnCallbackRoles();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    previous_flush = NowNs();
-    converter.Flushed(previous_flush);  // no record of earlier work will come
-  }
-  absl::Status enabled = SetCollecting(true, "CUPTI unavailable");
-  if (!enabled.ok()) return enabled;
-  active = true;
-  if (options.flush_interval_ms > 0) {
-    flusher = std::make_unique<std::thread>([this] { FlushLoop(); });
-  }
-  return absl::OkStatus();
 }
 
 void Collector::Impl::FlushLoop() {

@@ -9,7 +9,8 @@
 # "CUPTI unavailable: built without the CUDA toolkit".
 if(TARGET CUDA::cupti)
   trainscope_room(cupti USES ground
-    SOURCES cupti/buffer_pool.cc cupti/collector.cc cupti/library.cc cupti/records.cc)
+    SOURCES cupti/buffer_pool.cc cupti/collector.cc cupti/collector_setup.cc cupti/library.cc
+            cupti/records.cc)
   target_compile_definitions(trainscope_cupti_objects PRIVATE TRAINSCOPE_WITH_CUPTI=1)
   # Headers only, as system headers (CUPTI's own warnings are not ours).
   target_include_directories(trainscope_cupti_objects SYSTEM PRIVATE
