@@ -271,12 +271,12 @@ inline void RecordCounter(NameId name, int64_t value) noexcept {
 #ifdef TRAINSCOPE_DISABLE
   static_cast<void>(name);
   static_cast<void>(value);
-  return;
-#endif
+#else
   ThreadBuffer* buffer = ActiveBuffer();
   if (buffer == nullptr) return;
   buffer->Push(
       Event{ReadTicks(), value, CurrentStep(), name, EventKind::kCounter, Phase::kOther, 0});
+#endif
 }
 
 // Names the calling thread ("loader/0") in trace.json and in NVTX
