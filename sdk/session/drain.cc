@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/time/time.h"
+#include "sdk/ground/locks.h"
 #include "sdk/ground/timeline.h"
 #include "sdk/session/segment_policy.h"
 #include "sdk/session/session_impl.h"
@@ -411,13 +412,14 @@ void Session::Impl::DrainLoop() {
     return false;
   };
   auto due = Clock::now() + wait;
-  stop_mu.Lock();
+  ground::Lock(&stop_mu);
   while (!stop) {
-    wake.WaitWithTimeout(&stop_mu, absl::FromChrono(std::min<Clock::duration>(
-                                       std::max<Clock::duration>(due - Clock::now(), {}), kLook)));
+    const Clock::duration until_due = std::max<Clock::duration>(due - Clock::now(), {});
+    ground::WaitWithTimeout(&wake, &stop_mu,
+                            absl::FromChrono(std::min<Clock::duration>(until_due, kLook)));
     if (stop) break;
     if (Clock::now() < due && !filling()) continue;
-    stop_mu.Unlock();
+    ground::Unlock(&stop_mu);
     DrainOnce();
     if (drain.fullest > kFilling) {
       wait = std::max(shortest, wait / 2);
@@ -430,9 +432,9 @@ void Session::Impl::DrainLoop() {
       next_publish = Clock::now() + std::chrono::milliseconds(options.trace_checkpoint_interval_ms);
     }
     due = Clock::now() + wait;
-    stop_mu.Lock();
+    ground::Lock(&stop_mu);
   }
-  stop_mu.Unlock();
+  ground::Unlock(&stop_mu);
 }
 
 }  // namespace trainscope

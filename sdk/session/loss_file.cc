@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "sdk/ground/files.h"
+#include "sdk/ground/locks.h"
 
 namespace trainscope {
 
@@ -27,7 +28,7 @@ absl::Status LossFile::Open() {
 }
 
 absl::Status LossFile::Append(int64_t step, double value, bool skipped) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError("RecordLoss: the session has finished");
   if (status_.ok() && file_ == nullptr && curve_.file.empty()) status_ = Open();
   if (!status_.ok()) {
@@ -55,7 +56,7 @@ absl::Status LossFile::Append(int64_t step, double value, bool skipped) {
 }
 
 std::optional<LossCurve> LossFile::Close() {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   closed_ = true;
   if (file_ != nullptr) {
     // What the buffer held and could not be written is lost with the file's

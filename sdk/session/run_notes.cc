@@ -5,11 +5,12 @@
 #include <cmath>
 
 #include "fmt/format.h"
+#include "sdk/ground/locks.h"
 
 namespace trainscope {
 
 void RunNotes::SetConfig(std::string_view key, std::string_view value) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   for (auto& [k, v] : config_) {
     if (k == key) {
       v = std::string(value);
@@ -20,7 +21,7 @@ void RunNotes::SetConfig(std::string_view key, std::string_view value) {
 }
 
 void RunNotes::SetQualityTarget(std::string_view metric, double target, bool higher_is_better) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   Acceptance& a = acceptance_;
   if (a.metric != metric) {
     a = Acceptance{};
@@ -33,7 +34,7 @@ void RunNotes::SetQualityTarget(std::string_view metric, double target, bool hig
 }
 
 absl::Status RunNotes::RecordQuality(std::string_view metric, double value, TimestampNs now) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   Acceptance& a = acceptance_;
   if (!a.metric.empty() && a.metric != metric) {
     return absl::InvalidArgumentError(fmt::format(
@@ -53,7 +54,7 @@ absl::Status RunNotes::RecordQuality(std::string_view metric, double value, Time
 }
 
 void RunNotes::AddLatency(double seconds, TimestampNs now) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   const auto arrival = now - static_cast<TimestampNs>(seconds * 1e9);
   if (latency_ms_.count() == 0 || arrival < first_arrival_ns_) first_arrival_ns_ = arrival;
   last_latency_ns_ = now;
@@ -62,7 +63,7 @@ void RunNotes::AddLatency(double seconds, TimestampNs now) {
 
 void RunNotes::AddMemorySample(int64_t step, MemorySample sample, std::string_view source,
                                TimestampNs now) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   samples_[step] = sample;
   // Here too, not only with the step's row: a sample that came after its
   // row (the first, or after fold_delay_ms) still counts in the peak.
@@ -79,12 +80,12 @@ void RunNotes::AddMemorySample(int64_t step, MemorySample sample, std::string_vi
 }
 
 void RunNotes::SetDistributedBackend(std::string_view backend) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   distributed_.backend = std::string(backend);
 }
 
 void RunNotes::NoteMissingRanks(const std::vector<int>& ranks, std::string_view error) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   std::vector<int>& missing = distributed_.missing_ranks;
   for (int r : ranks) {
     if (std::find(missing.begin(), missing.end(), r) == missing.end()) missing.push_back(r);
@@ -95,7 +96,7 @@ void RunNotes::NoteMissingRanks(const std::vector<int>& ranks, std::string_view 
 
 void RunNotes::AddStepSyncTime(int64_t step, TimestampNs ns, double seconds) {
   ExpectDeviceSync();
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   distributed_.device_sync_s += seconds;
   if (device_sync_.size() >= kDeviceSyncWaiting) {
     ++distributed_.device_sync_late;
@@ -106,7 +107,7 @@ void RunNotes::AddStepSyncTime(int64_t step, TimestampNs ns, double seconds) {
 
 void RunNotes::NoteCheckpointSave(double blocking_s, double persist_s, uint64_t bytes,
                                   bool committed, TimestampNs now) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   Report::Checkpoint& c = checkpoint_;
   if (!committed) {
     ++c.failed;
@@ -122,7 +123,7 @@ void RunNotes::NoteCheckpointSave(double blocking_s, double persist_s, uint64_t 
 }
 
 void RunNotes::NoteResume(int64_t from_step, int64_t interrupted_at_step, double restore_s) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   checkpoint_.resumed_from_step = from_step;
   checkpoint_.recomputed_steps =
       interrupted_at_step > from_step ? interrupted_at_step - from_step : 0;
@@ -130,12 +131,12 @@ void RunNotes::NoteResume(int64_t from_step, int64_t interrupted_at_step, double
 }
 
 void RunNotes::NoteFailure(RunFailure failure) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   failure_ = std::move(failure);
 }
 
 absl::Status RunNotes::SetLoader(const LoaderSettings& settings) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   auto it = std::find_if(loaders_.begin(), loaders_.end(),
                          [&](const Report::Loader& l) { return l.name == settings.name; });
   if (it == loaders_.end()) {
@@ -156,20 +157,20 @@ absl::Status RunNotes::SetLoader(const LoaderSettings& settings) {
 }
 
 int RunNotes::AddFinishHook(std::function<void()> hook) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   finish_hooks_.emplace_back(++next_hook_, std::move(hook));
   return next_hook_;
 }
 
 void RunNotes::RemoveFinishHook(int id) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   finish_hooks_.erase(std::remove_if(finish_hooks_.begin(), finish_hooks_.end(),
                                      [&](const auto& h) { return h.first == id; }),
                       finish_hooks_.end());
 }
 
 std::vector<std::function<void()>> RunNotes::FinishHooks() const {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   std::vector<std::function<void()>> hooks;
   hooks.reserve(finish_hooks_.size());
   for (const auto& [id, hook] : finish_hooks_) hooks.push_back(hook);
@@ -179,7 +180,7 @@ std::vector<std::function<void()>> RunNotes::FinishHooks() const {
 void RunNotes::JoinMemory(Report::Step* row) {
   // A run that never samples memory skips the lock, a row at a time.
   if (!memory_sampled()) return;
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   auto it = samples_.find(row->index);
   if (it == samples_.end()) return;
   const MemorySample& s = it->second;
@@ -193,19 +194,19 @@ void RunNotes::JoinMemory(Report::Step* row) {
 }
 
 bool RunNotes::TakeDeviceSync(std::vector<std::pair<int64_t, TimestampNs>>* taken) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   if (device_sync_.empty()) return false;
   taken->swap(device_sync_);
   return true;
 }
 
 void RunNotes::CountLateDeviceSync(int64_t late) {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   distributed_.device_sync_late += late;
 }
 
 void RunNotes::FillReport(TimestampNs process_start_ns, Report* report) const {
-  absl::MutexLock lock(&mu_);
+  ground::MutexLock lock(&mu_);
   report->config = config_;
   report->acceptance = acceptance_;
   if (target_met_ns_ != 0) {

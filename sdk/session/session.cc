@@ -25,6 +25,7 @@
 #include "sdk/export/trace_windows.h"
 #include "sdk/export/trace_writer.h"
 #include "sdk/ground/files.h"
+#include "sdk/ground/locks.h"
 #include "sdk/ground/tick_clock.h"
 #include "sdk/ground/timeline.h"
 #include "sdk/nvtx/nvtx.h"
@@ -274,7 +275,7 @@ void Session::Impl::StopRecording() {
   internal::g_nvtx_enabled.store(false, std::memory_order_relaxed);
   internal::g_current_step.store(-1, std::memory_order_relaxed);
   {
-    absl::MutexLock lock(&stop_mu);
+    ground::MutexLock lock(&stop_mu);
     stop = true;
   }
   wake.SignalAll();
